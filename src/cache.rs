@@ -1,0 +1,183 @@
+//! The compiled-schema cache and the store of schema texts known to this instance.
+//!
+//! Compiled validators are keyed by server, tool, schema hash and the compile options that change
+//! a verdict. A hit neither parses nor compiles; concurrent first requests for one key compile
+//! once; a schema that fails to compile is cached as its failure, so it costs one compile and
+//! degrades only its own key. Both caches are bounded by weight (bytes) and idle time.
+
+use crate::compile::{compile, CompileLimits, CompiledSchema};
+use crate::domain::SchemaHash;
+use crate::error::CheckError;
+use crate::metrics::Metrics;
+use crate::policy::{CompileOptions, RegexEngine};
+use bytes::Bytes;
+use moka::notification::RemovalCause;
+use moka::sync::Cache;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A compile's result, kept whether it succeeded or not.
+pub type Compiled = Arc<Result<CompiledSchema, CheckError>>;
+
+/// Cache key: a digest of (server, tool, schema hash, compile options), fixed-size so a lookup
+/// allocates nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CacheKey([u8; 32]);
+
+impl CacheKey {
+    pub fn new(
+        server: Option<&str>,
+        tool: Option<&str>,
+        hash: &SchemaHash,
+        options: CompileOptions,
+    ) -> Self {
+        let mut h = blake3::Hasher::new();
+        for part in [server, tool] {
+            match part {
+                Some(s) => {
+                    h.update(&[1]);
+                    h.update(&(s.len() as u64).to_le_bytes());
+                    h.update(s.as_bytes());
+                }
+                None => {
+                    h.update(&[0]);
+                }
+            }
+        }
+        h.update(hash.as_bytes());
+        h.update(&[
+            u8::from(options.assert_formats),
+            match options.regex_engine {
+                RegexEngine::BoundedBacktracking => 0,
+                RegexEngine::Linear => 1,
+            },
+        ]);
+        CacheKey(*h.finalize().as_bytes())
+    }
+}
+
+/// Sizes of the caches.
+#[derive(Debug, Clone, Copy)]
+pub struct CacheConfig {
+    /// Weighted capacity of the compiled cache, in estimated bytes.
+    pub max_bytes: u64,
+    /// Entries unused this long are dropped.
+    pub idle: Duration,
+}
+
+/// A compiled validator is estimated at this many times its schema text.
+const COMPILED_WEIGHT_FACTOR: u64 = 16;
+const ENTRY_OVERHEAD: u64 = 2048;
+
+pub struct SchemaCache {
+    compiled: Cache<CacheKey, Compiled>,
+    sources: Cache<SchemaHash, Bytes>,
+    limits: CompileLimits,
+    metrics: Arc<Metrics>,
+}
+
+impl SchemaCache {
+    pub fn new(config: CacheConfig, limits: CompileLimits, metrics: Arc<Metrics>) -> Self {
+        let evictions = metrics.cache_evictions.clone();
+        let compiled = Cache::builder()
+            .max_capacity(config.max_bytes)
+            .weigher(|_key, value: &Compiled| {
+                let text = value.as_ref().as_ref().map_or(0, |c| c.source_len as u64);
+                u32::try_from(text * COMPILED_WEIGHT_FACTOR + ENTRY_OVERHEAD).unwrap_or(u32::MAX)
+            })
+            .time_to_idle(config.idle)
+            .eviction_listener(move |_k, _v, cause| {
+                if matches!(cause, RemovalCause::Size | RemovalCause::Expired) {
+                    evictions.increment(1);
+                }
+            })
+            .build();
+        let sources = Cache::builder()
+            .max_capacity(config.max_bytes / 4)
+            .weigher(|_k, v: &Bytes| u32::try_from(v.len() + 64).unwrap_or(u32::MAX))
+            .time_to_idle(config.idle)
+            .build();
+        Self {
+            compiled,
+            sources,
+            limits,
+            metrics,
+        }
+    }
+
+    pub fn limits(&self) -> &CompileLimits {
+        &self.limits
+    }
+
+    /// The compiled schema for `key`, compiling `text` on a miss (once, however many ask at once).
+    /// The caller must be on a thread that may block: a miss compiles in place.
+    /// Also says whether this call compiled (a miss).
+    pub fn get_or_compile(
+        &self,
+        key: CacheKey,
+        text: &Bytes,
+        options: CompileOptions,
+        count_hit: bool,
+    ) -> (Compiled, bool) {
+        if let Some(hit) = self.compiled.get(&key) {
+            if count_hit {
+                self.metrics.cache_hits.increment(1);
+            }
+            return (hit, false);
+        }
+        let mut compiled_here = false;
+        let entry = self.compiled.get_with(key, || {
+            compiled_here = true;
+            self.compile_now(text, options)
+        });
+        if compiled_here {
+            self.metrics.cache_misses.increment(1);
+        } else if count_hit {
+            self.metrics.cache_hits.increment(1);
+        }
+        (entry, compiled_here)
+    }
+
+    /// The compiled schema for `key` if it is cached; never compiles.
+    pub fn get(&self, key: &CacheKey) -> Option<Compiled> {
+        let hit = self.compiled.get(key);
+        if hit.is_some() {
+            self.metrics.cache_hits.increment(1);
+        }
+        hit
+    }
+
+    fn compile_now(&self, text: &Bytes, options: CompileOptions) -> Compiled {
+        let start = Instant::now();
+        let result = compile(text, options, &self.limits);
+        self.metrics.compiles.increment(1);
+        self.metrics
+            .compile_duration
+            .record(start.elapsed().as_secs_f64());
+        if let Err(e) = &result {
+            self.metrics.compile_failures.increment(1);
+            tracing::info!(code = e.code(), error = %e, "schema did not compile");
+        }
+        Arc::new(result)
+    }
+
+    /// Remembers a schema's text so later checks may name it by hash.
+    pub fn remember(&self, hash: SchemaHash, text: &Bytes) {
+        if !self.sources.contains_key(&hash) {
+            self.sources.insert(hash, Bytes::copy_from_slice(text));
+        }
+    }
+
+    /// The text of a schema known to this instance.
+    pub fn source(&self, hash: &SchemaHash) -> Option<Bytes> {
+        self.sources.get(hash)
+    }
+
+    /// Refreshes the entry gauge (entry counts are kept lazily by the cache).
+    pub fn refresh_gauges(&self) {
+        self.compiled.run_pending_tasks();
+        self.metrics
+            .cache_entries
+            .set(self.compiled.entry_count() as f64);
+    }
+}

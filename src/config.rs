@@ -1,0 +1,205 @@
+//! The one configuration type: command-line flags, each with an environment fallback and a
+//! documented default that a newcomer can run with.
+
+use crate::cache::CacheConfig;
+use crate::gate::{GateConfig, Limits};
+use crate::policy::Policy;
+use anyhow::Context;
+use clap::{Parser, Subcommand, ValueEnum};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+pub const DEFAULT_GRPC_LISTEN: &str = "127.0.0.1:50051";
+/// 32 MiB: a batch of a few hundred large tool results.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
+/// 64 MiB: gRPC bulk needs more than tonic's 4 MiB default.
+pub const DEFAULT_GRPC_MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+pub const DEFAULT_MAX_BATCH_ITEMS: usize = 10_000;
+pub const DEFAULT_MAX_DEPTH: usize = 64;
+pub const DEFAULT_MAX_ERRORS: usize = 20;
+pub const DEFAULT_MAX_SCHEMA_BYTES: usize = 1024 * 1024;
+pub const DEFAULT_MAX_SCHEMA_COST: u64 = 10_000;
+pub const DEFAULT_MAX_CHECK_WORK: u64 = 50_000_000;
+pub const DEFAULT_MAX_ERROR_WORK: u64 = 500_000;
+/// 256 MiB of estimated compiled-schema weight.
+pub const DEFAULT_CACHE_MAX_BYTES: u64 = 256 * 1024 * 1024;
+pub const DEFAULT_CACHE_IDLE_SECS: u64 = 3600;
+pub const DEFAULT_LABEL_LIMIT: usize = 1000;
+pub const DEFAULT_MAX_REGISTERED_TOOLS: usize = 100_000;
+pub const DEFAULT_POLICY_POLL_SECS: u64 = 10;
+pub const DEFAULT_SHUTDOWN_GRACE_SECS: u64 = 30;
+
+#[derive(Debug, Parser)]
+#[command(name = "schemagate", version, about = "Checks AI tool results against their declared schemas before anyone acts on them.")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the service (REST and gRPC) on embedded defaults or the given flags.
+    Serve(ServeArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Flags of `schemagate serve`.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "serve")]
+pub struct ServeArgs {
+    /// Address for REST, /metrics, /healthz and /readyz.
+    #[arg(long, env = "SCHEMAGATE_LISTEN", default_value = DEFAULT_LISTEN)]
+    pub listen: SocketAddr,
+    /// Address for gRPC (schemagate.v1.Validator, grpc.health.v1, reflection).
+    #[arg(long, env = "SCHEMAGATE_GRPC_LISTEN", default_value = DEFAULT_GRPC_LISTEN)]
+    pub grpc_listen: SocketAddr,
+    /// Trust policy file (TOML). Without it every server is untrusted.
+    #[arg(long, env = "SCHEMAGATE_POLICY")]
+    pub policy: Option<PathBuf>,
+    /// Re-read the policy file when its content changes, every this many seconds (0: only on
+    /// SIGHUP or POST /v1/admin/reload-policy).
+    #[arg(long, env = "SCHEMAGATE_POLICY_POLL_INTERVAL", default_value_t = DEFAULT_POLICY_POLL_SECS)]
+    pub policy_poll_interval: u64,
+    /// Largest REST request body, in bytes.
+    #[arg(long, env = "SCHEMAGATE_MAX_BODY_BYTES", default_value_t = DEFAULT_MAX_BODY_BYTES)]
+    pub max_body_bytes: usize,
+    /// Largest gRPC message, in bytes.
+    #[arg(long, env = "SCHEMAGATE_GRPC_MAX_MESSAGE_BYTES", default_value_t = DEFAULT_GRPC_MAX_MESSAGE_BYTES)]
+    pub grpc_max_message_bytes: usize,
+    /// Most checks in one batch.
+    #[arg(long, env = "SCHEMAGATE_MAX_BATCH_ITEMS", default_value_t = DEFAULT_MAX_BATCH_ITEMS)]
+    pub max_batch_items: usize,
+    /// Deepest nesting of a payload or schema.
+    #[arg(long, env = "SCHEMAGATE_MAX_DEPTH", default_value_t = DEFAULT_MAX_DEPTH)]
+    pub max_depth: usize,
+    /// Most errors listed in one verdict (`truncated` says when there were more).
+    #[arg(long, env = "SCHEMAGATE_MAX_ERRORS", default_value_t = DEFAULT_MAX_ERRORS)]
+    pub max_errors: usize,
+    /// Largest schema, in bytes.
+    #[arg(long, env = "SCHEMAGATE_MAX_SCHEMA_BYTES", default_value_t = DEFAULT_MAX_SCHEMA_BYTES)]
+    pub max_schema_bytes: usize,
+    /// Most subschema evaluations a schema may imply at one position of an instance.
+    #[arg(long, env = "SCHEMAGATE_MAX_SCHEMA_COST", default_value_t = DEFAULT_MAX_SCHEMA_COST)]
+    pub max_schema_cost: u64,
+    /// Most work (schema cost times payload size) one check may cost.
+    #[arg(long, env = "SCHEMAGATE_MAX_CHECK_WORK", default_value_t = DEFAULT_MAX_CHECK_WORK)]
+    pub max_check_work: u64,
+    /// Most work for which every error is collected; past it one summary error is reported.
+    #[arg(long, env = "SCHEMAGATE_MAX_ERROR_WORK", default_value_t = DEFAULT_MAX_ERROR_WORK)]
+    pub max_error_work: u64,
+    /// Weighted capacity of the compiled-schema cache, in estimated bytes.
+    #[arg(long, env = "SCHEMAGATE_CACHE_MAX_BYTES", default_value_t = DEFAULT_CACHE_MAX_BYTES)]
+    pub cache_max_bytes: u64,
+    /// Compiled schemas unused this many seconds are dropped.
+    #[arg(long, env = "SCHEMAGATE_CACHE_IDLE_SECS", default_value_t = DEFAULT_CACHE_IDLE_SECS)]
+    pub cache_idle_secs: u64,
+    /// Distinct values kept per client-controlled metric label (server, tool, path); the rest
+    /// fold into `_other`.
+    #[arg(long, env = "SCHEMAGATE_METRICS_LABEL_LIMIT", default_value_t = DEFAULT_LABEL_LIMIT)]
+    pub metrics_label_limit: usize,
+    /// Most tools registered across all servers.
+    #[arg(long, env = "SCHEMAGATE_MAX_REGISTERED_TOOLS", default_value_t = DEFAULT_MAX_REGISTERED_TOOLS)]
+    pub max_registered_tools: usize,
+    /// Threads for CPU work (compiles, large checks, batches); 0 means one per core.
+    #[arg(long, env = "SCHEMAGATE_WORKER_THREADS", default_value_t = 0)]
+    pub worker_threads: usize,
+    /// Seconds that checks in flight get to finish after SIGINT or SIGTERM.
+    #[arg(long, env = "SCHEMAGATE_SHUTDOWN_GRACE_SECS", default_value_t = DEFAULT_SHUTDOWN_GRACE_SECS)]
+    pub shutdown_grace_secs: u64,
+    /// Log filter (tracing's EnvFilter syntax: info, debug, schemagate=debug,...).
+    #[arg(long, env = "SCHEMAGATE_LOG_LEVEL", default_value = "info")]
+    pub log_level: String,
+    /// Log line format.
+    #[arg(long, env = "SCHEMAGATE_LOG_FORMAT", value_enum, default_value = "text")]
+    pub log_format: LogFormat,
+}
+
+impl Default for ServeArgs {
+    fn default() -> Self {
+        ServeArgs::parse_from(["serve"])
+    }
+}
+
+impl ServeArgs {
+    /// The core's configuration; loads the policy file, failing with a message that names it.
+    pub fn gate_config(&self) -> anyhow::Result<GateConfig> {
+        let policy = match &self.policy {
+            Some(path) => Policy::from_file(path).with_context(|| "loading --policy".to_string())?,
+            None => Policy::default(),
+        };
+        for (name, value) in [
+            ("--max-body-bytes", self.max_body_bytes),
+            ("--max-batch-items", self.max_batch_items),
+            ("--max-errors", self.max_errors),
+            ("--max-schema-bytes", self.max_schema_bytes),
+            ("--metrics-label-limit", self.metrics_label_limit),
+        ] {
+            anyhow::ensure!(value > 0, "{name} must be at least 1");
+        }
+        anyhow::ensure!(
+            (1..=120).contains(&self.max_depth),
+            "--max-depth must be between 1 and 120 (JSON parsing itself stops at 128 levels)"
+        );
+        Ok(GateConfig {
+            limits: Limits {
+                max_body_bytes: self.max_body_bytes,
+                max_batch_items: self.max_batch_items,
+                max_depth: self.max_depth,
+                max_errors: self.max_errors,
+                max_schema_bytes: self.max_schema_bytes,
+                max_schema_cost: self.max_schema_cost,
+                max_check_work: self.max_check_work,
+                max_error_work: self.max_error_work,
+            },
+            cache: CacheConfig {
+                max_bytes: self.cache_max_bytes,
+                idle: Duration::from_secs(self.cache_idle_secs.max(1)),
+            },
+            label_limit: self.metrics_label_limit,
+            max_registered_tools: self.max_registered_tools,
+            policy,
+            policy_path: self.policy.clone(),
+            worker_threads: self.worker_threads,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_run_without_a_file() {
+        let args = ServeArgs::default();
+        assert_eq!(args.listen.to_string(), DEFAULT_LISTEN);
+        assert_eq!(args.grpc_listen.to_string(), DEFAULT_GRPC_LISTEN);
+        let config = args.gate_config().expect("defaults are valid");
+        assert_eq!(config.limits.max_errors, 20);
+    }
+
+    #[test]
+    fn a_bad_policy_file_names_itself_and_the_key() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("policy.toml");
+        std::fs::write(&path, "default_tier = \"friendly\"\n").expect("write");
+        let args = ServeArgs::parse_from(["serve", "--policy", path.to_str().expect("utf-8")]);
+        let err = format!("{:#}", args.gate_config().unwrap_err());
+        assert!(err.contains("policy.toml") && err.contains("default_tier"), "{err}");
+    }
+
+    #[test]
+    fn bad_flags_are_refused() {
+        let shallow = ServeArgs::parse_from(["serve", "--max-depth", "0"]);
+        assert!(shallow.gate_config().is_err());
+        assert!(ServeArgs::try_parse_from(["serve", "--listen", "nowhere"]).is_err());
+        let zero = ServeArgs::parse_from(["serve", "--max-errors", "0"]);
+        assert!(zero.gate_config().is_err());
+    }
+}

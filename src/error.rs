@@ -1,0 +1,143 @@
+//! The reasons a check cannot be made at all. A verdict, even a failing one, is not an error.
+//!
+//! These errors know nothing of HTTP or gRPC: each adapter maps an [`ErrorClass`] to its own status
+//! (and pins that mapping in a unit test).
+
+use crate::domain::NameError;
+
+/// What kind of refusal an error is; adapters turn this into a status code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorClass {
+    /// The request is not well formed (malformed JSON, a missing or contradictory field).
+    BadRequest,
+    /// Something the request names is not known here (a schema hash, a registered tool).
+    NotFound,
+    /// A size or count limit was exceeded.
+    TooLarge,
+    /// The request is well formed but its schema or payload cannot be checked (does not compile,
+    /// would need a fetch, is too costly).
+    Unprocessable,
+    /// The service is shutting down or overloaded.
+    Unavailable,
+    /// A fault inside schemagate; details are logged, not sent.
+    Internal,
+}
+
+/// Why a check (or a registration) was refused.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum CheckError {
+    #[error("request body is not valid JSON: {0}")]
+    MalformedJson(String),
+    #[error("{0}")]
+    InvalidField(String),
+    #[error("{0}")]
+    InvalidName(#[from] NameError),
+    #[error("no payload: send exactly one of `instance`, `result` or `arguments`")]
+    MissingPayload,
+    #[error("more than one payload: send exactly one of `instance`, `result` or `arguments`")]
+    ConflictingPayloads,
+    #[error("no schema: send `schema` (inline JSON) or `schema_hash`, or name a `server` and `tool` registered with PUT /v1/servers/{{server}}/tools")]
+    MissingSchema,
+    #[error("both `schema` and `schema_hash` were sent: send one")]
+    ConflictingSchemas,
+    #[error("schema_hash {0} is not known to this instance: send the schema inline once as `schema` (its answer carries the hash), or register the tool")]
+    UnknownSchemaHash(String),
+    #[error("tool {tool:?} of server {server:?} is not registered{detail}: register it with PUT /v1/servers/{server}/tools or send the schema inline")]
+    UnknownTool {
+        server: String,
+        tool: String,
+        detail: &'static str,
+    },
+    #[error("request body is larger than the limit of {limit} bytes (see --max-body-bytes): split the batch or send less")]
+    BodyTooLarge { limit: usize },
+    #[error("batch has {len} items; the limit is {limit} (see --max-batch-items): split it")]
+    BatchTooLarge { len: usize, limit: usize },
+    #[error("schema is {size} bytes; the limit is {limit} (see --max-schema-bytes)")]
+    SchemaTooLarge { size: usize, limit: usize },
+    #[error("{what} nests deeper than {limit} levels (see --max-depth): flatten it")]
+    TooDeep { what: &'static str, limit: usize },
+    #[error("schema does not compile: {0}")]
+    SchemaInvalid(String),
+    #[error("schema $ref {0:?} points outside the schema; schemagate never fetches a $ref from the network or disk: copy the referenced schema under `$defs` and point the $ref at \"#/$defs/...\"")]
+    RemoteRef(String),
+    #[error("schema is too costly to evaluate: {0}")]
+    SchemaTooComplex(String),
+    #[error("this check would cost about {work} schema evaluations, over the limit of {limit} (see --max-check-work): send a smaller payload or a simpler schema")]
+    WorkLimitExceeded { work: u64, limit: u64 },
+    #[error("outputSchema root must be an object schema (\"type\": \"object\") under MCP 2025-06-18; fix the tool's outputSchema, or set require_object_root = false in the policy")]
+    SchemaRootNotObject,
+    #[error("schemagate is shutting down; retry on another instance")]
+    Unavailable,
+    #[error("internal error; the details are in schemagate's log")]
+    Internal,
+}
+
+impl CheckError {
+    /// A stable, machine-readable code; the same string appears in REST and gRPC error bodies and in
+    /// `schemagate_request_errors_total{code}`.
+    pub fn code(&self) -> &'static str {
+        match self {
+            CheckError::MalformedJson(_) => "malformed_json",
+            CheckError::InvalidField(_) | CheckError::InvalidName(_) => "invalid_field",
+            CheckError::MissingPayload => "missing_payload",
+            CheckError::ConflictingPayloads => "conflicting_payloads",
+            CheckError::MissingSchema => "missing_schema",
+            CheckError::ConflictingSchemas => "conflicting_schemas",
+            CheckError::UnknownSchemaHash(_) => "unknown_schema_hash",
+            CheckError::UnknownTool { .. } => "unknown_tool",
+            CheckError::BodyTooLarge { .. } => "body_too_large",
+            CheckError::BatchTooLarge { .. } => "batch_too_large",
+            CheckError::SchemaTooLarge { .. } => "schema_too_large",
+            CheckError::TooDeep { .. } => "nesting_too_deep",
+            CheckError::SchemaInvalid(_) => "schema_invalid",
+            CheckError::RemoteRef(_) => "schema_ref_not_allowed",
+            CheckError::SchemaTooComplex(_) => "schema_too_complex",
+            CheckError::WorkLimitExceeded { .. } => "work_limit_exceeded",
+            CheckError::SchemaRootNotObject => "schema_root_not_object",
+            CheckError::Unavailable => "unavailable",
+            CheckError::Internal => "internal",
+        }
+    }
+
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            CheckError::MalformedJson(_)
+            | CheckError::InvalidField(_)
+            | CheckError::InvalidName(_)
+            | CheckError::MissingPayload
+            | CheckError::ConflictingPayloads
+            | CheckError::MissingSchema
+            | CheckError::ConflictingSchemas => ErrorClass::BadRequest,
+            CheckError::UnknownSchemaHash(_) | CheckError::UnknownTool { .. } => {
+                ErrorClass::NotFound
+            }
+            CheckError::BodyTooLarge { .. }
+            | CheckError::BatchTooLarge { .. }
+            | CheckError::SchemaTooLarge { .. } => ErrorClass::TooLarge,
+            CheckError::TooDeep { .. }
+            | CheckError::SchemaInvalid(_)
+            | CheckError::RemoteRef(_)
+            | CheckError::SchemaTooComplex(_)
+            | CheckError::WorkLimitExceeded { .. }
+            | CheckError::SchemaRootNotObject => ErrorClass::Unprocessable,
+            CheckError::Unavailable => ErrorClass::Unavailable,
+            CheckError::Internal => ErrorClass::Internal,
+        }
+    }
+}
+
+/// Maps a serde_json error on a request body to the right refusal: nesting past serde_json's own
+/// recursion guard is a depth problem, anything else is malformed JSON.
+pub(crate) fn from_json_error(err: &serde_json::Error, depth_limit: usize) -> CheckError {
+    let text = err.to_string();
+    if text.starts_with("recursion limit exceeded") {
+        CheckError::TooDeep {
+            what: "request body",
+            limit: depth_limit,
+        }
+    } else if err.is_data() {
+        CheckError::InvalidField(text)
+    } else {
+        CheckError::MalformedJson(text)
+    }
+}

@@ -1,0 +1,692 @@
+//! The core: one function that turns a [`Check`] into a [`Verdict`], used by every transport.
+//!
+//! The flow is parse (done by the caller), policy, cache, validate, verdict, metrics. CPU work
+//! that could be long (a compile, a large payload, a batch) runs on a rayon pool, never on the
+//! async runtime's threads; a check whose schema is cached and whose work is small is answered in
+//! place, which is the common case and the fast one.
+
+use crate::cache::{CacheConfig, CacheKey, SchemaCache};
+use crate::check::{measure, Check, Payload, SchemaSource};
+use crate::compile::CompileLimits;
+use crate::domain::{SchemaHash, ServerId, Tier, ToolName};
+use crate::error::CheckError;
+use crate::metrics::{Attempt, Metrics, TargetMetrics, Transport};
+use crate::policy::{Policy, PolicyError, Rules};
+use crate::registry::{parse_tools_list, Registry};
+use crate::verdict::{
+    clip, feedback, fold_indices, Action, Finding, Outcome, ValidationFailure, Verdict,
+};
+use arc_swap::ArcSwap;
+use bytes::Bytes;
+use rayon::prelude::*;
+use serde::Serialize;
+use serde_json::Value;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Request-controlled sizes and the work they may cause.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_body_bytes: usize,
+    pub max_batch_items: usize,
+    pub max_depth: usize,
+    pub max_errors: usize,
+    pub max_schema_bytes: usize,
+    /// Most subschema evaluations a schema may imply at one instance position.
+    pub max_schema_cost: u64,
+    /// Most subschema evaluations (schema cost times payload nodes) one check may cost.
+    pub max_check_work: u64,
+    /// Most work for which every error is collected; past it, one summary error is reported.
+    pub max_error_work: u64,
+}
+
+/// Work small enough to do on the async runtime's thread.
+const INLINE_WORK: u64 = 50_000;
+/// Bodies up to this size are parsed on the async runtime's thread.
+const INLINE_PARSE_BYTES: usize = 128 * 1024;
+/// Longest error message kept (messages can quote the whole failing value).
+const MAX_MESSAGE_BYTES: usize = 300;
+
+/// Everything the core needs, built once at start-up.
+#[derive(Debug)]
+pub struct GateConfig {
+    pub limits: Limits,
+    pub cache: CacheConfig,
+    pub label_limit: usize,
+    pub max_registered_tools: usize,
+    pub policy: Policy,
+    pub policy_path: Option<PathBuf>,
+    /// Threads for CPU work; 0 means one per core.
+    pub worker_threads: usize,
+}
+
+/// The result of registering a server's tools.
+#[derive(Debug, Serialize)]
+pub struct Registration {
+    pub server: String,
+    pub tools: Vec<RegisteredTool>,
+}
+
+/// One registered tool: its schema hashes, and the compile error of a schema that is broken
+/// (checks against that schema will get it; other tools are unaffected).
+#[derive(Debug, Serialize)]
+pub struct RegisteredTool {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input_schema_hash: Option<SchemaHash>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_schema_hash: Option<SchemaHash>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<ToolError>,
+}
+
+/// Why one of a tool's schemas cannot be used.
+#[derive(Debug, Serialize)]
+pub struct ToolError {
+    /// `inputSchema` or `outputSchema`.
+    pub schema: &'static str,
+    pub code: &'static str,
+    pub message: String,
+}
+
+pub struct Gate {
+    limits: Limits,
+    policy: ArcSwap<Policy>,
+    policy_path: Option<PathBuf>,
+    cache: SchemaCache,
+    registry: Registry,
+    metrics: Arc<Metrics>,
+    pool: rayon::ThreadPool,
+    ready: AtomicBool,
+}
+
+/// Where a check is being evaluated.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// On an async thread: no compile, no long work.
+    Inline,
+    /// On a thread that may block; `hit_counted` when an inline attempt already counted the hit.
+    Blocking { hit_counted: bool },
+}
+
+/// Why a check could not be answered in place.
+enum Deferred {
+    Refused(CheckError),
+    /// Needs a compile or more work than is fit for an async thread; says whether the cache hit
+    /// was already counted.
+    Offload(bool),
+}
+
+impl From<CheckError> for Deferred {
+    fn from(e: CheckError) -> Self {
+        Deferred::Refused(e)
+    }
+}
+
+impl Gate {
+    pub fn new(config: GateConfig) -> anyhow::Result<Arc<Gate>> {
+        let metrics = Arc::new(Metrics::new(config.label_limit));
+        let limits = config.limits;
+        let compile_limits = CompileLimits {
+            max_schema_bytes: limits.max_schema_bytes,
+            max_depth: limits.max_depth,
+            max_schema_cost: limits.max_schema_cost,
+        };
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(config.worker_threads)
+            .thread_name(|i| format!("schemagate-worker-{i}"))
+            .panic_handler(|_| tracing::error!("a check panicked; it was answered as internal"))
+            .build()?;
+        Ok(Arc::new(Gate {
+            limits,
+            policy: ArcSwap::from_pointee(config.policy),
+            policy_path: config.policy_path,
+            cache: SchemaCache::new(config.cache, compile_limits, Arc::clone(&metrics)),
+            registry: Registry::new(config.max_registered_tools),
+            metrics,
+            pool,
+            ready: AtomicBool::new(true),
+        }))
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// The Prometheus exposition, with gauges refreshed.
+    pub fn render_metrics(&self) -> String {
+        self.cache.refresh_gauges();
+        self.metrics.render()
+    }
+
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Relaxed)
+    }
+
+    /// Marks the instance as draining: readiness fails, checks still in flight finish.
+    pub fn set_draining(&self) {
+        self.ready.store(false, Ordering::Relaxed);
+    }
+
+    /// Answers one check on the calling thread, compiling if need be. For use off the async
+    /// runtime (the worker pool, benchmarks, tests).
+    pub fn check(&self, check: &Check, transport: Transport) -> Result<Verdict, CheckError> {
+        self.check_in(check, transport, Mode::Blocking { hit_counted: false })
+    }
+
+    fn check_in(
+        &self,
+        check: &Check,
+        transport: Transport,
+        mode: Mode,
+    ) -> Result<Verdict, CheckError> {
+        let start = Instant::now();
+        let result = match self.evaluate(check, mode) {
+            Ok(v) => Ok(v),
+            Err(Deferred::Refused(e)) => Err(e),
+            Err(Deferred::Offload(_)) => Err(CheckError::Internal),
+        };
+        self.account(&result, transport, start);
+        result
+    }
+
+    /// Answers a check built by `build` (which parses it): in place when that is cheap, on the
+    /// worker pool otherwise.
+    pub async fn check_with<F>(
+        self: &Arc<Self>,
+        size_hint: usize,
+        transport: Transport,
+        build: F,
+    ) -> Result<Verdict, CheckError>
+    where
+        F: FnOnce(&Limits) -> Result<Check, CheckError> + Send + 'static,
+    {
+        let start = Instant::now();
+        if size_hint <= INLINE_PARSE_BYTES {
+            let check = match build(&self.limits) {
+                Ok(c) => c,
+                Err(e) => {
+                    let result = Err(e);
+                    self.account(&result, transport, start);
+                    return result;
+                }
+            };
+            match self.evaluate(&check, Mode::Inline) {
+                Ok(v) => {
+                    let result = Ok(v);
+                    self.account(&result, transport, start);
+                    return result;
+                }
+                Err(Deferred::Refused(e)) => {
+                    let result = Err(e);
+                    self.account(&result, transport, start);
+                    return result;
+                }
+                Err(Deferred::Offload(hit_counted)) => {
+                    let gate = Arc::clone(self);
+                    let mode = Mode::Blocking { hit_counted };
+                    return self
+                        .offload(move || gate.check_in(&check, transport, mode))
+                        .await
+                        .and_then(|r| r);
+                }
+            }
+        }
+        let gate = Arc::clone(self);
+        let outcome = self
+            .offload(move || match build(&gate.limits) {
+                Ok(check) => gate.check(&check, transport),
+                Err(e) => {
+                    let result = Err(e);
+                    gate.account(&result, transport, start);
+                    result
+                }
+            })
+            .await;
+        outcome.and_then(|r| r)
+    }
+
+    /// Answers a batch (`{"items": [...]}` as JSON text) across the worker pool, in order. A bad
+    /// item gets its own error; only a batch that cannot be read at all fails as a whole.
+    pub async fn check_batch_json(
+        self: &Arc<Self>,
+        body: Bytes,
+        transport: Transport,
+    ) -> Result<Vec<Result<Verdict, CheckError>>, CheckError> {
+        let gate = Arc::clone(self);
+        self.offload(move || {
+            let items = crate::check::batch_items(&body, gate.limits.max_depth)?;
+            gate.ensure_batch_len(items.len())?;
+            Ok(gate.check_many(items, transport, |item, limits| {
+                Check::from_json(item, limits.max_depth)
+            }))
+        })
+        .await
+        .and_then(|r| r)
+    }
+
+    /// Answers many checks across the worker pool, in order; `build` parses each item. Call from
+    /// the worker pool (see [`Gate::offload`]).
+    pub fn check_many<T, F>(
+        &self,
+        items: Vec<T>,
+        transport: Transport,
+        build: F,
+    ) -> Vec<Result<Verdict, CheckError>>
+    where
+        T: Send + Sync,
+        F: Fn(&T, &Limits) -> Result<Check, CheckError> + Sync,
+    {
+        self.pool.install(|| {
+            items
+                .par_iter()
+                .with_min_len(8)
+                .map(|item| {
+                    let start = Instant::now();
+                    match build(item, &self.limits) {
+                        Ok(check) => self.check(&check, transport),
+                        Err(e) => {
+                            let result = Err(e);
+                            self.account(&result, transport, start);
+                            result
+                        }
+                    }
+                })
+                .collect()
+        })
+    }
+
+    /// Refuses a batch longer than the limit.
+    pub fn ensure_batch_len(&self, len: usize) -> Result<(), CheckError> {
+        if len > self.limits.max_batch_items {
+            return Err(CheckError::BatchTooLarge {
+                len,
+                limit: self.limits.max_batch_items,
+            });
+        }
+        Ok(())
+    }
+
+    /// Runs CPU work on the worker pool and waits for it without blocking the async runtime.
+    pub async fn offload<R, F>(&self, work: F) -> Result<R, CheckError>
+    where
+        R: Send + 'static,
+        F: FnOnce() -> R + Send + 'static,
+    {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.pool.spawn(move || {
+            let _ = tx.send(work());
+        });
+        rx.await.map_err(|_| CheckError::Internal)
+    }
+
+    fn account(&self, result: &Result<Verdict, CheckError>, transport: Transport, start: Instant) {
+        self.metrics
+            .duration(transport)
+            .record(start.elapsed().as_secs_f64());
+        if let Err(e) = result {
+            self.metrics.request_error(transport, e.code());
+        }
+    }
+
+    /// The check itself. Inline, it refuses to compile or to do long work and answers
+    /// `Deferred::Offload` instead.
+    fn evaluate(&self, check: &Check, mode: Mode) -> Result<Verdict, Deferred> {
+        let may_block = mode != Mode::Inline;
+        let server = check.server.as_deref();
+        let tool = check.tool.as_deref();
+        if let Some(s) = server {
+            ServerId::parse(s).map_err(CheckError::from)?;
+        }
+        if let Some(t) = tool {
+            ToolName::parse(t).map_err(CheckError::from)?;
+        }
+        let rules = self.policy.load().rules_for(server, tool);
+        let target = self.metrics.target(server, tool);
+        let attempt = Attempt::of(check.attempt);
+        let base = |outcome: Outcome| Verdict {
+            valid: true,
+            action: Action::Pass,
+            tier: rules.tier,
+            outcome,
+            schema_hash: None,
+            errors: Vec::new(),
+            truncated: false,
+            feedback: String::new(),
+            findings: Vec::new(),
+            call_id: check.call_id.clone(),
+        };
+
+        if let Payload::Result(r) = &check.payload {
+            if r.is_error {
+                target
+                    .validation(rules.tier, attempt, Outcome::ToolError)
+                    .increment(1);
+                return Ok(base(Outcome::ToolError));
+            }
+        }
+        if rules.tier == Tier::Trusted {
+            target
+                .validation(rules.tier, attempt, Outcome::Skipped)
+                .increment(1);
+            return Ok(base(Outcome::Skipped));
+        }
+
+        let (hash, text) = self.schema_of(check)?;
+        let key = CacheKey::new(server, tool, &hash, rules.compile);
+        let compiled = match mode {
+            Mode::Blocking { hit_counted } => {
+                let (compiled, missed) =
+                    self.cache
+                        .get_or_compile(key, &text, rules.compile, !hit_counted);
+                if missed && matches!(check.schema, SchemaSource::Inline(_)) {
+                    self.cache.remember(hash, &text);
+                }
+                compiled
+            }
+            Mode::Inline => self.cache.get(&key).ok_or(Deferred::Offload(false))?,
+        };
+        let compiled = match compiled.as_ref() {
+            Ok(c) => c,
+            Err(e) => return Err(e.clone().into()),
+        };
+
+        let mut verdict = base(Outcome::Valid);
+        verdict.schema_hash = Some(hash);
+        let document: Option<&Value> = match &check.payload {
+            Payload::Instance(v) | Payload::Arguments(v) => Some(v),
+            Payload::Result(r) => {
+                if rules.require_object_root && !compiled.root_is_object {
+                    return Err(CheckError::SchemaRootNotObject.into());
+                }
+                r.structured_content.as_ref()
+            }
+        };
+
+        match document {
+            None => verdict.errors.push(ValidationFailure {
+                instance_path: String::new(),
+                schema_path: String::new(),
+                keyword: "structuredContent".into(),
+                message: "structuredContent is absent, but the tool declares an outputSchema: return the result as structuredContent (the text copy in content is not checked)".into(),
+            }),
+            Some(doc) => {
+                let (depth, nodes) = measure(doc);
+                if depth > self.limits.max_depth {
+                    return Err(CheckError::TooDeep {
+                        what: "payload",
+                        limit: self.limits.max_depth,
+                    }
+                    .into());
+                }
+                let work = nodes.saturating_mul(compiled.cost_per_position);
+                if work > self.limits.max_check_work {
+                    return Err(CheckError::WorkLimitExceeded {
+                        work,
+                        limit: self.limits.max_check_work,
+                    }
+                    .into());
+                }
+                if !may_block && work > INLINE_WORK {
+                    return Err(Deferred::Offload(true));
+                }
+                if !compiled.validator.is_valid(doc) {
+                    if !may_block && work.saturating_mul(4) > INLINE_WORK {
+                        // Collecting errors costs more than the yes/no answer.
+                        return Err(Deferred::Offload(true));
+                    }
+                    self.collect_errors(&compiled.validator, doc, work, &mut verdict);
+                }
+            }
+        }
+
+        if let (Payload::Result(r), Some(structured)) = (&check.payload, document) {
+            if let Some(finding) = text_drift(r, structured) {
+                target.drift().increment(1);
+                if rules.drift_fails {
+                    verdict.errors.push(ValidationFailure {
+                        instance_path: String::new(),
+                        schema_path: String::new(),
+                        keyword: "content".into(),
+                        message: finding.message.clone(),
+                    });
+                }
+                verdict.findings.push(finding);
+            }
+        }
+
+        self.conclude(&mut verdict, &rules, check, &target, attempt);
+        Ok(verdict)
+    }
+
+    /// Where the schema comes from, as (hash, text).
+    fn schema_of(&self, check: &Check) -> Result<(SchemaHash, Bytes), CheckError> {
+        match &check.schema {
+            SchemaSource::Inline(text) => Ok((SchemaHash::of(text), text.clone())),
+            SchemaSource::Hash(h) => {
+                let hash = SchemaHash::parse(h)?;
+                let text = self
+                    .cache
+                    .source(&hash)
+                    .ok_or_else(|| CheckError::UnknownSchemaHash(hash.to_string()))?;
+                Ok((hash, text))
+            }
+            SchemaSource::Registered => {
+                let (Some(server), Some(tool)) = (&check.server, &check.tool) else {
+                    return Err(CheckError::MissingSchema);
+                };
+                let unknown = |detail| CheckError::UnknownTool {
+                    server: server.clone(),
+                    tool: tool.clone(),
+                    detail,
+                };
+                let schemas = self.registry.get(server, tool).ok_or(unknown(""))?;
+                let schema = match check.payload {
+                    Payload::Arguments(_) => schemas
+                        .input
+                        .as_ref()
+                        .ok_or(unknown(" with an inputSchema"))?,
+                    _ => schemas
+                        .output
+                        .as_ref()
+                        .ok_or(unknown(" with an outputSchema"))?,
+                };
+                Ok((schema.hash, schema.text.clone()))
+            }
+        }
+    }
+
+    fn collect_errors(
+        &self,
+        validator: &jsonschema::Validator,
+        doc: &Value,
+        work: u64,
+        verdict: &mut Verdict,
+    ) {
+        if work > self.limits.max_error_work {
+            verdict.errors.push(ValidationFailure {
+                instance_path: String::new(),
+                schema_path: String::new(),
+                keyword: "errors".into(),
+                message: format!(
+                    "the payload fails its schema; its errors were not listed because listing them would cost about {work} evaluations (limit {}, see --max-error-work)",
+                    self.limits.max_error_work
+                ),
+            });
+            verdict.truncated = true;
+            return;
+        }
+        let max = self.limits.max_errors;
+        let mut count = 0usize;
+        for error in validator.iter_errors(doc) {
+            count += 1;
+            if count > max {
+                verdict.truncated = true;
+                break;
+            }
+            verdict.errors.push(ValidationFailure {
+                instance_path: error.instance_path().as_str().to_owned(),
+                schema_path: error.schema_path().as_str().to_owned(),
+                keyword: error.kind().keyword().to_owned(),
+                message: clip(error.to_string(), MAX_MESSAGE_BYTES),
+            });
+        }
+    }
+
+    /// Sets validity, action and feedback, and counts the check.
+    fn conclude(
+        &self,
+        verdict: &mut Verdict,
+        rules: &Rules,
+        check: &Check,
+        target: &TargetMetrics,
+        attempt: Attempt,
+    ) {
+        let valid = verdict.errors.is_empty();
+        verdict.valid = valid;
+        verdict.outcome = if valid {
+            Outcome::Valid
+        } else {
+            Outcome::Invalid
+        };
+        if !valid {
+            verdict.action = if rules.tier == Tier::Untrusted {
+                Action::Reject
+            } else {
+                Action::Pass
+            };
+            verdict.feedback = feedback(check.payload.subject(), &verdict.errors, verdict.truncated);
+            for e in &verdict.errors {
+                self.metrics
+                    .field_failure(target, &fold_indices(&e.instance_path), &e.keyword);
+            }
+            if rules.tier == Tier::SemiTrusted {
+                tracing::warn!(
+                    server = check.server.as_deref().unwrap_or(""),
+                    tool = check.tool.as_deref().unwrap_or(""),
+                    tier = rules.tier.as_str(),
+                    call_id = check.call_id.as_deref().unwrap_or(""),
+                    feedback = %verdict.feedback,
+                    "tool result failed its schema (logged, passed)"
+                );
+            }
+        }
+        target
+            .validation(rules.tier, attempt, verdict.outcome)
+            .increment(1);
+    }
+
+    /// Registers a server's tools (an MCP tools/list result) and compiles their schemas, so the
+    /// first checks hit the cache. A broken schema is reported for its tool alone.
+    pub fn register(&self, server: &str, body: &Bytes) -> Result<Registration, CheckError> {
+        let server_id = ServerId::parse(server)?;
+        let tools = parse_tools_list(body, self.limits.max_depth)?;
+        let policy = self.policy.load();
+        let mut report = Vec::with_capacity(tools.len());
+        for tool in &tools {
+            let rules = policy.rules_for(Some(server), Some(tool.name.as_str()));
+            let mut errors = Vec::new();
+            for (label, schema, is_output) in [
+                ("inputSchema", &tool.input, false),
+                ("outputSchema", &tool.output, true),
+            ] {
+                let Some(schema) = schema else { continue };
+                let key = CacheKey::new(
+                    Some(server),
+                    Some(tool.name.as_str()),
+                    &schema.hash,
+                    rules.compile,
+                );
+                let (compiled, _) =
+                    self.cache
+                        .get_or_compile(key, &schema.text, rules.compile, true);
+                let problem = match compiled.as_ref() {
+                    Err(e) => Some(e.clone()),
+                    Ok(c) if is_output && rules.require_object_root && !c.root_is_object => {
+                        Some(CheckError::SchemaRootNotObject)
+                    }
+                    Ok(_) => None,
+                };
+                if let Some(e) = problem {
+                    errors.push(ToolError {
+                        schema: label,
+                        code: e.code(),
+                        message: e.to_string(),
+                    });
+                }
+                self.cache.remember(schema.hash, &schema.text);
+            }
+            report.push(RegisteredTool {
+                name: tool.name.as_str().to_owned(),
+                input_schema_hash: tool.input.as_ref().map(|s| s.hash),
+                output_schema_hash: tool.output.as_ref().map(|s| s.hash),
+                errors,
+            });
+        }
+        self.registry.replace(&server_id, tools)?;
+        tracing::info!(server, tools = report.len(), "registered tools");
+        Ok(Registration {
+            server: server.to_owned(),
+            tools: report,
+        })
+    }
+
+    /// Re-reads the policy file. A bad file keeps the policy in force and says why.
+    pub fn reload_policy(&self) -> Result<(), PolicyError> {
+        let Some(path) = &self.policy_path else {
+            return Err(PolicyError::Invalid {
+                at: String::new(),
+                message: "no policy file is configured (start with --policy FILE)".into(),
+            });
+        };
+        match Policy::from_file(path) {
+            Ok(policy) => {
+                self.policy.store(Arc::new(policy));
+                self.metrics.policy_reload(true);
+                tracing::info!(path = %path.display(), "policy reloaded");
+                Ok(())
+            }
+            Err(e) => {
+                self.metrics.policy_reload(false);
+                tracing::error!(path = %path.display(), error = %e, "policy reload failed; the previous policy stays in force");
+                Err(e)
+            }
+        }
+    }
+
+    pub fn policy_path(&self) -> Option<&PathBuf> {
+        self.policy_path.as_ref()
+    }
+}
+
+/// A text block of `content` that parses as JSON and differs from `structuredContent`.
+fn text_drift(result: &crate::check::ToolResult, structured: &Value) -> Option<Finding> {
+    for block in &result.content {
+        if block.kind != "text" {
+            continue;
+        }
+        let Some(text) = block.text.as_deref() else {
+            continue;
+        };
+        let trimmed = text.trim_start();
+        if !(trimmed.starts_with('{') || trimmed.starts_with('[')) {
+            continue;
+        }
+        let Ok(copy) = serde_json::from_str::<Value>(text) else {
+            continue;
+        };
+        if copy != *structured {
+            return Some(Finding {
+                kind: "text_drift",
+                message: "the text copy in content parses as JSON but differs from structuredContent".into(),
+            });
+        }
+    }
+    None
+}

@@ -1,0 +1,95 @@
+//! The REST edge of [`CheckError`]: a status and a JSON body `{"error": {"code", "message"}}`.
+
+use crate::error::{CheckError, ErrorClass};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+/// The HTTP status for each class of refusal.
+pub fn status_of(class: ErrorClass) -> StatusCode {
+    match class {
+        ErrorClass::BadRequest => StatusCode::BAD_REQUEST,
+        ErrorClass::NotFound => StatusCode::NOT_FOUND,
+        ErrorClass::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        ErrorClass::Unprocessable => StatusCode::UNPROCESSABLE_ENTITY,
+        ErrorClass::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorClass::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// The body of every REST error, and of a failed batch item.
+#[derive(Debug, Serialize)]
+pub struct ErrorBody {
+    pub error: ErrorDetail,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ErrorDetail {
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl From<&CheckError> for ErrorBody {
+    fn from(e: &CheckError) -> Self {
+        ErrorBody {
+            error: ErrorDetail {
+                code: e.code(),
+                message: e.to_string(),
+            },
+        }
+    }
+}
+
+/// A [`CheckError`] on its way out as an HTTP response.
+#[derive(Debug)]
+pub struct ApiError(pub CheckError);
+
+impl From<CheckError> for ApiError {
+    fn from(e: CheckError) -> Self {
+        ApiError(e)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = status_of(self.0.class());
+        (status, axum::Json(ErrorBody::from(&self.0))).into_response()
+    }
+}
+
+/// A plain error response for things that are not checks (unknown route, reload failure).
+pub fn plain(status: StatusCode, code: &'static str, message: String) -> Response {
+    (
+        status,
+        axum::Json(ErrorBody {
+            error: ErrorDetail { code, message },
+        }),
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_class_has_its_status() {
+        let pinned = [
+            (CheckError::MalformedJson("x".into()), 400),
+            (CheckError::MissingPayload, 400),
+            (CheckError::UnknownSchemaHash("h".into()), 404),
+            (CheckError::BodyTooLarge { limit: 1 }, 413),
+            (CheckError::BatchTooLarge { len: 2, limit: 1 }, 413),
+            (CheckError::SchemaTooLarge { size: 2, limit: 1 }, 413),
+            (CheckError::SchemaInvalid("x".into()), 422),
+            (CheckError::RemoteRef("u".into()), 422),
+            (CheckError::SchemaTooComplex("x".into()), 422),
+            (CheckError::TooDeep { what: "payload", limit: 1 }, 422),
+            (CheckError::Unavailable, 503),
+            (CheckError::Internal, 500),
+        ];
+        for (error, status) in pinned {
+            assert_eq!(status_of(error.class()).as_u16(), status, "{error:?}");
+        }
+    }
+}

@@ -1,0 +1,175 @@
+//! The REST adapter (axum): extracts bytes, calls the core, maps the answer. No validation logic
+//! lives here.
+
+mod error;
+
+pub use error::{status_of, ApiError, ErrorBody};
+
+use crate::gate::{Gate, Registration};
+use crate::metrics::Transport;
+use crate::verdict::Verdict;
+use crate::check::Check;
+use crate::error::CheckError;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use axum::{Json, Router};
+use serde::Serialize;
+use std::sync::Arc;
+use tower_http::catch_panic::CatchPanicLayer;
+
+/// The REST router over a shared core.
+pub fn router(gate: Arc<Gate>) -> Router {
+    let body_limit = gate.limits().max_body_bytes;
+    Router::new()
+        .route("/v1/validate", post(validate))
+        .route("/v1/validate/batch", post(validate_batch))
+        .route("/v1/servers/{server}/tools", put(register_tools))
+        .route("/v1/admin/reload-policy", post(reload_policy))
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(body_limit))
+        .layer(CatchPanicLayer::custom(|_| {
+            tracing::error!("a request handler panicked");
+            error::plain(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                "internal error; the details are in schemagate's log".into(),
+            )
+        }))
+        .with_state(gate)
+}
+
+/// Reads the body, turning a too-large body into the core's own error.
+fn body(gate: &Gate, body: Result<Bytes, BytesRejection>) -> Result<Bytes, CheckError> {
+    body.map_err(|rejection| {
+        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            CheckError::BodyTooLarge {
+                limit: gate.limits().max_body_bytes,
+            }
+        } else {
+            CheckError::MalformedJson(rejection.body_text())
+        }
+    })
+}
+
+fn refuse(gate: &Gate, e: CheckError) -> ApiError {
+    gate.metrics().request_error(Transport::Rest, e.code());
+    ApiError(e)
+}
+
+async fn validate(
+    State(gate): State<Arc<Gate>>,
+    raw: Result<Bytes, BytesRejection>,
+) -> Result<Json<Verdict>, ApiError> {
+    let bytes = body(&gate, raw).map_err(|e| refuse(&gate, e))?;
+    let verdict = gate
+        .check_with(bytes.len(), Transport::Rest, move |limits| {
+            Check::from_json(&bytes, limits.max_depth)
+        })
+        .await?;
+    Ok(Json(verdict))
+}
+
+/// One entry of a batch answer: a verdict, or the error of that item alone.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum BatchEntry {
+    Verdict(Verdict),
+    Error(ErrorBody),
+}
+
+#[derive(Serialize)]
+struct BatchAnswer {
+    results: Vec<BatchEntry>,
+}
+
+async fn validate_batch(
+    State(gate): State<Arc<Gate>>,
+    raw: Result<Bytes, BytesRejection>,
+) -> Result<Json<BatchAnswer>, ApiError> {
+    let bytes = body(&gate, raw).map_err(|e| refuse(&gate, e))?;
+    let results = gate.check_batch_json(bytes, Transport::Rest).await;
+    let results = results.map_err(|e| refuse(&gate, e))?;
+    Ok(Json(BatchAnswer {
+        results: results
+            .into_iter()
+            .map(|r| match r {
+                Ok(v) => BatchEntry::Verdict(v),
+                Err(e) => BatchEntry::Error(ErrorBody::from(&e)),
+            })
+            .collect(),
+    }))
+}
+
+async fn register_tools(
+    State(gate): State<Arc<Gate>>,
+    Path(server): Path<String>,
+    raw: Result<Bytes, BytesRejection>,
+) -> Result<Json<Registration>, ApiError> {
+    let bytes = body(&gate, raw).map_err(|e| refuse(&gate, e))?;
+    let worker = Arc::clone(&gate);
+    let registration = gate
+        .offload(move || worker.register(&server, &bytes))
+        .await
+        .and_then(|r| r)
+        .map_err(|e| refuse(&gate, e))?;
+    Ok(Json(registration))
+}
+
+#[derive(Serialize)]
+struct Reloaded {
+    reloaded: bool,
+    policy: String,
+}
+
+async fn reload_policy(State(gate): State<Arc<Gate>>) -> Response {
+    match gate.reload_policy() {
+        Ok(()) => Json(Reloaded {
+            reloaded: true,
+            policy: gate
+                .policy_path()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
+        })
+        .into_response(),
+        Err(e) => error::plain(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "policy_invalid",
+            format!("{e}; the previous policy stays in force"),
+        ),
+    }
+}
+
+async fn metrics(State(gate): State<Arc<Gate>>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        gate.render_metrics(),
+    )
+        .into_response()
+}
+
+async fn healthz() -> &'static str {
+    "ok"
+}
+
+async fn readyz(State(gate): State<Arc<Gate>>) -> Response {
+    if gate.is_ready() {
+        (StatusCode::OK, "ready").into_response()
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "draining").into_response()
+    }
+}
+
+async fn not_found() -> Response {
+    error::plain(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        "no such endpoint: see POST /v1/validate, POST /v1/validate/batch, PUT /v1/servers/{server}/tools".into(),
+    )
+}

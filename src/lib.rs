@@ -1,0 +1,101 @@
+//! schemagate checks AI tool results against the schemas their tools declare, before an
+//! orchestrator acts on them.
+//!
+//! The module map, from the inside out:
+//!
+//! - [`domain`]: the names a check carries (`ServerId`, `ToolName`, `SchemaHash`, `Tier`).
+//! - [`policy`]: the trust policy (tiers per server and tool, and the rule switches).
+//! - [`analysis`]: bounds the work a schema can imply, before it runs.
+//! - [`compile`]: schema text to validator, refusing hostile schemas; [`cache`] keeps the results.
+//! - [`registry`]: tools registered per server.
+//! - [`check`]: a check as the core receives it, and how one is read from JSON.
+//! - [`verdict`]: the answer, its errors and its feedback line.
+//! - [`error`]: why a check cannot be made at all.
+//! - [`metrics`]: the Prometheus series and their handles.
+//! - [`gate`]: the core function every transport calls.
+//! - [`http`] and [`grpc`]: the two thin adapters; [`config`] and [`run`] wire them.
+
+pub mod analysis;
+pub mod cache;
+pub mod check;
+pub mod compile;
+pub mod config;
+pub mod domain;
+pub mod error;
+pub mod gate;
+pub mod grpc;
+pub mod http;
+pub mod metrics;
+pub mod policy;
+pub mod registry;
+pub mod shutdown;
+pub mod verdict;
+
+use crate::config::ServeArgs;
+use crate::gate::Gate;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+/// The sockets the service answers on, bound by the caller (tests bind port 0).
+pub struct Listeners {
+    pub http: TcpListener,
+    pub grpc: TcpListener,
+}
+
+/// Runs REST and gRPC until `shutdown` resolves, then drains: readiness fails, the gRPC health
+/// service reports NOT_SERVING, new connections are refused and checks in flight finish (for up to
+/// the grace period).
+pub async fn run(
+    args: ServeArgs,
+    listeners: Listeners,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let gate = Gate::new(args.gate_config()?)?;
+    run_gate(gate, &args, listeners, shutdown).await
+}
+
+/// Like [`run`], over a core built by the caller.
+pub async fn run_gate(
+    gate: Arc<Gate>,
+    args: &ServeArgs,
+    listeners: Listeners,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    let token = CancellationToken::new();
+    let draining = token.clone();
+    let drain_gate = Arc::clone(&gate);
+    tokio::spawn(async move {
+        shutdown.await;
+        tracing::info!("shutting down: draining checks in flight");
+        drain_gate.set_draining();
+        draining.cancel();
+    });
+    shutdown::watch_policy(Arc::clone(&gate), args.policy_poll_interval, token.clone());
+
+    let http_addr = listeners.http.local_addr()?;
+    let grpc_addr = listeners.grpc.local_addr()?;
+    tracing::info!(%http_addr, %grpc_addr, "schemagate is serving");
+
+    let http_token = token.clone();
+    let http = axum::serve(listeners.http, http::router(Arc::clone(&gate)))
+        .with_graceful_shutdown(async move { http_token.cancelled().await });
+    let grpc = grpc::serve(
+        Arc::clone(&gate),
+        listeners.grpc,
+        args.grpc_max_message_bytes,
+        token.clone(),
+    );
+    let both = async { tokio::try_join!(async { http.await.map_err(anyhow::Error::from) }, grpc) };
+    let grace = Duration::from_secs(args.shutdown_grace_secs);
+    tokio::pin!(both);
+    tokio::select! {
+        result = &mut both => { result?; }
+        () = async { token.cancelled().await; tokio::time::sleep(grace).await } => {
+            tracing::warn!("grace period over; stopping with checks still in flight");
+        }
+    }
+    Ok(())
+}

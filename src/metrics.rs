@@ -1,0 +1,452 @@
+//! The Prometheus series schemagate exports: their names (one place), their descriptions, and
+//! pre-resolved handles so the hot path never builds a label set.
+//!
+//! Each [`Metrics`] owns its own recorder (no global state), so several instances in one process,
+//! as in the tests, keep their figures apart. Every label a client controls (server, tool, path)
+//! passes through a [`LabelFolder`]: past its bound, new values fold into `_other`.
+
+use crate::domain::Tier;
+use crate::verdict::Outcome;
+use hashbrown::{Equivalent, HashMap, HashSet};
+use metrics::{Counter, Gauge, Histogram, Key, Label, Metadata, Recorder, SharedString, Unit};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, RwLock};
+
+pub const VALIDATIONS_TOTAL: &str = "schemagate_validations_total";
+pub const FIELD_FAILURES_TOTAL: &str = "schemagate_field_failures_total";
+pub const VALIDATION_DURATION_SECONDS: &str = "schemagate_validation_duration_seconds";
+pub const TEXT_DRIFT_TOTAL: &str = "schemagate_text_drift_total";
+pub const CACHE_HITS_TOTAL: &str = "schemagate_cache_hits_total";
+pub const CACHE_MISSES_TOTAL: &str = "schemagate_cache_misses_total";
+pub const CACHE_EVICTIONS_TOTAL: &str = "schemagate_cache_evictions_total";
+pub const CACHE_ENTRIES: &str = "schemagate_cache_entries";
+pub const SCHEMA_COMPILES_TOTAL: &str = "schemagate_schema_compiles_total";
+pub const SCHEMA_COMPILE_DURATION_SECONDS: &str = "schemagate_schema_compile_duration_seconds";
+pub const SCHEMA_COMPILE_FAILURES_TOTAL: &str = "schemagate_schema_compile_failures_total";
+pub const REQUEST_ERRORS_TOTAL: &str = "schemagate_request_errors_total";
+pub const POLICY_RELOADS_TOTAL: &str = "schemagate_policy_reloads_total";
+
+/// Every series name, for documentation checks.
+pub const ALL: [&str; 13] = [
+    VALIDATIONS_TOTAL,
+    FIELD_FAILURES_TOTAL,
+    VALIDATION_DURATION_SECONDS,
+    TEXT_DRIFT_TOTAL,
+    CACHE_HITS_TOTAL,
+    CACHE_MISSES_TOTAL,
+    CACHE_EVICTIONS_TOTAL,
+    CACHE_ENTRIES,
+    SCHEMA_COMPILES_TOTAL,
+    SCHEMA_COMPILE_DURATION_SECONDS,
+    SCHEMA_COMPILE_FAILURES_TOTAL,
+    REQUEST_ERRORS_TOTAL,
+    POLICY_RELOADS_TOTAL,
+];
+
+/// Label value for a check that names no server or tool.
+pub const NONE_LABEL: &str = "_none";
+/// Label value that stands for every value past a label's bound.
+pub const OTHER_LABEL: &str = "_other";
+
+const LATENCY_BUCKETS: [f64; 14] = [
+    0.000_01, 0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01,
+    0.025, 0.1, 0.25, 1.0,
+];
+
+/// Which transport a check came over; a label of the latency series.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Transport {
+    Rest,
+    Grpc,
+}
+
+impl Transport {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Transport::Rest => "rest",
+            Transport::Grpc => "grpc",
+        }
+    }
+}
+
+/// Whether a check is a first attempt or a retry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attempt {
+    First,
+    Retry,
+}
+
+impl Attempt {
+    pub fn of(attempt: u32) -> Self {
+        if attempt <= 1 {
+            Attempt::First
+        } else {
+            Attempt::Retry
+        }
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Attempt::First => "first",
+            Attempt::Retry => "retry",
+        }
+    }
+}
+
+/// Bounds the distinct values of one label.
+#[derive(Debug)]
+pub struct LabelFolder {
+    limit: usize,
+    seen: RwLock<HashSet<Arc<str>>>,
+    other: Arc<str>,
+}
+
+impl LabelFolder {
+    pub fn new(limit: usize) -> Self {
+        Self {
+            limit,
+            seen: RwLock::new(HashSet::new()),
+            other: Arc::from(OTHER_LABEL),
+        }
+    }
+
+    /// The label value for `value`: itself while the bound allows, `_other` after.
+    pub fn fold(&self, value: &str) -> Arc<str> {
+        if let Ok(seen) = self.seen.read() {
+            if let Some(v) = seen.get(value) {
+                return Arc::clone(v);
+            }
+            if seen.len() >= self.limit {
+                return Arc::clone(&self.other);
+            }
+        }
+        let Ok(mut seen) = self.seen.write() else {
+            return Arc::clone(&self.other);
+        };
+        if let Some(v) = seen.get(value) {
+            return Arc::clone(v);
+        }
+        if seen.len() >= self.limit {
+            return Arc::clone(&self.other);
+        }
+        let v: Arc<str> = Arc::from(value);
+        seen.insert(Arc::clone(&v));
+        v
+    }
+}
+
+/// The series of one (server, tool) pair, resolved once.
+pub struct TargetMetrics {
+    server: Arc<str>,
+    tool: Arc<str>,
+    /// Indexed by tier, attempt, outcome.
+    validations: Vec<Counter>,
+    drift: Counter,
+    fields: RwLock<HashMap<(Arc<str>, String), Counter>>,
+}
+
+impl TargetMetrics {
+    pub fn validation(&self, tier: Tier, attempt: Attempt, outcome: Outcome) -> &Counter {
+        let t = Tier::ALL.iter().position(|&x| x == tier).unwrap_or(0);
+        let a = attempt as usize;
+        let o = Outcome::ALL.iter().position(|&x| x == outcome).unwrap_or(0);
+        &self.validations[(t * 2 + a) * Outcome::ALL.len() + o]
+    }
+
+    pub fn drift(&self) -> &Counter {
+        &self.drift
+    }
+}
+
+#[derive(PartialEq, Eq, Hash)]
+struct PairKey(Arc<str>, Arc<str>);
+struct PairRef<'a>(&'a str, &'a str);
+
+impl Hash for PairRef<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        // Must hash exactly as `PairKey` does (Arc<str> hashes as str).
+        self.0.hash(state);
+        self.1.hash(state);
+    }
+}
+
+impl Equivalent<PairKey> for PairRef<'_> {
+    fn equivalent(&self, key: &PairKey) -> bool {
+        *key.0 == *self.0 && *key.1 == *self.1
+    }
+}
+
+struct FieldRef<'a>(&'a str, &'a str);
+
+impl Hash for FieldRef<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.0.hash(state);
+        self.1.hash(state);
+    }
+}
+
+impl Equivalent<(Arc<str>, String)> for FieldRef<'_> {
+    fn equivalent(&self, key: &(Arc<str>, String)) -> bool {
+        *key.0 == *self.0 && key.1 == self.1
+    }
+}
+
+/// The service's metrics: a private recorder, its renderer and the resolved handles.
+pub struct Metrics {
+    recorder: PrometheusRecorder,
+    handle: PrometheusHandle,
+    servers: LabelFolder,
+    tools: LabelFolder,
+    paths: LabelFolder,
+    targets: RwLock<HashMap<PairKey, Arc<TargetMetrics>>>,
+    pub duration_rest: Histogram,
+    pub duration_grpc: Histogram,
+    pub cache_hits: Counter,
+    pub cache_misses: Counter,
+    pub cache_evictions: Counter,
+    pub cache_entries: Gauge,
+    pub compiles: Counter,
+    pub compile_duration: Histogram,
+    pub compile_failures: Counter,
+}
+
+static METADATA: Metadata<'static> =
+    Metadata::new(module_path!(), metrics::Level::INFO, Some(module_path!()));
+
+impl Metrics {
+    /// A fresh set of series; `label_limit` bounds each client-controlled label.
+    pub fn new(label_limit: usize) -> Self {
+        let recorder = PrometheusBuilder::new()
+            .set_buckets(&LATENCY_BUCKETS)
+            .unwrap_or_else(|_| PrometheusBuilder::new())
+            .build_recorder();
+        let handle = recorder.handle();
+        describe(&recorder);
+        let counter = |name: &'static str, labels: Vec<Label>| {
+            recorder.register_counter(&Key::from_parts(name, labels), &METADATA)
+        };
+        let histogram = |name: &'static str, labels: Vec<Label>| {
+            recorder.register_histogram(&Key::from_parts(name, labels), &METADATA)
+        };
+        let transport = |t: Transport| vec![Label::new("transport", t.as_str())];
+        Metrics {
+            duration_rest: histogram(VALIDATION_DURATION_SECONDS, transport(Transport::Rest)),
+            duration_grpc: histogram(VALIDATION_DURATION_SECONDS, transport(Transport::Grpc)),
+            cache_hits: counter(CACHE_HITS_TOTAL, vec![]),
+            cache_misses: counter(CACHE_MISSES_TOTAL, vec![]),
+            cache_evictions: counter(CACHE_EVICTIONS_TOTAL, vec![]),
+            cache_entries: recorder.register_gauge(&Key::from_name(CACHE_ENTRIES), &METADATA),
+            compiles: counter(SCHEMA_COMPILES_TOTAL, vec![]),
+            compile_duration: histogram(SCHEMA_COMPILE_DURATION_SECONDS, vec![]),
+            compile_failures: counter(SCHEMA_COMPILE_FAILURES_TOTAL, vec![]),
+            servers: LabelFolder::new(label_limit),
+            tools: LabelFolder::new(label_limit),
+            paths: LabelFolder::new(label_limit),
+            targets: RwLock::new(HashMap::new()),
+            recorder,
+            handle,
+        }
+    }
+
+    /// The Prometheus text exposition of every series.
+    pub fn render(&self) -> String {
+        self.handle.render()
+    }
+
+    pub fn duration(&self, transport: Transport) -> &Histogram {
+        match transport {
+            Transport::Rest => &self.duration_rest,
+            Transport::Grpc => &self.duration_grpc,
+        }
+    }
+
+    /// The resolved series for a server and tool (`None` labels as `_none`).
+    pub fn target(&self, server: Option<&str>, tool: Option<&str>) -> Arc<TargetMetrics> {
+        let server = server.unwrap_or(NONE_LABEL);
+        let tool = tool.unwrap_or(NONE_LABEL);
+        if let Ok(targets) = self.targets.read() {
+            if let Some(t) = targets.get(&PairRef(server, tool)) {
+                return Arc::clone(t);
+            }
+        }
+        let server_label = self.servers.fold(server);
+        let tool_label = self.tools.fold(tool);
+        let target = self.resolve_target(server_label, tool_label);
+        // Only pairs whose names were kept are remembered by their raw names, so the map stays
+        // within the labels' bounds.
+        if *target.server == *server && *target.tool == *tool {
+            if let Ok(mut targets) = self.targets.write() {
+                targets.insert(
+                    PairKey(Arc::from(server), Arc::from(tool)),
+                    Arc::clone(&target),
+                );
+            }
+        }
+        target
+    }
+
+    fn resolve_target(&self, server: Arc<str>, tool: Arc<str>) -> Arc<TargetMetrics> {
+        if let Ok(targets) = self.targets.read() {
+            if let Some(t) = targets.get(&PairRef(&server, &tool)) {
+                return Arc::clone(t);
+            }
+        }
+        let mut validations = Vec::with_capacity(24);
+        for tier in Tier::ALL {
+            for attempt in [Attempt::First, Attempt::Retry] {
+                for outcome in Outcome::ALL {
+                    let labels = vec![
+                        Label::new("server", SharedString::from(server.to_string())),
+                        Label::new("tool", SharedString::from(tool.to_string())),
+                        Label::new("tier", tier.as_str()),
+                        Label::new("attempt", attempt.as_str()),
+                        Label::new("outcome", outcome.as_str()),
+                    ];
+                    validations.push(
+                        self.recorder
+                            .register_counter(&Key::from_parts(VALIDATIONS_TOTAL, labels), &METADATA),
+                    );
+                }
+            }
+        }
+        let drift = self.recorder.register_counter(
+            &Key::from_parts(
+                TEXT_DRIFT_TOTAL,
+                vec![
+                    Label::new("server", server.to_string()),
+                    Label::new("tool", tool.to_string()),
+                ],
+            ),
+            &METADATA,
+        );
+        let target = Arc::new(TargetMetrics {
+            server: Arc::clone(&server),
+            tool: Arc::clone(&tool),
+            validations,
+            drift,
+            fields: RwLock::new(HashMap::new()),
+        });
+        if let Ok(mut targets) = self.targets.write() {
+            return Arc::clone(
+                targets
+                    .entry(PairKey(server, tool))
+                    .or_insert_with(|| Arc::clone(&target)),
+            );
+        }
+        target
+    }
+
+    /// Counts one failing field of `target` (the path already folded to `*` indices).
+    pub fn field_failure(&self, target: &TargetMetrics, path: &str, keyword: &str) {
+        if let Ok(fields) = target.fields.read() {
+            if let Some(c) = fields.get(&FieldRef(path, keyword)) {
+                c.increment(1);
+                return;
+            }
+        }
+        let path_label = self.paths.fold(path);
+        let counter = self.recorder.register_counter(
+            &Key::from_parts(
+                FIELD_FAILURES_TOTAL,
+                vec![
+                    Label::new("server", target.server.to_string()),
+                    Label::new("tool", target.tool.to_string()),
+                    Label::new("path", path_label.to_string()),
+                    Label::new("keyword", keyword.to_owned()),
+                ],
+            ),
+            &METADATA,
+        );
+        counter.increment(1);
+        if *path_label == *path {
+            if let Ok(mut fields) = target.fields.write() {
+                fields.insert((path_label, keyword.to_owned()), counter);
+            }
+        }
+    }
+
+    /// Counts a refused check.
+    pub fn request_error(&self, transport: Transport, code: &'static str) {
+        self.recorder
+            .register_counter(
+                &Key::from_parts(
+                    REQUEST_ERRORS_TOTAL,
+                    vec![
+                        Label::new("transport", transport.as_str()),
+                        Label::new("code", code),
+                    ],
+                ),
+                &METADATA,
+            )
+            .increment(1);
+    }
+
+    /// Counts a policy reload, `ok` or `error`.
+    pub fn policy_reload(&self, ok: bool) {
+        let result = if ok { "ok" } else { "error" };
+        self.recorder
+            .register_counter(
+                &Key::from_parts(POLICY_RELOADS_TOTAL, vec![Label::new("result", result)]),
+                &METADATA,
+            )
+            .increment(1);
+    }
+}
+
+fn describe(recorder: &PrometheusRecorder) {
+    let d = |name: &'static str, unit: Option<Unit>, text: &'static str| {
+        recorder.describe_counter(name.into(), unit, text.into());
+    };
+    d(VALIDATIONS_TOTAL, None, "Checks by server, tool, tier, attempt (first|retry) and outcome (valid|invalid|skipped|tool_error).");
+    d(FIELD_FAILURES_TOTAL, None, "Failing fields by server, tool, instance path (array indices folded to *) and keyword.");
+    d(TEXT_DRIFT_TOTAL, None, "Results whose text copy in content parses as JSON and differs from structuredContent.");
+    d(CACHE_HITS_TOTAL, None, "Checks whose compiled schema was already in the cache.");
+    d(CACHE_MISSES_TOTAL, None, "Checks that had to compile their schema.");
+    d(CACHE_EVICTIONS_TOTAL, None, "Compiled schemas evicted for size or idleness.");
+    d(SCHEMA_COMPILES_TOTAL, None, "Schema compilations (successful or not).");
+    d(SCHEMA_COMPILE_FAILURES_TOTAL, None, "Schemas that did not compile (the failure is cached).");
+    d(REQUEST_ERRORS_TOTAL, None, "Checks refused before a verdict, by transport and error code.");
+    d(POLICY_RELOADS_TOTAL, None, "Policy reloads by result (ok|error).");
+    recorder.describe_gauge(CACHE_ENTRIES.into(), None, "Compiled schemas in the cache.".into());
+    recorder.describe_histogram(
+        VALIDATION_DURATION_SECONDS.into(),
+        Some(Unit::Seconds),
+        "Time to answer one check, by transport.".into(),
+    );
+    recorder.describe_histogram(
+        SCHEMA_COMPILE_DURATION_SECONDS.into(),
+        Some(Unit::Seconds),
+        "Time to compile one schema.".into(),
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_fold_past_their_bound() {
+        let folder = LabelFolder::new(2);
+        assert_eq!(&*folder.fold("a"), "a");
+        assert_eq!(&*folder.fold("b"), "b");
+        assert_eq!(&*folder.fold("c"), OTHER_LABEL);
+        assert_eq!(&*folder.fold("a"), "a");
+    }
+
+    #[test]
+    fn targets_render_with_their_labels() {
+        let metrics = Metrics::new(1);
+        let t = metrics.target(Some("crm"), Some("get"));
+        t.validation(Tier::Untrusted, Attempt::Retry, Outcome::Invalid)
+            .increment(2);
+        let other = metrics.target(Some("shop"), Some("buy"));
+        other
+            .validation(Tier::Trusted, Attempt::First, Outcome::Skipped)
+            .increment(1);
+        metrics.field_failure(&t, "/items/*/id", "type");
+        let text = metrics.render();
+        assert!(text.contains(r#"schemagate_validations_total{server="crm",tool="get",tier="untrusted",attempt="retry",outcome="invalid"} 2"#), "{text}");
+        assert!(text.contains(r#"schemagate_validations_total{server="_other",tool="_other",tier="trusted",attempt="first",outcome="skipped"} 1"#), "{text}");
+        assert!(text.contains(r#"schemagate_field_failures_total{server="crm",tool="get",path="/items/*/id",keyword="type"} 1"#), "{text}");
+    }
+}

@@ -1,0 +1,313 @@
+//! The trust policy: which tier each server (and tool) is in, and the rules a check follows there.
+//!
+//! A policy comes from embedded defaults (every server `untrusted`) or a TOML file. Server rules
+//! match by exact name or glob; exact names win over globs, and among globs the first in file order
+//! wins. A rule may override the tier of single tools and the three rule switches.
+
+use crate::domain::Tier;
+use globset::{Glob, GlobSet, GlobSetBuilder};
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::path::Path;
+
+/// The regular-expression engine a schema's `pattern` and `patternProperties` run on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+pub enum RegexEngine {
+    /// fancy-regex: supports look-around and back-references; plain patterns run on the linear
+    /// engine, the rest under a backtracking bound.
+    #[serde(rename = "bounded-backtracking")]
+    BoundedBacktracking,
+    /// The `regex` crate: linear time always; patterns with look-around do not compile.
+    #[serde(rename = "linear")]
+    Linear,
+}
+
+/// The options that change how a schema compiles; they are part of the cache key, so two policies
+/// never share a validator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CompileOptions {
+    pub assert_formats: bool,
+    pub regex_engine: RegexEngine,
+}
+
+/// What the policy says for one check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rules {
+    pub tier: Tier,
+    pub compile: CompileOptions,
+    /// A text copy in `content` that disagrees with `structuredContent` fails the check.
+    pub drift_fails: bool,
+    /// An outputSchema's root must be an object schema.
+    pub require_object_root: bool,
+}
+
+/// Why a policy could not be loaded; the message names the file, the key and what to fix.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    #[error("cannot read policy file {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("policy{at}: {message}")]
+    Invalid { at: String, message: String },
+}
+
+#[derive(Debug, Default, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Switches {
+    assert_formats: Option<bool>,
+    drift_fails: Option<bool>,
+    require_object_root: Option<bool>,
+    regex_engine: Option<RegexEngine>,
+}
+
+impl Switches {
+    /// `self` with every switch that `over` sets replaced.
+    fn overlay(self, over: &Switches) -> Switches {
+        Switches {
+            assert_formats: over.assert_formats.or(self.assert_formats),
+            drift_fails: over.drift_fails.or(self.drift_fails),
+            require_object_root: over.require_object_root.or(self.require_object_root),
+            regex_engine: over.regex_engine.or(self.regex_engine),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PolicyFile {
+    #[serde(default = "default_tier")]
+    default_tier: Tier,
+    #[serde(flatten)]
+    switches: Switches,
+    #[serde(default)]
+    tiers: HashMap<Tier, Switches>,
+    #[serde(default)]
+    servers: Vec<ServerRuleFile>,
+}
+
+fn default_tier() -> Tier {
+    Tier::Untrusted
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ServerRuleFile {
+    #[serde(rename = "match")]
+    pattern: String,
+    tier: Tier,
+    #[serde(flatten)]
+    switches: Switches,
+    #[serde(default)]
+    tools: HashMap<String, Tier>,
+}
+
+#[derive(Debug)]
+struct ServerRule {
+    tier: Tier,
+    switches: Switches,
+    tools: HashMap<String, Tier>,
+}
+
+/// A loaded, ready-to-query trust policy.
+#[derive(Debug)]
+pub struct Policy {
+    default_tier: Tier,
+    base: Switches,
+    tiers: HashMap<Tier, Switches>,
+    rules: Vec<ServerRule>,
+    exact: HashMap<String, usize>,
+    globs: GlobSet,
+    /// Index into `rules` for each glob in `globs`, in file order.
+    glob_rules: Vec<usize>,
+}
+
+impl Default for Policy {
+    /// The embedded defaults: every server `untrusted`, formats asserted, drift reported but not
+    /// failing, object roots required, bounded-backtracking regexes.
+    fn default() -> Self {
+        Policy::from_toml_str("").unwrap_or_else(|_| unreachable!("the empty policy is valid"))
+    }
+}
+
+impl Policy {
+    /// Parses a policy from TOML text.
+    pub fn from_toml_str(text: &str) -> Result<Policy, PolicyError> {
+        let file: PolicyFile = toml::from_str(text).map_err(|e| PolicyError::Invalid {
+            at: String::new(),
+            message: e.to_string().trim_end().to_owned(),
+        })?;
+        let mut rules = Vec::with_capacity(file.servers.len());
+        let mut exact = HashMap::new();
+        let mut globs = GlobSetBuilder::new();
+        let mut glob_rules = Vec::new();
+        for (i, rule) in file.servers.into_iter().enumerate() {
+            let at = format!(" servers[{i}] (match = {:?})", rule.pattern);
+            if rule.pattern.is_empty() {
+                return Err(PolicyError::Invalid {
+                    at,
+                    message: "`match` must not be empty".into(),
+                });
+            }
+            if rule.pattern.contains(['*', '?', '[', '{']) {
+                let glob = Glob::new(&rule.pattern).map_err(|e| PolicyError::Invalid {
+                    at: at.clone(),
+                    message: format!("`match` is not a valid glob: {e}"),
+                })?;
+                globs.add(glob);
+                glob_rules.push(i);
+            } else if exact.insert(rule.pattern.clone(), i).is_some() {
+                return Err(PolicyError::Invalid {
+                    at,
+                    message: "another rule already matches this exact server id".into(),
+                });
+            }
+            rules.push(ServerRule {
+                tier: rule.tier,
+                switches: rule.switches,
+                tools: rule.tools,
+            });
+        }
+        let globs = globs.build().map_err(|e| PolicyError::Invalid {
+            at: " servers".into(),
+            message: e.to_string(),
+        })?;
+        Ok(Policy {
+            default_tier: file.default_tier,
+            base: file.switches,
+            tiers: file.tiers,
+            rules,
+            exact,
+            globs,
+            glob_rules,
+        })
+    }
+
+    /// Reads and parses a policy file.
+    pub fn from_file(path: &Path) -> Result<Policy, PolicyError> {
+        let text = std::fs::read_to_string(path).map_err(|source| PolicyError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Policy::from_toml_str(&text).map_err(|e| match e {
+            PolicyError::Invalid { at, message } => PolicyError::Invalid {
+                at: format!(" {}{at}", path.display()),
+                message,
+            },
+            other => other,
+        })
+    }
+
+    fn rule_for(&self, server: &str) -> Option<&ServerRule> {
+        if let Some(&i) = self.exact.get(server) {
+            return Some(&self.rules[i]);
+        }
+        if self.glob_rules.is_empty() {
+            return None;
+        }
+        // `matches` returns glob indices in ascending order: the first is the earliest in the file.
+        let first = self.globs.matches(server).into_iter().next()?;
+        Some(&self.rules[self.glob_rules[first]])
+    }
+
+    /// The tier and rules for a check on `server`'s `tool`. A check that names no server (a bare
+    /// check) gets the default tier.
+    pub fn rules_for(&self, server: Option<&str>, tool: Option<&str>) -> Rules {
+        let rule = server.and_then(|s| self.rule_for(s));
+        let tier = match rule {
+            Some(rule) => tool
+                .and_then(|t| rule.tools.get(t).copied())
+                .unwrap_or(rule.tier),
+            None => self.default_tier,
+        };
+        let mut switches = self.base;
+        if let Some(over) = self.tiers.get(&tier) {
+            switches = switches.overlay(over);
+        }
+        if let Some(rule) = rule {
+            switches = switches.overlay(&rule.switches);
+        }
+        Rules {
+            tier,
+            compile: CompileOptions {
+                assert_formats: switches.assert_formats.unwrap_or(true),
+                regex_engine: switches
+                    .regex_engine
+                    .unwrap_or(RegexEngine::BoundedBacktracking),
+            },
+            drift_fails: switches.drift_fails.unwrap_or(false),
+            require_object_root: switches.require_object_root.unwrap_or(true),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const EXAMPLE: &str = r#"
+default_tier = "untrusted"
+drift_fails = false
+
+[tiers.semi-trusted]
+assert_formats = false
+
+[[servers]]
+match = "internal-*"
+tier = "trusted"
+
+[[servers]]
+match = "*-crm"
+tier = "semi-trusted"
+
+[[servers]]
+match = "partner-crm"
+tier = "semi-trusted"
+drift_fails = true
+tools = { charge_card = "untrusted" }
+"#;
+
+    #[test]
+    fn defaults_make_every_server_untrusted() {
+        let rules = Policy::default().rules_for(Some("anything"), Some("tool"));
+        assert_eq!(rules.tier, Tier::Untrusted);
+        assert!(rules.compile.assert_formats);
+        assert!(!rules.drift_fails);
+        assert!(rules.require_object_root);
+    }
+
+    #[test]
+    fn exact_names_globs_and_tool_overrides() {
+        let p = Policy::from_toml_str(EXAMPLE).expect("example parses");
+        assert_eq!(p.rules_for(Some("internal-db"), None).tier, Tier::Trusted);
+        assert_eq!(p.rules_for(Some("other-crm"), None).tier, Tier::SemiTrusted);
+        let crm = p.rules_for(Some("partner-crm"), Some("get_customer"));
+        assert_eq!(crm.tier, Tier::SemiTrusted);
+        assert!(crm.drift_fails, "the exact rule wins over the glob");
+        assert!(!crm.compile.assert_formats, "tier section applies");
+        let charge = p.rules_for(Some("partner-crm"), Some("charge_card"));
+        assert_eq!(charge.tier, Tier::Untrusted);
+        assert!(charge.compile.assert_formats, "untrusted keeps the default");
+        assert_eq!(p.rules_for(Some("stranger"), None).tier, Tier::Untrusted);
+        assert_eq!(p.rules_for(None, None).tier, Tier::Untrusted);
+    }
+
+    #[test]
+    fn bad_policies_name_the_key() {
+        let err = Policy::from_toml_str("default_tier = \"friendly\"").unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("default_tier"), "{text}");
+        assert!(text.contains("friendly"), "{text}");
+
+        let err = Policy::from_toml_str("[[servers]]\nmatch = \"a\"\ntier = \"trusted\"\ncolour = 1")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("colour"), "{err}");
+
+        let err = Policy::from_toml_str("[[servers]]\nmatch = \"a[\"\ntier = \"trusted\"")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("servers[0]") && err.contains("glob"), "{err}");
+    }
+}

@@ -1,0 +1,192 @@
+//! The answer to a check: valid or not, what to do, why, and one line a model can act on.
+
+use crate::domain::{SchemaHash, Tier};
+use serde::Serialize;
+use std::fmt::Write;
+
+/// What the orchestrator should do with the result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    Pass,
+    Reject,
+}
+
+/// What the check found; the `outcome` label of `schemagate_validations_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Valid,
+    Invalid,
+    /// Not validated: the server is `trusted`.
+    Skipped,
+    /// The tool reported its own failure (`isError: true`); not validated.
+    ToolError,
+}
+
+impl Outcome {
+    pub const ALL: [Outcome; 4] = [
+        Outcome::Valid,
+        Outcome::Invalid,
+        Outcome::Skipped,
+        Outcome::ToolError,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Valid => "valid",
+            Outcome::Invalid => "invalid",
+            Outcome::Skipped => "skipped",
+            Outcome::ToolError => "tool_error",
+        }
+    }
+}
+
+/// One way the payload fails its schema.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ValidationFailure {
+    /// JSON pointer into the payload (`""` is the root).
+    pub instance_path: String,
+    /// JSON pointer into the schema, to the failing keyword.
+    pub schema_path: String,
+    /// The failing keyword (`required`, `format`, ...; `structuredContent` when it is absent).
+    pub keyword: String,
+    /// A readable sentence, e.g. `"yesterday" is not a "date-time"`.
+    pub message: String,
+}
+
+/// Something worth knowing that is not itself a schema failure.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// `text_drift`: a text block of `content` parses as JSON and differs from `structuredContent`.
+    pub kind: &'static str,
+    pub message: String,
+}
+
+/// The verdict on one check. Served as a 200 whatever it says.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Verdict {
+    pub valid: bool,
+    pub action: Action,
+    pub tier: Tier,
+    pub outcome: Outcome,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schema_hash: Option<SchemaHash>,
+    pub errors: Vec<ValidationFailure>,
+    /// More failures exist than `errors` holds.
+    pub truncated: bool,
+    /// One line to hand back to a model for a retry; empty when valid.
+    pub feedback: String,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub findings: Vec<Finding>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub call_id: Option<String>,
+}
+
+impl Serialize for SchemaHash {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl Serialize for Tier {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// Builds the feedback line: `Output failed schema: /deleted_at: "yesterday" is not a "date-time"; /: ...`.
+pub fn feedback(subject: &str, errors: &[ValidationFailure], truncated: bool) -> String {
+    if errors.is_empty() {
+        return String::new();
+    }
+    let mut line = String::with_capacity(32 + errors.len() * 48);
+    let _ = write!(line, "{subject} failed schema: ");
+    for (i, e) in errors.iter().enumerate() {
+        if i > 0 {
+            line.push_str("; ");
+        }
+        let path = if e.instance_path.is_empty() {
+            "/"
+        } else {
+            &e.instance_path
+        };
+        let _ = write!(line, "{path}: {}", e.message);
+    }
+    if truncated {
+        line.push_str("; and more");
+    }
+    line
+}
+
+/// The instance path with array indices folded to `*`, so `/items/3/id` counts as `/items/*/id`.
+pub fn fold_indices(path: &str) -> String {
+    if path.is_empty() {
+        return "/".to_owned();
+    }
+    let mut out = String::with_capacity(path.len());
+    for segment in path.split('/').skip(1) {
+        out.push('/');
+        if !segment.is_empty() && segment.bytes().all(|b| b.is_ascii_digit()) {
+            out.push('*');
+        } else {
+            out.push_str(segment);
+        }
+    }
+    out
+}
+
+/// Cuts a message to at most `limit` bytes on a character boundary, marking the cut.
+pub fn clip(mut message: String, limit: usize) -> String {
+    if message.len() > limit {
+        let mut end = limit;
+        while !message.is_char_boundary(end) {
+            end -= 1;
+        }
+        message.truncate(end);
+        message.push('…');
+    }
+    message
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn failure(path: &str, message: &str) -> ValidationFailure {
+        ValidationFailure {
+            instance_path: path.into(),
+            schema_path: String::new(),
+            keyword: "k".into(),
+            message: message.into(),
+        }
+    }
+
+    #[test]
+    fn feedback_reads_as_one_line() {
+        let errors = [
+            failure("/deleted_at", r#""yesterday" is not a "date-time""#),
+            failure("", r#""customer_id" is a required property"#),
+        ];
+        assert_eq!(
+            feedback("Output", &errors, false),
+            r#"Output failed schema: /deleted_at: "yesterday" is not a "date-time"; /: "customer_id" is a required property"#
+        );
+        assert_eq!(feedback("Output", &[], false), "");
+        assert!(feedback("Arguments", &errors[..1], true).ends_with("; and more"));
+    }
+
+    #[test]
+    fn indices_fold_to_a_star() {
+        assert_eq!(fold_indices("/items/3/id"), "/items/*/id");
+        assert_eq!(fold_indices(""), "/");
+        assert_eq!(fold_indices("/a/10/b/2"), "/a/*/b/*");
+        assert_eq!(fold_indices("/v1/x"), "/v1/x");
+    }
+
+    #[test]
+    fn clip_respects_char_boundaries() {
+        assert_eq!(clip("héllo".into(), 2), "h…");
+        assert_eq!(clip("short".into(), 10), "short");
+    }
+}
