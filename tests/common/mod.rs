@@ -19,7 +19,10 @@ pub struct TestApp {
 
 /// Starts schemagate with the default flags plus `extra` (e.g. `["--policy", path]`).
 pub async fn spawn_app_with(extra: &[&str]) -> TestApp {
-    let mut argv = vec!["serve", "--policy-poll-interval", "0"];
+    let mut argv = vec!["serve"];
+    if !extra.contains(&"--policy-poll-interval") {
+        argv.extend_from_slice(&["--policy-poll-interval", "0"]);
+    }
     argv.extend_from_slice(extra);
     let args = <ServeArgs as clap::Parser>::parse_from(argv);
     let http = TcpListener::bind("127.0.0.1:0").await.expect("bind http");
