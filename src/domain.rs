@@ -43,7 +43,11 @@ pub struct ServerId(String);
 
 impl ServerId {
     pub fn parse(value: &str) -> Result<Self, NameError> {
-        parse_name("server", value).map(|()| Self(value.to_owned()))
+        Self::check(value).map(|()| Self(value.to_owned()))
+    }
+    /// Whether `value` would parse, without building the id (the hot path keeps its `&str`).
+    pub fn check(value: &str) -> Result<(), NameError> {
+        parse_name("server", value)
     }
     pub fn as_str(&self) -> &str {
         &self.0
@@ -56,7 +60,11 @@ pub struct ToolName(String);
 
 impl ToolName {
     pub fn parse(value: &str) -> Result<Self, NameError> {
-        parse_name("tool", value).map(|()| Self(value.to_owned()))
+        Self::check(value).map(|()| Self(value.to_owned()))
+    }
+    /// Whether `value` would parse, without building the name.
+    pub fn check(value: &str) -> Result<(), NameError> {
+        parse_name("tool", value)
     }
     pub fn as_str(&self) -> &str {
         &self.0

@@ -342,10 +342,10 @@ impl Gate {
         let server = check.server.as_deref();
         let tool = check.tool.as_deref();
         if let Some(s) = server {
-            ServerId::parse(s).map_err(CheckError::from)?;
+            ServerId::check(s).map_err(CheckError::from)?;
         }
         if let Some(t) = tool {
-            ToolName::parse(t).map_err(CheckError::from)?;
+            ToolName::check(t).map_err(CheckError::from)?;
         }
         let rules = self.policy.load().rules_for(server, tool);
         let target = self.metrics.target(server, tool);

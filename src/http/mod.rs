@@ -33,6 +33,7 @@ pub fn router(gate: Arc<Gate>) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
         .layer(DefaultBodyLimit::max(body_limit))
         .layer(CatchPanicLayer::custom(|_| {
             tracing::error!("a request handler panicked");
@@ -164,6 +165,14 @@ async fn readyz(State(gate): State<Arc<Gate>>) -> Response {
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "draining").into_response()
     }
+}
+
+async fn method_not_allowed() -> Response {
+    error::plain(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "wrong method for this endpoint: checks are POST, registrations PUT, /metrics and the probes GET".into(),
+    )
 }
 
 async fn not_found() -> Response {
