@@ -577,8 +577,14 @@ mod tests {
 
     #[test]
     fn join_follows_rfc3986_for_common_cases() {
-        assert_eq!(join("https://x.org/a/b.json", "c.json"), "https://x.org/a/c.json");
-        assert_eq!(join("https://x.org/a/b.json", "/c.json"), "https://x.org/c.json");
+        assert_eq!(
+            join("https://x.org/a/b.json", "c.json"),
+            "https://x.org/a/c.json"
+        );
+        assert_eq!(
+            join("https://x.org/a/b.json", "/c.json"),
+            "https://x.org/c.json"
+        );
         assert_eq!(join("", "c.json"), "c.json");
         assert_eq!(join("https://x.org", "c.json"), "https://x.org/c.json");
         assert_eq!(join("https://x.org/a", "urn:x"), "urn:x");

@@ -63,9 +63,13 @@ impl Payload {
         }
     }
 
-    /// Reads a document payload from JSON text.
-    pub fn instance_from_json(text: &[u8], depth_limit: usize) -> Result<Value, CheckError> {
-        serde_json::from_slice(text).map_err(|e| payload_error("instance", &e, depth_limit))
+    /// Reads a document payload (`instance` or `arguments`, named by `field`) from JSON text.
+    pub fn document_from_json(
+        field: &str,
+        text: &[u8],
+        depth_limit: usize,
+    ) -> Result<Value, CheckError> {
+        serde_json::from_slice(text).map_err(|e| payload_error(field, &e, depth_limit))
     }
 
     /// Reads an MCP tool result from JSON text.
@@ -250,20 +254,34 @@ mod tests {
 
     #[test]
     fn bad_checks_say_what_to_fix() {
-        assert_eq!(parse(r#"{"schema": {}}"#).unwrap_err().code(), "missing_payload");
         assert_eq!(
-            parse(r#"{"schema": {}, "instance": 1, "arguments": {}}"#).unwrap_err().code(),
+            parse(r#"{"schema": {}}"#).unwrap_err().code(),
+            "missing_payload"
+        );
+        assert_eq!(
+            parse(r#"{"schema": {}, "instance": 1, "arguments": {}}"#)
+                .unwrap_err()
+                .code(),
             "conflicting_payloads"
         );
-        assert_eq!(parse(r#"{"schema": {"#).unwrap_err().code(), "malformed_json");
+        assert_eq!(
+            parse(r#"{"schema": {"#).unwrap_err().code(),
+            "malformed_json"
+        );
         let unknown = parse(r#"{"schema": {}, "instanse": 1}"#).unwrap_err();
         assert_eq!(unknown.code(), "invalid_field");
         assert!(unknown.to_string().contains("instanse"), "{unknown}");
         assert_eq!(
-            parse(r#"{"schema": {}, "instance": 1, "attempt": 0}"#).unwrap_err().code(),
+            parse(r#"{"schema": {}, "instance": 1, "attempt": 0}"#)
+                .unwrap_err()
+                .code(),
             "invalid_field"
         );
-        let deep = format!("{{\"schema\": {{}}, \"instance\": {}{}}}", "[".repeat(200), "]".repeat(200));
+        let deep = format!(
+            "{{\"schema\": {{}}, \"instance\": {}{}}}",
+            "[".repeat(200),
+            "]".repeat(200)
+        );
         assert_eq!(parse(&deep).unwrap_err().code(), "nesting_too_deep");
     }
 

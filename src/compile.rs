@@ -143,13 +143,19 @@ mod tests {
     };
 
     fn code(text: &str) -> &'static str {
-        compile(text.as_bytes(), OPTIONS, &LIMITS).unwrap_err().code()
+        compile(text.as_bytes(), OPTIONS, &LIMITS)
+            .unwrap_err()
+            .code()
     }
 
     #[test]
     fn compiles_ordinary_schemas() {
-        let compiled = compile(br#"{"type": "object", "required": ["id"]}"#, OPTIONS, &LIMITS)
-            .expect("compiles");
+        let compiled = compile(
+            br#"{"type": "object", "required": ["id"]}"#,
+            OPTIONS,
+            &LIMITS,
+        )
+        .expect("compiles");
         assert!(compiled.root_is_object);
         assert!(!compiled.validator.is_valid(&serde_json::json!({})));
     }
@@ -163,8 +169,14 @@ mod tests {
         )
         .unwrap_err();
         assert_eq!(err.code(), "schema_ref_not_allowed");
-        assert!(err.to_string().contains("https://example.com/schema.json"), "{err}");
-        assert_eq!(code(r#"{"$ref": "file:///etc/passwd"}"#), "schema_ref_not_allowed");
+        assert!(
+            err.to_string().contains("https://example.com/schema.json"),
+            "{err}"
+        );
+        assert_eq!(
+            code(r#"{"$ref": "file:///etc/passwd"}"#),
+            "schema_ref_not_allowed"
+        );
     }
 
     #[test]
@@ -181,7 +193,11 @@ mod tests {
     fn refuses_broken_and_hostile_schemas() {
         assert_eq!(code(r#"{"type": "strnig"}"#), "schema_invalid");
         assert_eq!(code(r#"{"type": "#), "malformed_json");
-        let deep = format!("{}{}", r#"{"items":"#.repeat(80), "{}".to_owned() + &"}".repeat(80));
+        let deep = format!(
+            "{}{}",
+            r#"{"items":"#.repeat(80),
+            "{}".to_owned() + &"}".repeat(80)
+        );
         assert_eq!(code(&deep), "nesting_too_deep");
         let chain = crate::analysis::tests_support::doubling_chain(30).to_string();
         assert_eq!(code(&chain), "schema_too_complex");
@@ -208,8 +224,12 @@ mod tests {
 
     #[test]
     fn catastrophic_patterns_stay_bounded() {
-        let compiled = compile(br#"{"type": "string", "pattern": "^(a+)+$"}"#, OPTIONS, &LIMITS)
-            .expect("compiles");
+        let compiled = compile(
+            br#"{"type": "string", "pattern": "^(a+)+$"}"#,
+            OPTIONS,
+            &LIMITS,
+        )
+        .expect("compiles");
         let hostile = format!("{}!", "a".repeat(64));
         assert!(!compiled.validator.is_valid(&serde_json::json!(hostile)));
     }

@@ -32,7 +32,11 @@ pub const DEFAULT_POLICY_POLL_SECS: u64 = 10;
 pub const DEFAULT_SHUTDOWN_GRACE_SECS: u64 = 30;
 
 #[derive(Debug, Parser)]
-#[command(name = "schemagate", version, about = "Checks AI tool results against their declared schemas before anyone acts on them.")]
+#[command(
+    name = "schemagate",
+    version,
+    about = "Checks AI tool results against their declared schemas before anyone acts on them."
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -117,7 +121,12 @@ pub struct ServeArgs {
     #[arg(long, env = "SCHEMAGATE_LOG_LEVEL", default_value = "info")]
     pub log_level: String,
     /// Log line format.
-    #[arg(long, env = "SCHEMAGATE_LOG_FORMAT", value_enum, default_value = "text")]
+    #[arg(
+        long,
+        env = "SCHEMAGATE_LOG_FORMAT",
+        value_enum,
+        default_value = "text"
+    )]
     pub log_format: LogFormat,
 }
 
@@ -131,7 +140,9 @@ impl ServeArgs {
     /// The core's configuration; loads the policy file, failing with a message that names it.
     pub fn gate_config(&self) -> anyhow::Result<GateConfig> {
         let policy = match &self.policy {
-            Some(path) => Policy::from_file(path).with_context(|| "loading --policy".to_string())?,
+            Some(path) => {
+                Policy::from_file(path).with_context(|| "loading --policy".to_string())?
+            }
             None => Policy::default(),
         };
         for (name, value) in [
@@ -191,7 +202,10 @@ mod tests {
         std::fs::write(&path, "default_tier = \"friendly\"\n").expect("write");
         let args = ServeArgs::parse_from(["serve", "--policy", path.to_str().expect("utf-8")]);
         let err = format!("{:#}", args.gate_config().unwrap_err());
-        assert!(err.contains("policy.toml") && err.contains("default_tier"), "{err}");
+        assert!(
+            err.contains("policy.toml") && err.contains("default_tier"),
+            "{err}"
+        );
     }
 
     #[test]

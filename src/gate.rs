@@ -561,7 +561,8 @@ impl Gate {
             } else {
                 Action::Pass
             };
-            verdict.feedback = feedback(check.payload.subject(), &verdict.errors, verdict.truncated);
+            verdict.feedback =
+                feedback(check.payload.subject(), &verdict.errors, verdict.truncated);
             for e in &verdict.errors {
                 self.metrics
                     .field_failure(target, &fold_indices(&e.instance_path), &e.keyword);
@@ -684,7 +685,9 @@ fn text_drift(result: &crate::check::ToolResult, structured: &Value) -> Option<F
         if copy != *structured {
             return Some(Finding {
                 kind: "text_drift",
-                message: "the text copy in content parses as JSON but differs from structuredContent".into(),
+                message:
+                    "the text copy in content parses as JSON but differs from structuredContent"
+                        .into(),
             });
         }
     }

@@ -50,8 +50,8 @@ pub const NONE_LABEL: &str = "_none";
 pub const OTHER_LABEL: &str = "_other";
 
 const LATENCY_BUCKETS: [f64; 14] = [
-    0.000_01, 0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01,
-    0.025, 0.1, 0.25, 1.0,
+    0.000_01, 0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025,
+    0.1, 0.25, 1.0,
 ];
 
 /// Which transport a check came over; a label of the latency series.
@@ -303,8 +303,10 @@ impl Metrics {
                         Label::new("outcome", outcome.as_str()),
                     ];
                     validations.push(
-                        self.recorder
-                            .register_counter(&Key::from_parts(VALIDATIONS_TOTAL, labels), &METADATA),
+                        self.recorder.register_counter(
+                            &Key::from_parts(VALIDATIONS_TOTAL, labels),
+                            &METADATA,
+                        ),
                     );
                 }
             }
@@ -398,16 +400,56 @@ fn describe(recorder: &PrometheusRecorder) {
         recorder.describe_counter(name.into(), unit, text.into());
     };
     d(VALIDATIONS_TOTAL, None, "Checks by server, tool, tier, attempt (first|retry) and outcome (valid|invalid|skipped|tool_error).");
-    d(FIELD_FAILURES_TOTAL, None, "Failing fields by server, tool, instance path (array indices folded to *) and keyword.");
-    d(TEXT_DRIFT_TOTAL, None, "Results whose text copy in content parses as JSON and differs from structuredContent.");
-    d(CACHE_HITS_TOTAL, None, "Checks whose compiled schema was already in the cache.");
-    d(CACHE_MISSES_TOTAL, None, "Checks that had to compile their schema.");
-    d(CACHE_EVICTIONS_TOTAL, None, "Compiled schemas evicted for size or idleness.");
-    d(SCHEMA_COMPILES_TOTAL, None, "Schema compilations (successful or not).");
-    d(SCHEMA_COMPILE_FAILURES_TOTAL, None, "Schemas that did not compile (the failure is cached).");
-    d(REQUEST_ERRORS_TOTAL, None, "Checks refused before a verdict, by transport and error code.");
-    d(POLICY_RELOADS_TOTAL, None, "Policy reloads by result (ok|error).");
-    recorder.describe_gauge(CACHE_ENTRIES.into(), None, "Compiled schemas in the cache.".into());
+    d(
+        FIELD_FAILURES_TOTAL,
+        None,
+        "Failing fields by server, tool, instance path (array indices folded to *) and keyword.",
+    );
+    d(
+        TEXT_DRIFT_TOTAL,
+        None,
+        "Results whose text copy in content parses as JSON and differs from structuredContent.",
+    );
+    d(
+        CACHE_HITS_TOTAL,
+        None,
+        "Checks whose compiled schema was already in the cache.",
+    );
+    d(
+        CACHE_MISSES_TOTAL,
+        None,
+        "Checks that had to compile their schema.",
+    );
+    d(
+        CACHE_EVICTIONS_TOTAL,
+        None,
+        "Compiled schemas evicted for size or idleness.",
+    );
+    d(
+        SCHEMA_COMPILES_TOTAL,
+        None,
+        "Schema compilations (successful or not).",
+    );
+    d(
+        SCHEMA_COMPILE_FAILURES_TOTAL,
+        None,
+        "Schemas that did not compile (the failure is cached).",
+    );
+    d(
+        REQUEST_ERRORS_TOTAL,
+        None,
+        "Checks refused before a verdict, by transport and error code.",
+    );
+    d(
+        POLICY_RELOADS_TOTAL,
+        None,
+        "Policy reloads by result (ok|error).",
+    );
+    recorder.describe_gauge(
+        CACHE_ENTRIES.into(),
+        None,
+        "Compiled schemas in the cache.".into(),
+    );
     recorder.describe_histogram(
         VALIDATION_DURATION_SECONDS.into(),
         Some(Unit::Seconds),

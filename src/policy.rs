@@ -300,9 +300,10 @@ tools = { charge_card = "untrusted" }
         assert!(text.contains("default_tier"), "{text}");
         assert!(text.contains("friendly"), "{text}");
 
-        let err = Policy::from_toml_str("[[servers]]\nmatch = \"a\"\ntier = \"trusted\"\ncolour = 1")
-            .unwrap_err()
-            .to_string();
+        let err =
+            Policy::from_toml_str("[[servers]]\nmatch = \"a\"\ntier = \"trusted\"\ncolour = 1")
+                .unwrap_err()
+                .to_string();
         assert!(err.contains("colour"), "{err}");
 
         let err = Policy::from_toml_str("[[servers]]\nmatch = \"a[\"\ntier = \"trusted\"")

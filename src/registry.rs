@@ -159,8 +159,13 @@ mod tests {
         let more = parse_tools_list(&Bytes::from_static(br#"{"tools": [{"name": "x"}]}"#), 64)
             .expect("parses");
         let other = ServerId::parse("shop").expect("name");
-        assert!(registry.replace(&other, more.clone()).is_err(), "limit of 2 tools");
-        registry.replace(&crm, more).expect("replacing crm's own tools fits");
+        assert!(
+            registry.replace(&other, more.clone()).is_err(),
+            "limit of 2 tools"
+        );
+        registry
+            .replace(&crm, more)
+            .expect("replacing crm's own tools fits");
         assert!(registry.get("crm", "get").is_none());
     }
 
@@ -169,6 +174,9 @@ mod tests {
         let dup = Bytes::from_static(br#"{"tools": [{"name": "a"}, {"name": "a"}]}"#);
         assert!(parse_tools_list(&dup, 64).is_err());
         let blank = Bytes::from_static(br#"{"tools": [{"name": ""}]}"#);
-        assert_eq!(parse_tools_list(&blank, 64).unwrap_err().code(), "invalid_field");
+        assert_eq!(
+            parse_tools_list(&blank, 64).unwrap_err().code(),
+            "invalid_field"
+        );
     }
 }

@@ -48,7 +48,9 @@ pub fn watch_policy(gate: Arc<Gate>, poll_secs: u64, token: CancellationToken) {
             let Ok(mut hup) =
                 tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
             else {
-                tracing::warn!("cannot listen for SIGHUP; reload with POST /v1/admin/reload-policy");
+                tracing::warn!(
+                    "cannot listen for SIGHUP; reload with POST /v1/admin/reload-policy"
+                );
                 return;
             };
             loop {

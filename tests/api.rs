@@ -47,12 +47,54 @@ async fn each_tier_acts_on_valid_and_invalid_results() {
     let policy = policy_file(TIERS_POLICY);
     let app = spawn_app_with(&["--policy", policy.path().to_str().expect("utf-8")]).await;
     let cases = [
-        ("internal-crm", "trusted", good_result(), true, "pass", "skipped"),
-        ("internal-crm", "trusted", bad_result(), true, "pass", "skipped"),
-        ("partner", "semi-trusted", good_result(), true, "pass", "valid"),
-        ("partner", "semi-trusted", bad_result(), false, "pass", "invalid"),
-        ("stranger", "untrusted", good_result(), true, "pass", "valid"),
-        ("stranger", "untrusted", bad_result(), false, "reject", "invalid"),
+        (
+            "internal-crm",
+            "trusted",
+            good_result(),
+            true,
+            "pass",
+            "skipped",
+        ),
+        (
+            "internal-crm",
+            "trusted",
+            bad_result(),
+            true,
+            "pass",
+            "skipped",
+        ),
+        (
+            "partner",
+            "semi-trusted",
+            good_result(),
+            true,
+            "pass",
+            "valid",
+        ),
+        (
+            "partner",
+            "semi-trusted",
+            bad_result(),
+            false,
+            "pass",
+            "invalid",
+        ),
+        (
+            "stranger",
+            "untrusted",
+            good_result(),
+            true,
+            "pass",
+            "valid",
+        ),
+        (
+            "stranger",
+            "untrusted",
+            bad_result(),
+            false,
+            "reject",
+            "invalid",
+        ),
     ];
     for (server, tier, result, valid, action, outcome) in cases {
         let (status, v) = app
@@ -71,8 +113,10 @@ async fn each_tier_acts_on_valid_and_invalid_results() {
 async fn invalid_results_explain_themselves() {
     let app = spawn_app().await;
     let (status, v) = app
-        .validate(&json!({"server": "crm", "tool": "delete_customer", "call_id": "c-1",
-                          "schema": delete_customer_schema(), "result": bad_result()}))
+        .validate(
+            &json!({"server": "crm", "tool": "delete_customer", "call_id": "c-1",
+                          "schema": delete_customer_schema(), "result": bad_result()}),
+        )
         .await;
     assert_eq!(status, 200);
     assert_eq!(v["call_id"], "c-1");
@@ -84,7 +128,10 @@ async fn invalid_results_explain_themselves() {
         .expect("a format error");
     assert_eq!(format_error["instance_path"], "/deleted_at");
     assert_eq!(format_error["schema_path"], "/properties/deleted_at/format");
-    assert_eq!(format_error["message"], r#""yesterday" is not a "date-time""#);
+    assert_eq!(
+        format_error["message"],
+        r#""yesterday" is not a "date-time""#
+    );
     let required = errors
         .iter()
         .find(|e| e["keyword"] == "required")
@@ -93,8 +140,14 @@ async fn invalid_results_explain_themselves() {
     assert_eq!(v["truncated"], false);
     let feedback = v["feedback"].as_str().expect("feedback");
     assert!(feedback.starts_with("Output failed schema: "), "{feedback}");
-    assert!(feedback.contains(r#"/deleted_at: "yesterday" is not a "date-time""#), "{feedback}");
-    assert!(feedback.contains(r#"/: "customer_id" is a required property"#), "{feedback}");
+    assert!(
+        feedback.contains(r#"/deleted_at: "yesterday" is not a "date-time""#),
+        "{feedback}"
+    );
+    assert!(
+        feedback.contains(r#"/: "customer_id" is a required property"#),
+        "{feedback}"
+    );
 }
 
 #[tokio::test]
@@ -118,11 +171,17 @@ async fn mcp_result_edges() {
         .validate(&json!({"schema": schema, "result": {"isError": true,
             "content": [{"type": "text", "text": "customer not found"}]}}))
         .await;
-    assert_eq!((v["outcome"].clone(), v["action"].clone()), (json!("tool_error"), json!("pass")), "{v}");
+    assert_eq!(
+        (v["outcome"].clone(), v["action"].clone()),
+        (json!("tool_error"), json!("pass")),
+        "{v}"
+    );
 
     let (_, v) = app
-        .validate(&json!({"schema": schema, "result": {"content": [{"type": "text",
-            "text": good_result()["structuredContent"].to_string()}]}}))
+        .validate(
+            &json!({"schema": schema, "result": {"content": [{"type": "text",
+            "text": good_result()["structuredContent"].to_string()}]}}),
+        )
         .await;
     assert_eq!(v["valid"], false, "absent structuredContent fails: {v}");
     assert_eq!(v["errors"][0]["keyword"], "structuredContent");
@@ -134,8 +193,10 @@ async fn mcp_result_edges() {
     assert_eq!(v["valid"], false, "null is validated as a value: {v}");
     assert_eq!(v["errors"][0]["keyword"], "type", "{v}");
     let (_, v) = app
-        .validate(&json!({"schema": {"type": "object", "properties": {"x": {"type": ["object", "null"]}}},
-                          "instance": null}))
+        .validate(
+            &json!({"schema": {"type": "object", "properties": {"x": {"type": ["object", "null"]}}},
+                          "instance": null}),
+        )
         .await;
     assert_eq!(v["valid"], false, "{v}");
 }
@@ -145,16 +206,27 @@ async fn text_copy_drift_is_reported_and_fails_only_by_policy() {
     let schema = delete_customer_schema();
     let mut drifted = good_result();
     drifted["content"][0]["text"] = json!(r#"{"deleted": false}"#);
-    let check = json!({"server": "crm", "tool": "delete_customer", "schema": schema, "result": drifted});
+    let check =
+        json!({"server": "crm", "tool": "delete_customer", "schema": schema, "result": drifted});
 
     let app = spawn_app().await;
     let (_, v) = app.validate(&check).await;
-    assert_eq!(v["valid"], true, "drift alone does not fail by default: {v}");
+    assert_eq!(
+        v["valid"], true,
+        "drift alone does not fail by default: {v}"
+    );
     assert_eq!(v["findings"][0]["kind"], "text_drift", "{v}");
-    let (_, v) = app.validate(&json!({"schema": schema, "result": good_result()})).await;
-    assert!(v.get("findings").is_none(), "an agreeing copy is no finding: {v}");
+    let (_, v) = app
+        .validate(&json!({"schema": schema, "result": good_result()}))
+        .await;
     assert!(
-        app.metric(r#"schemagate_text_drift_total{server="crm",tool="delete_customer"}"#).await >= 1.0
+        v.get("findings").is_none(),
+        "an agreeing copy is no finding: {v}"
+    );
+    assert!(
+        app.metric(r#"schemagate_text_drift_total{server="crm",tool="delete_customer"}"#)
+            .await
+            >= 1.0
     );
 
     let policy = policy_file("drift_fails = true\n");
@@ -173,7 +245,9 @@ async fn output_schema_root_must_be_an_object_unless_relaxed() {
     assert_eq!(status, 422, "{v}");
     assert_eq!(v["error"]["code"], "schema_root_not_object");
     // A bare instance check takes any root.
-    let (status, _) = app.validate(&json!({"schema": {"type": "array"}, "instance": []})).await;
+    let (status, _) = app
+        .validate(&json!({"schema": {"type": "array"}, "instance": []}))
+        .await;
     assert_eq!(status, 200);
 
     let policy = policy_file("require_object_root = false\n");
@@ -184,9 +258,12 @@ async fn output_schema_root_must_be_an_object_unless_relaxed() {
 
 #[tokio::test]
 async fn format_can_be_annotation_only_by_policy() {
-    let policy = policy_file("[[servers]]\nmatch = \"lenient\"\ntier = \"untrusted\"\nassert_formats = false\n");
+    let policy = policy_file(
+        "[[servers]]\nmatch = \"lenient\"\ntier = \"untrusted\"\nassert_formats = false\n",
+    );
     let app = spawn_app_with(&["--policy", policy.path().to_str().expect("utf-8")]).await;
-    let schema = json!({"type": "object", "properties": {"at": {"type": "string", "format": "date-time"}}});
+    let schema =
+        json!({"type": "object", "properties": {"at": {"type": "string", "format": "date-time"}}});
     let payload = json!({"at": "yesterday"});
     let (_, strict) = app
         .validate(&json!({"server": "strict", "schema": schema, "instance": payload}))
@@ -204,7 +281,9 @@ async fn bare_checks_follow_each_draft() {
     // exclusiveMaximum is a boolean modifier in draft 4 and a number from draft 6 on.
     let draft4 = json!({"$schema": "http://json-schema.org/draft-04/schema#",
                         "maximum": 10, "exclusiveMaximum": true});
-    let (_, v) = app.validate(&json!({"schema": draft4, "instance": 10})).await;
+    let (_, v) = app
+        .validate(&json!({"schema": draft4, "instance": 10}))
+        .await;
     assert_eq!(v["valid"], false, "draft 4: {v}");
     for uri in [
         "http://json-schema.org/draft-06/schema#",
@@ -213,9 +292,13 @@ async fn bare_checks_follow_each_draft() {
         "https://json-schema.org/draft/2020-12/schema",
     ] {
         let schema = json!({"$schema": uri, "exclusiveMaximum": 10});
-        let (_, v) = app.validate(&json!({"schema": schema, "instance": 10})).await;
+        let (_, v) = app
+            .validate(&json!({"schema": schema, "instance": 10}))
+            .await;
         assert_eq!(v["valid"], false, "{uri}: {v}");
-        let (_, v) = app.validate(&json!({"schema": schema, "instance": 9})).await;
+        let (_, v) = app
+            .validate(&json!({"schema": schema, "instance": 9}))
+            .await;
         assert_eq!(v["valid"], true, "{uri}: {v}");
     }
     // prefixItems exists only in 2020-12; 2019-09 ignores it.
@@ -229,9 +312,13 @@ async fn bare_checks_follow_each_draft() {
         .await;
     assert_eq!(v["valid"], true, "{v}");
     // Boolean schemas and any JSON document.
-    let (_, v) = app.validate(&json!({"schema": false, "instance": "anything"})).await;
+    let (_, v) = app
+        .validate(&json!({"schema": false, "instance": "anything"}))
+        .await;
     assert_eq!(v["valid"], false);
-    let (_, v) = app.validate(&json!({"schema": true, "instance": [1, {"a": null}]})).await;
+    let (_, v) = app
+        .validate(&json!({"schema": true, "instance": [1, {"a": null}]}))
+        .await;
     assert_eq!(v["valid"], true);
 }
 
@@ -248,31 +335,66 @@ async fn registered_tools_are_checked_by_name() {
     let (status, reg) = app.register("crm", &tools).await;
     assert_eq!(status, 200, "{reg}");
     assert_eq!(reg["tools"][0]["name"], "delete_customer");
-    let output_hash = reg["tools"][0]["output_schema_hash"].as_str().expect("hash").to_owned();
+    let output_hash = reg["tools"][0]["output_schema_hash"]
+        .as_str()
+        .expect("hash")
+        .to_owned();
     assert!(reg["tools"][0].get("errors").is_none(), "{reg}");
-    assert_eq!(reg["tools"][2]["errors"][0]["code"], "schema_invalid", "{reg}");
-    assert_eq!(reg["tools"][2]["errors"][0]["schema"], "outputSchema", "{reg}");
+    assert_eq!(
+        reg["tools"][2]["errors"][0]["code"], "schema_invalid",
+        "{reg}"
+    );
+    assert_eq!(
+        reg["tools"][2]["errors"][0]["schema"], "outputSchema",
+        "{reg}"
+    );
 
     let (_, v) = app
         .validate(&json!({"server": "crm", "tool": "delete_customer", "result": good_result()}))
         .await;
-    assert_eq!((v["valid"].clone(), v["schema_hash"].clone()), (json!(true), json!(output_hash)), "{v}");
+    assert_eq!(
+        (v["valid"].clone(), v["schema_hash"].clone()),
+        (json!(true), json!(output_hash)),
+        "{v}"
+    );
     let (_, v) = app
-        .validate(&json!({"server": "crm", "tool": "delete_customer", "arguments": {"customer_id": 7}}))
+        .validate(
+            &json!({"server": "crm", "tool": "delete_customer", "arguments": {"customer_id": 7}}),
+        )
         .await;
     assert_eq!(v["valid"], false, "{v}");
-    assert!(v["feedback"].as_str().expect("feedback").starts_with("Arguments failed schema"), "{v}");
+    assert!(
+        v["feedback"]
+            .as_str()
+            .expect("feedback")
+            .starts_with("Arguments failed schema"),
+        "{v}"
+    );
 
     // A broken tool degrades only itself.
     let (status, v) = app
         .validate(&json!({"server": "crm", "tool": "broken", "result": good_result()}))
         .await;
-    assert_eq!((status, v["error"]["code"].clone()), (422, json!("schema_invalid")), "{v}");
+    assert_eq!(
+        (status, v["error"]["code"].clone()),
+        (422, json!("schema_invalid")),
+        "{v}"
+    );
     let (status, v) = app
         .validate(&json!({"server": "crm", "tool": "ping", "result": good_result()}))
         .await;
-    assert_eq!((status, v["error"]["code"].clone()), (404, json!("unknown_tool")), "{v}");
-    assert!(v["error"]["message"].as_str().expect("message").contains("outputSchema"), "{v}");
+    assert_eq!(
+        (status, v["error"]["code"].clone()),
+        (404, json!("unknown_tool")),
+        "{v}"
+    );
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .expect("message")
+            .contains("outputSchema"),
+        "{v}"
+    );
     let (status, _) = app
         .validate(&json!({"server": "crm", "tool": "nope", "result": good_result()}))
         .await;
@@ -280,7 +402,9 @@ async fn registered_tools_are_checked_by_name() {
 
     // The hash names the schema for any later check, bare or not.
     let (status, v) = app
-        .validate(&json!({"schema_hash": output_hash, "instance": good_result()["structuredContent"]}))
+        .validate(
+            &json!({"schema_hash": output_hash, "instance": good_result()["structuredContent"]}),
+        )
         .await;
     assert_eq!((status, v["valid"].clone()), (200, json!(true)), "{v}");
 }
@@ -288,7 +412,8 @@ async fn registered_tools_are_checked_by_name() {
 #[tokio::test]
 async fn batches_keep_order_and_isolate_bad_items() {
     let app = spawn_app().await;
-    let schema = json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]});
+    let schema =
+        json!({"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]});
     let mut items = Vec::new();
     for i in 0..200 {
         items.push(match i % 4 {
@@ -304,8 +429,14 @@ async fn batches_keep_order_and_isolate_bad_items() {
     assert_eq!(results.len(), 200);
     for (i, r) in results.iter().enumerate() {
         match i % 4 {
-            0 => assert_eq!((r["valid"].clone(), r["call_id"].clone()), (json!(true), json!(i.to_string()))),
-            1 => assert_eq!((r["valid"].clone(), r["call_id"].clone()), (json!(false), json!(i.to_string()))),
+            0 => assert_eq!(
+                (r["valid"].clone(), r["call_id"].clone()),
+                (json!(true), json!(i.to_string()))
+            ),
+            1 => assert_eq!(
+                (r["valid"].clone(), r["call_id"].clone()),
+                (json!(false), json!(i.to_string()))
+            ),
             2 => assert_eq!(r["error"]["code"], "missing_payload", "{r}"),
             _ => assert_eq!(r["error"]["code"], "schema_invalid", "{r}"),
         }

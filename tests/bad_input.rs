@@ -10,15 +10,23 @@ use std::time::{Duration, Instant};
 async fn refused(app: &common::TestApp, body: impl Into<reqwest::Body>) -> (u16, String, String) {
     let (status, v) = app.post_raw("/v1/validate", body).await;
     let code = v["error"]["code"].as_str().unwrap_or_default().to_owned();
-    let message = v["error"]["message"].as_str().unwrap_or_default().to_owned();
+    let message = v["error"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     (status, code, message)
 }
 
 #[tokio::test]
 async fn malformed_and_incomplete_requests() {
     let app = spawn_app().await;
-    let (status, code, message) = refused(&app, r#"{"schema": {"type": "object"}, "instance": "#).await;
-    assert_eq!((status, code.as_str()), (400, "malformed_json"), "{message}");
+    let (status, code, message) =
+        refused(&app, r#"{"schema": {"type": "object"}, "instance": "#).await;
+    assert_eq!(
+        (status, code.as_str()),
+        (400, "malformed_json"),
+        "{message}"
+    );
     assert!(message.contains("line 1"), "says where: {message}");
 
     let (status, code, _) = refused(&app, r#"{"schema": {}}"#).await;
@@ -28,8 +36,11 @@ async fn malformed_and_incomplete_requests() {
     let (status, code, message) = refused(&app, r#"{"schema": {}, "instanse": 1}"#).await;
     assert_eq!((status, code.as_str()), (400, "invalid_field"));
     assert!(message.contains("instanse"), "{message}");
-    let (status, code, _) =
-        refused(&app, r#"{"server": "has space", "schema": {}, "instance": 1}"#).await;
+    let (status, code, _) = refused(
+        &app,
+        r#"{"server": "has space", "schema": {}, "instance": 1}"#,
+    )
+    .await;
     assert_eq!((status, code.as_str()), (400, "invalid_field"));
 }
 
@@ -49,7 +60,11 @@ async fn bodies_and_batches_over_their_limits() {
     let app = spawn_app_with(&["--max-body-bytes", "4096", "--max-batch-items", "3"]).await;
     let big = json!({"schema": {}, "instance": "x".repeat(10_000)}).to_string();
     let (status, code, message) = refused(&app, big).await;
-    assert_eq!((status, code.as_str()), (413, "body_too_large"), "{message}");
+    assert_eq!(
+        (status, code.as_str()),
+        (413, "body_too_large"),
+        "{message}"
+    );
     assert!(message.contains("4096"), "{message}");
 
     let items = vec![json!({"schema": {}, "instance": 1}); 4];
@@ -65,20 +80,37 @@ async fn schemas_that_do_not_compile_or_need_a_fetch() {
     let app = spawn_app().await;
     for (schema, expected) in [
         (json!({"type": "strnig"}), "schema_invalid"),
-        (json!({"$ref": "https://example.com/customer.json"}), "schema_ref_not_allowed"),
-        (json!({"$ref": "file:///etc/passwd"}), "schema_ref_not_allowed"),
-        (json!({"properties": {"a": {"$ref": "other.json#/x"}}}), "schema_ref_not_allowed"),
+        (
+            json!({"$ref": "https://example.com/customer.json"}),
+            "schema_ref_not_allowed",
+        ),
+        (
+            json!({"$ref": "file:///etc/passwd"}),
+            "schema_ref_not_allowed",
+        ),
+        (
+            json!({"properties": {"a": {"$ref": "other.json#/x"}}}),
+            "schema_ref_not_allowed",
+        ),
     ] {
         let (status, code, message) =
             refused(&app, json!({"schema": schema, "instance": {}}).to_string()).await;
-        assert_eq!((status, code.as_str()), (422, expected), "{schema}: {message}");
+        assert_eq!(
+            (status, code.as_str()),
+            (422, expected),
+            "{schema}: {message}"
+        );
     }
     let (_, _, message) = refused(
         &app,
-        json!({"schema": {"$ref": "https://example.com/customer.json"}, "instance": {}}).to_string(),
+        json!({"schema": {"$ref": "https://example.com/customer.json"}, "instance": {}})
+            .to_string(),
     )
     .await;
-    assert!(message.contains("https://example.com/customer.json") && message.contains("$defs"), "{message}");
+    assert!(
+        message.contains("https://example.com/customer.json") && message.contains("$defs"),
+        "{message}"
+    );
 }
 
 fn nested(depth: usize) -> String {
@@ -90,16 +122,27 @@ async fn nesting_deeper_than_the_limit() {
     let app = spawn_app_with(&["--max-depth", "16"]).await;
     let body = format!(r#"{{"schema": {{}}, "instance": {}}}"#, nested(20));
     let (status, code, message) = refused(&app, body).await;
-    assert_eq!((status, code.as_str()), (422, "nesting_too_deep"), "{message}");
+    assert_eq!(
+        (status, code.as_str()),
+        (422, "nesting_too_deep"),
+        "{message}"
+    );
     assert!(message.contains("16"), "{message}");
     // Deeper than JSON parsing itself allows: still a clear error, not a crash.
     let body = format!(r#"{{"schema": {{}}, "instance": {}}}"#, nested(5000));
     let (status, code, _) = refused(&app, body).await;
     assert_eq!((status, code.as_str()), (422, "nesting_too_deep"));
-    let deep_schema = format!(r#"{{"schema": {}, "instance": 1}}"#, "{\"not\":".repeat(30) + "{}" + &"}".repeat(30));
+    let deep_schema = format!(
+        r#"{{"schema": {}, "instance": 1}}"#,
+        "{\"not\":".repeat(30) + "{}" + &"}".repeat(30)
+    );
     let (status, code, _) = refused(&app, deep_schema).await;
     assert_eq!((status, code.as_str()), (422, "nesting_too_deep"));
-    let (status, _, _) = refused(&app, format!(r#"{{"schema": {{}}, "instance": {}}}"#, nested(10))).await;
+    let (status, _, _) = refused(
+        &app,
+        format!(r#"{{"schema": {{}}, "instance": {}}}"#, nested(10)),
+    )
+    .await;
     assert_eq!(status, 200);
 }
 
@@ -108,9 +151,15 @@ fn doubling_chain(levels: usize) -> Value {
     let mut defs = serde_json::Map::new();
     for i in 0..levels {
         let next = format!("#/$defs/d{}", i + 1);
-        defs.insert(format!("d{i}"), json!({"anyOf": [{"$ref": next}, {"$ref": next, "type": "number"}]}));
+        defs.insert(
+            format!("d{i}"),
+            json!({"anyOf": [{"$ref": next}, {"$ref": next, "type": "number"}]}),
+        );
     }
-    defs.insert(format!("d{levels}"), json!({"type": "string", "minLength": 5}));
+    defs.insert(
+        format!("d{levels}"),
+        json!({"type": "string", "minLength": 5}),
+    );
     json!({"$defs": defs, "$ref": "#/$defs/d0"})
 }
 
@@ -122,12 +171,20 @@ async fn hostile_schemas_are_refused_before_they_run() {
     let started = Instant::now();
     let (status, code, message) =
         refused(&app, json!({"schema": schema, "instance": "x"}).to_string()).await;
-    assert_eq!((status, code.as_str()), (422, "schema_too_complex"), "{message}");
+    assert_eq!(
+        (status, code.as_str()),
+        (422, "schema_too_complex"),
+        "{message}"
+    );
     assert!(message.contains("simplify"), "{message}");
-    assert!(started.elapsed() < Duration::from_secs(10), "refused without running it");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "refused without running it"
+    );
 
     let cycle = json!({"$defs": {"a": {"allOf": [{"$ref": "#/$defs/a"}]}}, "$ref": "#/$defs/a"});
-    let (status, code, _) = refused(&app, json!({"schema": cycle, "instance": 1}).to_string()).await;
+    let (status, code, _) =
+        refused(&app, json!({"schema": cycle, "instance": 1}).to_string()).await;
     assert_eq!((status, code.as_str()), (422, "schema_too_complex"));
 }
 
@@ -135,10 +192,21 @@ async fn hostile_schemas_are_refused_before_they_run() {
 async fn checks_too_costly_for_their_payload_are_refused() {
     let app = spawn_app_with(&["--max-check-work", "1000"]).await;
     let schema = json!({"type": "array", "items": {"type": "integer"}});
-    let (status, code, message) =
-        refused(&app, json!({"schema": schema, "instance": vec![1; 5000]}).to_string()).await;
-    assert_eq!((status, code.as_str()), (422, "work_limit_exceeded"), "{message}");
-    let (status, _, _) = refused(&app, json!({"schema": schema, "instance": vec![1; 50]}).to_string()).await;
+    let (status, code, message) = refused(
+        &app,
+        json!({"schema": schema, "instance": vec![1; 5000]}).to_string(),
+    )
+    .await;
+    assert_eq!(
+        (status, code.as_str()),
+        (422, "work_limit_exceeded"),
+        "{message}"
+    );
+    let (status, _, _) = refused(
+        &app,
+        json!({"schema": schema, "instance": vec![1; 50]}).to_string(),
+    )
+    .await;
     assert_eq!(status, 200);
 }
 
@@ -146,12 +214,21 @@ async fn checks_too_costly_for_their_payload_are_refused() {
 async fn error_collection_is_bounded_past_its_work_limit() {
     let app = spawn_app_with(&["--max-error-work", "100"]).await;
     let schema = json!({"type": "array", "items": {"type": "string"}});
-    let (status, v) = app.validate(&json!({"schema": schema, "instance": vec![1; 1000]})).await;
+    let (status, v) = app
+        .validate(&json!({"schema": schema, "instance": vec![1; 1000]}))
+        .await;
     assert_eq!(status, 200);
     assert_eq!(v["valid"], false);
     assert_eq!(v["truncated"], true);
-    assert_eq!(v["errors"].as_array().map(Vec::len), Some(1), "one summary error: {v}");
-    assert!(v["errors"][0]["message"].as_str().expect("message").contains("--max-error-work"));
+    assert_eq!(
+        v["errors"].as_array().map(Vec::len),
+        Some(1),
+        "one summary error: {v}"
+    );
+    assert!(v["errors"][0]["message"]
+        .as_str()
+        .expect("message")
+        .contains("--max-error-work"));
 }
 
 #[tokio::test]
@@ -169,7 +246,11 @@ async fn catastrophic_patterns_do_not_stall_other_requests() {
         (answer, t.elapsed())
     });
     assert_eq!(slow.0, 200, "{}", slow.1);
-    assert_eq!(slow.1["valid"], false, "a pattern past its bound fails: {}", slow.1);
+    assert_eq!(
+        slow.1["valid"], false,
+        "a pattern past its bound fails: {}",
+        slow.1
+    );
     let ((status, v), _quick_elapsed) = quick;
     assert_eq!((status, v["valid"].clone()), (200, json!(true)));
     assert!(started.elapsed() < Duration::from_secs(20));

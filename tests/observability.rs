@@ -34,7 +34,10 @@ async fn many_requests_compile_a_schema_once() {
     assert_eq!(app.metric("schemagate_schema_compiles_total").await, 2.0);
 }
 
-async fn futures_join(app: &common::TestApp, checks: &[serde_json::Value]) -> Vec<(u16, serde_json::Value)> {
+async fn futures_join(
+    app: &common::TestApp,
+    checks: &[serde_json::Value],
+) -> Vec<(u16, serde_json::Value)> {
     let mut handles = Vec::new();
     for check in checks {
         let client = app.client.clone();
@@ -56,26 +59,39 @@ async fn futures_join(app: &common::TestApp, checks: &[serde_json::Value]) -> Ve
 #[tokio::test]
 async fn a_compile_failure_is_cached() {
     let app = spawn_app().await;
-    let broken = json!({"server": "crm", "tool": "get", "schema": {"type": "strnig"}, "instance": 1});
+    let broken =
+        json!({"server": "crm", "tool": "get", "schema": {"type": "strnig"}, "instance": 1});
     for _ in 0..5 {
         let (status, v) = app.validate(&broken).await;
-        assert_eq!((status, v["error"]["code"].clone()), (422, json!("schema_invalid")));
+        assert_eq!(
+            (status, v["error"]["code"].clone()),
+            (422, json!("schema_invalid"))
+        );
     }
     assert_eq!(app.metric("schemagate_schema_compiles_total").await, 1.0);
-    assert_eq!(app.metric("schemagate_schema_compile_failures_total").await, 1.0);
     assert_eq!(
-        app.metric(r#"schemagate_request_errors_total{transport="rest",code="schema_invalid"}"#).await,
+        app.metric("schemagate_schema_compile_failures_total").await,
+        1.0
+    );
+    assert_eq!(
+        app.metric(r#"schemagate_request_errors_total{transport="rest",code="schema_invalid"}"#)
+            .await,
         5.0
     );
     // The same server's other tools are unaffected.
-    let fine = json!({"server": "crm", "tool": "list", "schema": {"type": "integer"}, "instance": 1});
+    let fine =
+        json!({"server": "crm", "tool": "list", "schema": {"type": "integer"}, "instance": 1});
     assert_eq!(app.validate(&fine).await.1["valid"], true);
 }
 
 #[tokio::test]
 async fn metrics_follow_a_known_sequence_of_attempts() {
     let policy = tempfile::NamedTempFile::new().expect("temp");
-    std::fs::write(policy.path(), "[[servers]]\nmatch = \"ops\"\ntier = \"trusted\"\n").expect("write");
+    std::fs::write(
+        policy.path(),
+        "[[servers]]\nmatch = \"ops\"\ntier = \"trusted\"\n",
+    )
+    .expect("write");
     let app = spawn_app_with(&["--policy", policy.path().to_str().expect("utf-8")]).await;
     let schema = json!({"type": "object", "properties": {"items": {"type": "array",
         "items": {"type": "object", "properties": {"id": {"type": "integer"}}}}}});
@@ -86,16 +102,30 @@ async fn metrics_follow_a_known_sequence_of_attempts() {
                "result": {"structuredContent": instance}})
     };
     // 4 first attempts: 1 valid, 3 invalid; 3 retries: 2 valid, 1 invalid; 1 tool error.
-    for (instance, attempt) in [(&good, 1), (&bad, 1), (&bad, 1), (&bad, 1), (&good, 2), (&good, 3), (&bad, 2)] {
+    for (instance, attempt) in [
+        (&good, 1),
+        (&bad, 1),
+        (&bad, 1),
+        (&bad, 1),
+        (&good, 2),
+        (&good, 3),
+        (&bad, 2),
+    ] {
         assert_eq!(app.validate(&check(instance, attempt)).await.0, 200);
     }
-    app.validate(&json!({"server": "crm", "tool": "list", "schema": schema, "result": {"isError": true}})).await;
-    app.validate(&json!({"server": "ops", "tool": "x", "schema": schema, "instance": bad})).await;
+    app.validate(
+        &json!({"server": "crm", "tool": "list", "schema": schema, "result": {"isError": true}}),
+    )
+    .await;
+    app.validate(&json!({"server": "ops", "tool": "x", "schema": schema, "instance": bad}))
+        .await;
 
     let v = |attempt: &str, outcome: &str| {
         series(
             "schemagate_validations_total",
-            &format!(r#"server="crm",tool="list",tier="untrusted",attempt="{attempt}",outcome="{outcome}""#),
+            &format!(
+                r#"server="crm",tool="list",tier="untrusted",attempt="{attempt}",outcome="{outcome}""#
+            ),
         )
     };
     assert_eq!(app.metric(&v("first", "valid")).await, 1.0);
@@ -141,27 +171,45 @@ async fn client_controlled_labels_fold_past_their_bound() {
 async fn policy_reloads_without_a_restart_and_keeps_the_old_one_when_bad() {
     let policy = tempfile::NamedTempFile::new().expect("temp");
     std::fs::write(policy.path(), "").expect("write");
-    let app = spawn_app_with(&[
-        "--policy",
-        policy.path().to_str().expect("utf-8"),
-    ])
-    .await;
+    let app = spawn_app_with(&["--policy", policy.path().to_str().expect("utf-8")]).await;
     let check = json!({"server": "crm", "schema": {"type": "integer"}, "instance": "x"});
     assert_eq!(app.validate(&check).await.1["tier"], "untrusted");
 
-    std::fs::write(policy.path(), "[[servers]]\nmatch = \"crm\"\ntier = \"semi-trusted\"\n").expect("write");
+    std::fs::write(
+        policy.path(),
+        "[[servers]]\nmatch = \"crm\"\ntier = \"semi-trusted\"\n",
+    )
+    .expect("write");
     let (status, v) = app.post_raw("/v1/admin/reload-policy", "").await;
     assert_eq!(status, 200, "{v}");
     let (_, v) = app.validate(&check).await;
-    assert_eq!((v["tier"].clone(), v["action"].clone()), (json!("semi-trusted"), json!("pass")));
+    assert_eq!(
+        (v["tier"].clone(), v["action"].clone()),
+        (json!("semi-trusted"), json!("pass"))
+    );
 
-    std::fs::write(policy.path(), "[[servers]]\nmatch = \"crm\"\ntier = \"friendly\"\n").expect("write");
+    std::fs::write(
+        policy.path(),
+        "[[servers]]\nmatch = \"crm\"\ntier = \"friendly\"\n",
+    )
+    .expect("write");
     let (status, v) = app.post_raw("/v1/admin/reload-policy", "").await;
     assert_eq!(status, 422, "{v}");
     let message = v["error"]["message"].as_str().expect("message");
-    assert!(message.contains("friendly") && message.contains("previous policy stays"), "{message}");
-    assert_eq!(app.validate(&check).await.1["tier"], "semi-trusted", "old policy kept");
-    assert_eq!(app.metric(r#"schemagate_policy_reloads_total{result="error"}"#).await, 1.0);
+    assert!(
+        message.contains("friendly") && message.contains("previous policy stays"),
+        "{message}"
+    );
+    assert_eq!(
+        app.validate(&check).await.1["tier"],
+        "semi-trusted",
+        "old policy kept"
+    );
+    assert_eq!(
+        app.metric(r#"schemagate_policy_reloads_total{result="error"}"#)
+            .await,
+        1.0
+    );
 }
 
 #[tokio::test]
@@ -180,12 +228,19 @@ async fn a_changed_policy_file_is_picked_up_by_polling() {
     assert_eq!(app.validate(&check).await.1["tier"], "untrusted");
     // Replace the file the way a ConfigMap update does: write aside, rename over.
     let staged = dir.path().join("policy.toml.new");
-    std::fs::write(&staged, "[[servers]]\nmatch = \"crm\"\ntier = \"trusted\"\n").expect("write");
+    std::fs::write(
+        &staged,
+        "[[servers]]\nmatch = \"crm\"\ntier = \"trusted\"\n",
+    )
+    .expect("write");
     std::fs::rename(&staged, &path).expect("rename");
     let mut tier = String::new();
     for _ in 0..50 {
         tokio::time::sleep(Duration::from_millis(100)).await;
-        tier = app.validate(&check).await.1["tier"].as_str().unwrap_or_default().to_owned();
+        tier = app.validate(&check).await.1["tier"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
         if tier == "trusted" {
             break;
         }
@@ -196,12 +251,20 @@ async fn a_changed_policy_file_is_picked_up_by_polling() {
 #[tokio::test]
 async fn metrics_endpoint_describes_every_series() {
     let app = spawn_app().await;
-    app.validate(&json!({"schema": {"type": "integer"}, "instance": 1})).await;
+    app.validate(&json!({"schema": {"type": "integer"}, "instance": 1}))
+        .await;
     let (status, text) = app.get("/metrics").await;
     assert_eq!(status, 200);
-    for name in ["schemagate_validations_total", "schemagate_validation_duration_seconds",
-                 "schemagate_cache_hits_total", "schemagate_cache_entries"] {
+    for name in [
+        "schemagate_validations_total",
+        "schemagate_validation_duration_seconds",
+        "schemagate_cache_hits_total",
+        "schemagate_cache_entries",
+    ] {
         assert!(text.contains(&format!("# HELP {name}")), "{name} described");
     }
-    assert!(text.contains(r#"server="_none",tool="_none""#), "bare checks label as _none");
+    assert!(
+        text.contains(r#"server="_none",tool="_none""#),
+        "bare checks label as _none"
+    );
 }

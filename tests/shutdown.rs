@@ -36,15 +36,22 @@ async fn sigterm_drains_checks_in_flight() {
     let base = format!("http://127.0.0.1:{http}");
     let started = Instant::now();
     while client.get(format!("{base}/healthz")).send().await.is_err() {
-        assert!(started.elapsed() < Duration::from_secs(20), "server did not start");
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "server did not start"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 
     // A batch big enough to still be running when the signal arrives.
     let schema = json!({"type": "object", "properties": {"rows": {"type": "array",
         "items": {"type": "object", "properties": {"id": {"type": "string", "format": "uuid"}}}}}});
-    let rows: Vec<_> = (0..100).map(|i| json!({"id": format!("not-a-uuid-{i}")})).collect();
-    let items: Vec<_> = (0..1000).map(|_| json!({"schema": schema, "instance": {"rows": rows}})).collect();
+    let rows: Vec<_> = (0..100)
+        .map(|i| json!({"id": format!("not-a-uuid-{i}")}))
+        .collect();
+    let items: Vec<_> = (0..1000)
+        .map(|_| json!({"schema": schema, "instance": {"rows": rows}}))
+        .collect();
     let body = json!({"items": items}).to_string();
     let in_flight = tokio::spawn({
         let client = client.clone();
@@ -53,10 +60,16 @@ async fn sigterm_drains_checks_in_flight() {
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     let pid = server.0.id().to_string();
-    let status = Command::new("kill").args(["-TERM", &pid]).status().expect("kill");
+    let status = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
     assert!(status.success());
 
-    let response = in_flight.await.expect("task").expect("the in-flight batch is answered");
+    let response = in_flight
+        .await
+        .expect("task")
+        .expect("the in-flight batch is answered");
     assert_eq!(response.status().as_u16(), 200);
     let answer: serde_json::Value = response.json().await.expect("json");
     assert_eq!(answer["results"].as_array().map(Vec::len), Some(1000));
@@ -77,5 +90,8 @@ async fn sigterm_drains_checks_in_flight() {
     .expect("join");
     let exit = exit.expect("exits after draining");
     assert!(exit.success(), "clean exit: {exit:?}");
-    assert!(client.get(format!("{base}/healthz")).send().await.is_err(), "no longer listening");
+    assert!(
+        client.get(format!("{base}/healthz")).send().await.is_err(),
+        "no longer listening"
+    );
 }

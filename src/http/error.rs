@@ -84,7 +84,13 @@ mod tests {
             (CheckError::SchemaInvalid("x".into()), 422),
             (CheckError::RemoteRef("u".into()), 422),
             (CheckError::SchemaTooComplex("x".into()), 422),
-            (CheckError::TooDeep { what: "payload", limit: 1 }, 422),
+            (
+                CheckError::TooDeep {
+                    what: "payload",
+                    limit: 1,
+                },
+                422,
+            ),
             (CheckError::Unavailable, 503),
             (CheckError::Internal, 500),
         ];

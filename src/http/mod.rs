@@ -5,11 +5,11 @@ mod error;
 
 pub use error::{status_of, ApiError, ErrorBody};
 
+use crate::check::Check;
+use crate::error::CheckError;
 use crate::gate::{Gate, Registration};
 use crate::metrics::Transport;
 use crate::verdict::Verdict;
-use crate::check::Check;
-use crate::error::CheckError;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, Path, State};

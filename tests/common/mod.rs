@@ -99,8 +99,16 @@ impl TestApp {
     }
 
     pub async fn get(&self, path: &str) -> (u16, String) {
-        let response = self.client.get(self.url(path)).send().await.expect("request");
-        (response.status().as_u16(), response.text().await.expect("body"))
+        let response = self
+            .client
+            .get(self.url(path))
+            .send()
+            .await
+            .expect("request");
+        (
+            response.status().as_u16(),
+            response.text().await.expect("body"),
+        )
     }
 
     /// The value of one series in /metrics (exact label set as rendered), or 0 when absent.

@@ -1,0 +1,121 @@
+//! Between protobuf messages and the core's types; no logic beyond the mapping.
+
+use super::proto;
+use crate::check::{self, Check, Payload, SchemaSource};
+use crate::domain::Tier;
+use crate::error::CheckError;
+use crate::gate::{Limits, Registration};
+use crate::verdict::{Action, Outcome, Verdict};
+
+fn non_empty(s: &str) -> Option<String> {
+    (!s.is_empty()).then(|| s.to_owned())
+}
+
+/// Builds the core's check from a message, parsing its JSON documents.
+pub fn check(msg: &proto::Check, limits: &Limits) -> Result<Check, CheckError> {
+    use proto::check::{Payload as P, SchemaSource as S};
+    let schema = match &msg.schema_source {
+        Some(S::Schema(bytes)) => SchemaSource::Inline(bytes.clone()),
+        Some(S::SchemaHash(hash)) => SchemaSource::Hash(hash.clone()),
+        None => SchemaSource::Registered,
+    };
+    let depth = limits.max_depth;
+    let payload = match &msg.payload {
+        Some(P::Instance(b)) => {
+            Payload::Instance(Payload::document_from_json("instance", b, depth)?)
+        }
+        Some(P::Result(b)) => Payload::Result(Payload::result_from_json(b, depth)?),
+        Some(P::Arguments(b)) => {
+            Payload::Arguments(Payload::document_from_json("arguments", b, depth)?)
+        }
+        None => return Err(CheckError::MissingPayload),
+    };
+    Ok(Check {
+        server: non_empty(&msg.server),
+        tool: non_empty(&msg.tool),
+        schema,
+        payload,
+        attempt: check::attempt((msg.attempt != 0).then_some(msg.attempt))?,
+        call_id: non_empty(&msg.call_id),
+    })
+}
+
+pub fn verdict(v: Verdict) -> proto::Verdict {
+    proto::Verdict {
+        valid: v.valid,
+        action: match v.action {
+            Action::Pass => proto::Action::Pass,
+            Action::Reject => proto::Action::Reject,
+        } as i32,
+        tier: match v.tier {
+            Tier::Trusted => proto::Tier::Trusted,
+            Tier::SemiTrusted => proto::Tier::SemiTrusted,
+            Tier::Untrusted => proto::Tier::Untrusted,
+        } as i32,
+        outcome: match v.outcome {
+            Outcome::Valid => proto::Outcome::Valid,
+            Outcome::Invalid => proto::Outcome::Invalid,
+            Outcome::Skipped => proto::Outcome::Skipped,
+            Outcome::ToolError => proto::Outcome::ToolError,
+        } as i32,
+        schema_hash: v.schema_hash.map(|h| h.to_string()).unwrap_or_default(),
+        errors: v
+            .errors
+            .into_iter()
+            .map(|e| proto::ValidationFailure {
+                instance_path: e.instance_path,
+                schema_path: e.schema_path,
+                keyword: e.keyword,
+                message: e.message,
+            })
+            .collect(),
+        truncated: v.truncated,
+        feedback: v.feedback,
+        findings: v
+            .findings
+            .into_iter()
+            .map(|f| proto::Finding {
+                kind: f.kind.to_owned(),
+                message: f.message,
+            })
+            .collect(),
+        call_id: v.call_id.unwrap_or_default(),
+    }
+}
+
+pub fn error(e: &CheckError) -> proto::Error {
+    proto::Error {
+        code: e.code().to_owned(),
+        message: e.to_string(),
+    }
+}
+
+pub fn registration(r: Registration) -> proto::RegisterToolsResponse {
+    proto::RegisterToolsResponse {
+        server: r.server,
+        tools: r
+            .tools
+            .into_iter()
+            .map(|t| proto::RegisteredTool {
+                name: t.name,
+                input_schema_hash: t
+                    .input_schema_hash
+                    .map(|h| h.to_string())
+                    .unwrap_or_default(),
+                output_schema_hash: t
+                    .output_schema_hash
+                    .map(|h| h.to_string())
+                    .unwrap_or_default(),
+                errors: t
+                    .errors
+                    .into_iter()
+                    .map(|e| proto::SchemaError {
+                        schema: e.schema.to_owned(),
+                        code: e.code.to_owned(),
+                        message: e.message,
+                    })
+                    .collect(),
+            })
+            .collect(),
+    }
+}

@@ -1,0 +1,83 @@
+//! The gRPC edge of [`CheckError`]: a status code, the error's message, and the machine-readable
+//! code in the `schemagate-error-code` metadata entry.
+
+use crate::error::{CheckError, ErrorClass};
+use tonic::{Code, Status};
+
+/// Metadata key carrying the error code (`malformed_json`, `schema_invalid`, ...).
+pub const ERROR_CODE_KEY: &str = "schemagate-error-code";
+
+/// The gRPC code for each class of refusal.
+pub fn code_of(class: ErrorClass) -> Code {
+    match class {
+        ErrorClass::BadRequest | ErrorClass::Unprocessable => Code::InvalidArgument,
+        ErrorClass::NotFound => Code::NotFound,
+        ErrorClass::TooLarge => Code::ResourceExhausted,
+        ErrorClass::Unavailable => Code::Unavailable,
+        ErrorClass::Internal => Code::Internal,
+    }
+}
+
+/// The status a refused check answers with.
+pub fn status(e: &CheckError) -> Status {
+    let mut status = Status::new(code_of(e.class()), e.to_string());
+    if let Ok(value) = e.code().parse() {
+        status.metadata_mut().insert(ERROR_CODE_KEY, value);
+    }
+    status
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_error_has_its_status() {
+        let pinned = [
+            (CheckError::MalformedJson("x".into()), Code::InvalidArgument),
+            (CheckError::MissingPayload, Code::InvalidArgument),
+            (CheckError::SchemaInvalid("x".into()), Code::InvalidArgument),
+            (CheckError::RemoteRef("u".into()), Code::InvalidArgument),
+            (
+                CheckError::SchemaTooComplex("x".into()),
+                Code::InvalidArgument,
+            ),
+            (
+                CheckError::TooDeep {
+                    what: "payload",
+                    limit: 1,
+                },
+                Code::InvalidArgument,
+            ),
+            (CheckError::UnknownSchemaHash("h".into()), Code::NotFound),
+            (
+                CheckError::UnknownTool {
+                    server: "s".into(),
+                    tool: "t".into(),
+                    detail: "",
+                },
+                Code::NotFound,
+            ),
+            (
+                CheckError::BatchTooLarge { len: 2, limit: 1 },
+                Code::ResourceExhausted,
+            ),
+            (
+                CheckError::SchemaTooLarge { size: 2, limit: 1 },
+                Code::ResourceExhausted,
+            ),
+            (CheckError::Unavailable, Code::Unavailable),
+            (CheckError::Internal, Code::Internal),
+        ];
+        for (error, code) in pinned {
+            let s = status(&error);
+            assert_eq!(s.code(), code, "{error:?}");
+            assert_eq!(s.message(), error.to_string());
+            let carried = s
+                .metadata()
+                .get(ERROR_CODE_KEY)
+                .and_then(|v| v.to_str().ok());
+            assert_eq!(carried, Some(error.code()));
+        }
+    }
+}

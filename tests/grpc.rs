@@ -1,0 +1,515 @@
+//! The gRPC API through a generated tonic client, against a real server on loopback ports; and
+//! REST and gRPC giving the same verdicts over one core.
+
+mod common;
+
+use common::{spawn_app, spawn_app_with, TestApp};
+use schemagate::grpc::proto::{self, validator_client::ValidatorClient};
+use serde_json::{json, Value};
+use tonic::transport::Channel;
+use tonic::Code;
+
+async fn client(app: &TestApp) -> ValidatorClient<Channel> {
+    ValidatorClient::connect(format!("http://{}", app.grpc_addr))
+        .await
+        .expect("connect")
+        .max_decoding_message_size(64 << 20)
+}
+
+/// The gRPC form of a REST check body.
+fn grpc_check(rest: &Value) -> proto::Check {
+    use proto::check::{Payload as P, SchemaSource as S};
+    let text = |v: &Value| bytes::Bytes::from(v.to_string());
+    let field = |name: &str| rest.get(name).map(text);
+    let schema_source = match (rest.get("schema"), rest.get("schema_hash")) {
+        (Some(s), _) => Some(S::Schema(text(s))),
+        (None, Some(h)) => Some(S::SchemaHash(h.as_str().expect("hash").to_owned())),
+        (None, None) => None,
+    };
+    let payload = field("instance")
+        .map(P::Instance)
+        .or_else(|| field("result").map(P::Result))
+        .or_else(|| field("arguments").map(P::Arguments));
+    let string = |name: &str| {
+        rest.get(name)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    proto::Check {
+        server: string("server"),
+        tool: string("tool"),
+        schema_source,
+        payload,
+        attempt: rest.get("attempt").and_then(Value::as_u64).unwrap_or(0) as u32,
+        call_id: string("call_id"),
+    }
+}
+
+/// A gRPC verdict in REST's JSON shape, for comparison.
+fn as_rest(v: &proto::Verdict) -> Value {
+    let action = match proto::Action::try_from(v.action) {
+        Ok(proto::Action::Pass) => "pass",
+        Ok(proto::Action::Reject) => "reject",
+        _ => "?",
+    };
+    let tier = match proto::Tier::try_from(v.tier) {
+        Ok(proto::Tier::Trusted) => "trusted",
+        Ok(proto::Tier::SemiTrusted) => "semi-trusted",
+        Ok(proto::Tier::Untrusted) => "untrusted",
+        _ => "?",
+    };
+    let outcome = match proto::Outcome::try_from(v.outcome) {
+        Ok(proto::Outcome::Valid) => "valid",
+        Ok(proto::Outcome::Invalid) => "invalid",
+        Ok(proto::Outcome::Skipped) => "skipped",
+        Ok(proto::Outcome::ToolError) => "tool_error",
+        _ => "?",
+    };
+    let mut out = json!({
+        "valid": v.valid, "action": action, "tier": tier, "outcome": outcome,
+        "errors": v.errors.iter().map(|e| json!({"instance_path": e.instance_path,
+            "schema_path": e.schema_path, "keyword": e.keyword, "message": e.message})).collect::<Vec<_>>(),
+        "truncated": v.truncated, "feedback": v.feedback,
+    });
+    if !v.schema_hash.is_empty() {
+        out["schema_hash"] = json!(v.schema_hash);
+    }
+    if !v.findings.is_empty() {
+        out["findings"] = json!(v
+            .findings
+            .iter()
+            .map(|f| json!({"kind": f.kind, "message": f.message}))
+            .collect::<Vec<_>>());
+    }
+    if !v.call_id.is_empty() {
+        out["call_id"] = json!(v.call_id);
+    }
+    out
+}
+
+fn schema() -> Value {
+    json!({"type": "object", "properties": {
+        "id": {"type": "integer"}, "email": {"type": "string", "format": "email"},
+        "rows": {"type": "array", "items": {"type": "object", "required": ["n"]}}},
+        "required": ["id"]})
+}
+
+/// Checks covering valid, invalid, isError, absent and null structuredContent, drift, each tier.
+fn corpus() -> Vec<Value> {
+    let mut checks = Vec::new();
+    for server in ["internal-db", "partner", "stranger"] {
+        let s = schema();
+        checks.push(json!({"server": server, "tool": "get", "schema": s, "result": {"structuredContent": {"id": 1}}}));
+        checks.push(json!({"server": server, "tool": "get", "schema": s, "attempt": 2,
+            "result": {"structuredContent": {"id": "1", "email": "nope", "rows": [{}, {"n": 1}, {}]}}}));
+        checks.push(
+            json!({"server": server, "tool": "get", "schema": s, "result": {"isError": true}}),
+        );
+        checks
+            .push(json!({"server": server, "tool": "get", "schema": s, "result": {"content": []}}));
+        checks.push(json!({"server": server, "tool": "get", "schema": s, "result": {"structuredContent": null}}));
+        checks.push(json!({"server": server, "tool": "get", "schema": s, "call_id": "x",
+            "result": {"structuredContent": {"id": 2}, "content": [{"type": "text", "text": "{\"id\": 3}"}]}}));
+        checks.push(json!({"server": server, "tool": "get", "schema": s, "instance": [1, 2]}));
+    }
+    checks.push(json!({"schema": {"type": "integer"}, "instance": 9007199254740993_u64}));
+    checks
+}
+
+const POLICY: &str = "[[servers]]\nmatch = \"internal-*\"\ntier = \"trusted\"\n\n[[servers]]\nmatch = \"partner\"\ntier = \"semi-trusted\"\n";
+
+#[tokio::test]
+async fn rest_and_grpc_give_identical_verdicts() {
+    let policy = tempfile::NamedTempFile::new().expect("temp");
+    std::fs::write(policy.path(), POLICY).expect("write");
+    let app = spawn_app_with(&["--policy", policy.path().to_str().expect("utf-8")]).await;
+    let mut grpc = client(&app).await;
+    for check in corpus() {
+        let (status, rest) = app.validate(&check).await;
+        assert_eq!(status, 200, "{check}: {rest}");
+        let answer = grpc
+            .validate(grpc_check(&check))
+            .await
+            .expect("verdict")
+            .into_inner();
+        assert_eq!(as_rest(&answer), rest, "{check}");
+    }
+}
+
+#[tokio::test]
+async fn large_integers_and_integer_types_judge_the_same_over_both() {
+    let app = spawn_app().await;
+    let mut grpc = client(&app).await;
+    let schema = json!({"type": "object", "properties": {
+        "id": {"type": "integer", "maximum": 9007199254740992_u64},
+        "count": {"type": "integer"}}});
+    for (instance, valid) in [
+        (json!({"id": 9007199254740992_u64, "count": 3}), true),
+        (json!({"id": 9007199254740993_u64, "count": 3}), false),
+        (json!({"id": 1, "count": 3.5}), false),
+        (json!({"id": 1, "count": 3.0}), true),
+    ] {
+        let check = json!({"schema": schema, "instance": instance});
+        let (_, rest) = app.validate(&check).await;
+        let answer = grpc
+            .validate(grpc_check(&check))
+            .await
+            .expect("verdict")
+            .into_inner();
+        assert_eq!(rest["valid"], valid, "{instance}: {rest}");
+        assert_eq!(answer.valid, valid, "{instance}");
+        assert_eq!(as_rest(&answer), rest);
+    }
+    // Raw JSON text keeps 64-bit ids exact, with no double in between.
+    let check = proto::Check {
+        schema_source: Some(proto::check::SchemaSource::Schema(
+            r#"{"const": 18446744073709551615}"#.into(),
+        )),
+        payload: Some(proto::check::Payload::Instance(
+            "18446744073709551614".into(),
+        )),
+        ..Default::default()
+    };
+    assert!(
+        !grpc
+            .validate(check)
+            .await
+            .expect("verdict")
+            .into_inner()
+            .valid
+    );
+}
+
+#[tokio::test]
+async fn registered_tools_over_grpc() {
+    let app = spawn_app().await;
+    let mut grpc = client(&app).await;
+    let tools = json!({"tools": [
+        {"name": "get", "inputSchema": {"type": "object", "required": ["id"]}, "outputSchema": schema()},
+        {"name": "broken", "outputSchema": {"type": "strnig"}}
+    ]});
+    let reg = grpc
+        .register_tools(proto::RegisterToolsRequest {
+            server: "crm".into(),
+            tools_list: tools.to_string().into(),
+        })
+        .await
+        .expect("registered")
+        .into_inner();
+    assert_eq!(reg.tools.len(), 2);
+    assert_eq!(reg.tools[0].output_schema_hash.len(), 64);
+    assert_eq!(reg.tools[1].errors[0].code, "schema_invalid");
+
+    let by_name =
+        json!({"server": "crm", "tool": "get", "result": {"structuredContent": {"id": 1}}});
+    let v = grpc
+        .validate(grpc_check(&by_name))
+        .await
+        .expect("verdict")
+        .into_inner();
+    assert!(v.valid);
+    assert_eq!(v.schema_hash, reg.tools[0].output_schema_hash);
+    let args = json!({"server": "crm", "tool": "get", "arguments": {}});
+    let v = grpc
+        .validate(grpc_check(&args))
+        .await
+        .expect("verdict")
+        .into_inner();
+    assert!(!v.valid);
+    assert!(
+        v.feedback.starts_with("Arguments failed schema"),
+        "{}",
+        v.feedback
+    );
+    // Registered over gRPC, visible over REST: one core.
+    let (_, rest) = app.validate(&by_name).await;
+    assert_eq!(rest["valid"], true);
+
+    let bad = grpc
+        .register_tools(proto::RegisterToolsRequest {
+            server: "crm".into(),
+            tools_list: "{".into(),
+        })
+        .await
+        .expect_err("malformed");
+    assert_eq!(bad.code(), Code::InvalidArgument);
+}
+
+#[tokio::test]
+async fn refusals_map_to_their_status_codes() {
+    let app = spawn_app_with(&["--max-batch-items", "3"]).await;
+    let mut grpc = client(&app).await;
+    let malformed = proto::Check {
+        schema_source: Some(proto::check::SchemaSource::Schema("{}".into())),
+        payload: Some(proto::check::Payload::Instance("{\"a\": ".into())),
+        ..Default::default()
+    };
+    let status = grpc.validate(malformed).await.expect_err("malformed");
+    assert_eq!(status.code(), Code::InvalidArgument);
+    assert!(
+        status.message().contains("`instance` is not valid JSON"),
+        "{}",
+        status.message()
+    );
+    assert_eq!(
+        status
+            .metadata()
+            .get(schemagate::grpc::ERROR_CODE_KEY)
+            .and_then(|v| v.to_str().ok()),
+        Some("malformed_json")
+    );
+
+    let unknown = grpc_check(&json!({"schema_hash": "ab".repeat(32), "instance": 1}));
+    assert_eq!(
+        grpc.validate(unknown).await.expect_err("unknown").code(),
+        Code::NotFound
+    );
+    let broken = grpc_check(&json!({"schema": {"type": "strnig"}, "instance": 1}));
+    assert_eq!(
+        grpc.validate(broken).await.expect_err("broken").code(),
+        Code::InvalidArgument
+    );
+    let no_payload = proto::Check::default();
+    assert_eq!(
+        grpc.validate(no_payload).await.expect_err("empty").code(),
+        Code::InvalidArgument
+    );
+
+    let items = vec![grpc_check(&json!({"schema": {}, "instance": 1})); 4];
+    let status = grpc
+        .validate_batch(proto::ValidateBatchRequest { items })
+        .await
+        .expect_err("too long");
+    assert_eq!(status.code(), Code::ResourceExhausted);
+    assert!(status.message().contains("--max-batch-items"));
+}
+
+#[tokio::test]
+async fn batches_answer_in_order_with_errors_in_place() {
+    let app = spawn_app().await;
+    let mut grpc = client(&app).await;
+    let checks = corpus();
+    let mut items: Vec<_> = checks.iter().map(grpc_check).collect();
+    items.insert(3, proto::Check::default());
+    let results = grpc
+        .validate_batch(proto::ValidateBatchRequest { items })
+        .await
+        .expect("batch")
+        .into_inner()
+        .results;
+    assert_eq!(results.len(), checks.len() + 1);
+    match &results[3].answer {
+        Some(proto::check_answer::Answer::Error(e)) => assert_eq!(e.code, "missing_payload"),
+        other => panic!("expected an error entry, got {other:?}"),
+    }
+    let rest_results = app.validate_batch(&checks).await.1["results"].clone();
+    for (i, r) in results.iter().enumerate().filter(|(i, _)| *i != 3) {
+        let rest = &rest_results[if i < 3 { i } else { i - 1 }];
+        match &r.answer {
+            Some(proto::check_answer::Answer::Verdict(v)) => assert_eq!(&as_rest(v), rest),
+            Some(proto::check_answer::Answer::Error(e)) => {
+                assert_eq!(rest["error"]["code"], e.code)
+            }
+            None => panic!("empty answer"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn streams_answer_every_id_once_and_survive_bad_checks() {
+    let app = spawn_app().await;
+    let mut grpc = client(&app).await;
+    let schema = schema().to_string();
+    let total = 3000;
+    let checks: Vec<proto::StreamCheck> = (0..total)
+        .map(|i| {
+            let payload = if i % 500 == 250 {
+                "{ not json".to_owned()
+            } else if i % 5 == 0 {
+                json!({"id": "wrong"}).to_string()
+            } else {
+                json!({"id": i}).to_string()
+            };
+            proto::StreamCheck {
+                id: format!("c{i}"),
+                check: Some(proto::Check {
+                    schema_source: Some(proto::check::SchemaSource::Schema(schema.clone().into())),
+                    payload: Some(proto::check::Payload::Instance(payload.into())),
+                    ..Default::default()
+                }),
+            }
+        })
+        .collect();
+    let mut answers = grpc
+        .validate_stream(tokio_stream::iter(checks))
+        .await
+        .expect("stream")
+        .into_inner();
+    let mut seen = std::collections::HashMap::new();
+    while let Some(answer) = answers.message().await.expect("answer") {
+        assert!(
+            seen.insert(answer.id.clone(), answer).is_none(),
+            "each id once"
+        );
+    }
+    assert_eq!(seen.len(), total);
+    for i in 0..total {
+        let answer = &seen[&format!("c{i}")];
+        match (&answer.answer, i) {
+            (Some(proto::stream_answer::Answer::Error(e)), i) if i % 500 == 250 => {
+                assert_eq!(e.code, "malformed_json")
+            }
+            (Some(proto::stream_answer::Answer::Verdict(v)), i) if i % 500 != 250 => {
+                assert_eq!(v.valid, i % 5 != 0, "c{i}")
+            }
+            other => panic!("c{i}: unexpected {other:?}"),
+        }
+    }
+    // An abandoned stream frees its work; the server keeps answering.
+    let endless = tokio_stream::iter((0..100_000).map(|i| proto::StreamCheck {
+        id: i.to_string(),
+        check: Some(grpc_check(&json!({"schema": {}, "instance": i}))),
+    }));
+    let mut abandoned = grpc
+        .validate_stream(endless)
+        .await
+        .expect("stream")
+        .into_inner();
+    let _first = abandoned.message().await.expect("answer");
+    drop(abandoned);
+    let v = grpc
+        .validate(grpc_check(
+            &json!({"schema": {"type": "integer"}, "instance": 1}),
+        ))
+        .await
+        .expect("still serving")
+        .into_inner();
+    assert!(v.valid);
+}
+
+#[tokio::test]
+async fn health_reflection_and_metrics() {
+    let app = spawn_app().await;
+    let channel = Channel::from_shared(format!("http://{}", app.grpc_addr))
+        .expect("uri")
+        .connect()
+        .await
+        .expect("connect");
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
+    for service in ["", "schemagate.v1.Validator"] {
+        let status = health
+            .check(tonic_health::pb::HealthCheckRequest {
+                service: service.into(),
+            })
+            .await
+            .expect("health")
+            .into_inner()
+            .status;
+        assert_eq!(
+            status,
+            tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+        );
+    }
+    let mut grpc = client(&app).await;
+    grpc.validate(grpc_check(
+        &json!({"server": "crm", "tool": "t", "schema": {"type": "integer"}, "instance": 1}),
+    ))
+    .await
+    .expect("verdict");
+    assert_eq!(
+        app.metric(r#"schemagate_validation_duration_seconds_count{transport="grpc"}"#)
+            .await,
+        1.0
+    );
+    assert_eq!(
+        app.metric(r#"schemagate_validations_total{server="crm",tool="t",tier="untrusted",attempt="first",outcome="valid"}"#).await,
+        1.0
+    );
+}
+
+#[tokio::test]
+async fn the_shared_corpus_judges_the_same_over_both() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus");
+    let (Ok(tools), Ok(results)) = (
+        std::fs::read_to_string(dir.join("tools.json")),
+        std::fs::read_to_string(dir.join("results.jsonl")),
+    ) else {
+        eprintln!("skipping: no reference corpus at {}", dir.display());
+        return;
+    };
+    let app = spawn_app().await;
+    let mut grpc = client(&app).await;
+    let tools: Value = serde_json::from_str(&tools).expect("tools.json");
+    for (server, list) in tools["servers"].as_object().expect("servers") {
+        let (status, _) = app.register(server, list).await;
+        assert_eq!(status, 200);
+        grpc.register_tools(proto::RegisterToolsRequest {
+            server: server.clone(),
+            tools_list: list.to_string().into(),
+        })
+        .await
+        .expect("registered");
+    }
+    let lines: Vec<Value> = results
+        .lines()
+        .step_by(4)
+        .map(|l| serde_json::from_str(l).expect("jsonl"))
+        .collect();
+    let checks: Vec<Value> = lines
+        .iter()
+        .map(|l| json!({"server": l["server"], "tool": l["tool"], "result": l["result"]}))
+        .collect();
+    let rest = app.validate_batch(&checks).await.1["results"].clone();
+    let grpc_results = grpc
+        .validate_batch(proto::ValidateBatchRequest {
+            items: checks.iter().map(grpc_check).collect(),
+        })
+        .await
+        .expect("batch")
+        .into_inner()
+        .results;
+    for (i, line) in lines.iter().enumerate() {
+        let Some(proto::check_answer::Answer::Verdict(v)) = &grpc_results[i].answer else {
+            panic!("line {i}: no verdict");
+        };
+        assert_eq!(as_rest(v), rest[i], "line {i}");
+        assert_eq!(rest[i]["outcome"], line["expect"], "line {i}");
+    }
+}
+
+#[tokio::test]
+async fn reflection_lists_the_services_so_grpcurl_needs_no_proto() {
+    use tonic_reflection::pb::v1::{
+        server_reflection_client::ServerReflectionClient,
+        server_reflection_request::MessageRequest, server_reflection_response::MessageResponse,
+        ServerReflectionRequest,
+    };
+    let app = spawn_app().await;
+    let channel = Channel::from_shared(format!("http://{}", app.grpc_addr))
+        .expect("uri")
+        .connect()
+        .await
+        .expect("connect");
+    let mut reflection = ServerReflectionClient::new(channel);
+    let request = ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices(String::new())),
+    };
+    let mut answers = reflection
+        .server_reflection_info(tokio_stream::iter([request]))
+        .await
+        .expect("reflection")
+        .into_inner();
+    let answer = answers
+        .message()
+        .await
+        .expect("answer")
+        .expect("one answer");
+    let Some(MessageResponse::ListServicesResponse(list)) = answer.message_response else {
+        panic!("expected a service list");
+    };
+    let names: Vec<_> = list.service.iter().map(|s| s.name.as_str()).collect();
+    assert!(names.contains(&"schemagate.v1.Validator"), "{names:?}");
+    assert!(names.contains(&"grpc.health.v1.Health"), "{names:?}");
+}
