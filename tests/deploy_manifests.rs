@@ -1,0 +1,306 @@
+//! The deployment files are checked against the code: probes and ports exist in the server, the
+//! policy ConfigMap parses with the server's own loader, and every metric a rule or panel names is
+//! one the server exports.
+
+mod common;
+
+use schemagate::config::{DEFAULT_GRPC_LISTEN, DEFAULT_LISTEN};
+use serde::Deserialize;
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(root().join(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// Every document of a YAML file, as JSON values.
+fn yaml_docs(path: &Path) -> Vec<Value> {
+    let text = std::fs::read_to_string(path).expect("readable");
+    serde_yaml_ng::Deserializer::from_str(&text)
+        .map(|doc| Value::deserialize(doc).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+fn manifests() -> Vec<Value> {
+    let mut docs = Vec::new();
+    for entry in std::fs::read_dir(root().join("k8s")).expect("k8s/") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+            docs.extend(yaml_docs(&path));
+        }
+    }
+    docs
+}
+
+fn kind<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
+    docs.iter()
+        .find(|d| d["kind"] == kind)
+        .unwrap_or_else(|| panic!("no {kind} in k8s/"))
+}
+
+fn port_of(addr: &str) -> u64 {
+    addr.rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("a port")
+}
+
+#[test]
+fn every_yaml_file_parses_and_kustomize_lists_what_exists() {
+    let kustomization = yaml_docs(&root().join("k8s/kustomization.yaml"));
+    for resource in kustomization[0]["resources"].as_array().expect("resources") {
+        let file = resource.as_str().expect("a file name");
+        assert!(
+            root().join("k8s").join(file).exists(),
+            "{file} is listed but missing"
+        );
+    }
+    for kind_name in [
+        "Deployment",
+        "Service",
+        "HorizontalPodAutoscaler",
+        "PodDisruptionBudget",
+        "NetworkPolicy",
+        "ServiceMonitor",
+    ] {
+        kind(&manifests(), kind_name);
+    }
+    for file in [
+        "deploy/prometheus/rules.yml",
+        "deploy/prometheus/rules_test.yml",
+    ] {
+        assert!(!yaml_docs(&root().join(file)).is_empty(), "{file}");
+    }
+}
+
+#[tokio::test]
+async fn probes_and_ports_exist_in_the_server() {
+    let docs = manifests();
+    let deployment = kind(&docs, "Deployment");
+    let container = &deployment["spec"]["template"]["spec"]["containers"][0];
+    let ports: Vec<(String, u64)> = container["ports"]
+        .as_array()
+        .expect("ports")
+        .iter()
+        .map(|p| {
+            (
+                p["name"].as_str().expect("name").to_owned(),
+                p["containerPort"].as_u64().expect("port"),
+            )
+        })
+        .collect();
+    assert!(
+        ports.contains(&("http".into(), port_of(DEFAULT_LISTEN))),
+        "{ports:?}"
+    );
+    assert!(
+        ports.contains(&("grpc".into(), port_of(DEFAULT_GRPC_LISTEN))),
+        "{ports:?}"
+    );
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(args.contains(&"--listen=0.0.0.0:8080"), "{args:?}");
+    assert!(args.contains(&"--grpc-listen=0.0.0.0:50051"), "{args:?}");
+    // The arguments parse with the server's own flags.
+    let mut argv = vec!["serve"];
+    argv.extend(args.iter().skip(1));
+    let parsed =
+        <schemagate::config::ServeArgs as clap::Parser>::try_parse_from(argv).expect("flags parse");
+    assert_eq!(parsed.listen.port() as u64, port_of(DEFAULT_LISTEN));
+
+    assert_eq!(
+        container["startupProbe"]["grpc"]["port"],
+        port_of(DEFAULT_GRPC_LISTEN)
+    );
+    let app = common::spawn_app().await;
+    for probe in ["livenessProbe", "readinessProbe"] {
+        let get = &container[probe]["httpGet"];
+        assert_eq!(get["port"], "http", "{probe}");
+        let path = get["path"].as_str().expect("path");
+        assert_eq!(app.get(path).await.0, 200, "{probe} {path}");
+    }
+    let monitor = kind(&docs, "ServiceMonitor");
+    let endpoint = &monitor["spec"]["endpoints"][0];
+    let (status, body) = app.get(endpoint["path"].as_str().expect("path")).await;
+    assert_eq!(status, 200);
+    assert!(body.contains("# TYPE"), "prometheus text");
+
+    let service = kind(&docs, "Service");
+    for p in service["spec"]["ports"].as_array().expect("ports") {
+        let target = p["targetPort"].as_str().expect("named target port");
+        assert!(
+            ports.iter().any(|(n, _)| n == target),
+            "service port {target}"
+        );
+    }
+    assert_eq!(endpoint["port"], "http");
+}
+
+#[test]
+fn the_pod_runs_locked_down() {
+    let docs = manifests();
+    let deployment = kind(&docs, "Deployment");
+    assert!(deployment["spec"]["replicas"].as_u64().expect("replicas") >= 2);
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    let c = &pod["containers"][0];
+    let sc = &c["securityContext"];
+    assert_eq!(sc["readOnlyRootFilesystem"], true);
+    assert_eq!(sc["allowPrivilegeEscalation"], false);
+    assert_eq!(sc["capabilities"]["drop"][0], "ALL");
+    for key in ["requests", "limits"] {
+        assert!(
+            c["resources"][key]["cpu"].is_string() && c["resources"][key]["memory"].is_string(),
+            "{key}"
+        );
+    }
+    // Longer than the server's drain time, so checks in flight finish.
+    let grace = pod["terminationGracePeriodSeconds"]
+        .as_u64()
+        .expect("grace");
+    assert!(grace > schemagate::config::DEFAULT_SHUTDOWN_GRACE_SECS);
+}
+
+#[test]
+fn the_policy_configmap_is_the_example_policy_and_parses() {
+    let example = read("deploy/policy.toml");
+    assert_eq!(
+        read("k8s/policy.toml"),
+        example,
+        "k8s/policy.toml must be a copy of deploy/policy.toml"
+    );
+    let policy = schemagate::policy::Policy::from_toml_str(&example).expect("the server loads it");
+    let rules = policy.rules_for(Some("partner-crm"), Some("charge_card"));
+    assert_eq!(rules.tier, schemagate::domain::Tier::Untrusted);
+
+    let kustomization = &yaml_docs(&root().join("k8s/kustomization.yaml"))[0];
+    let generator = &kustomization["configMapGenerator"][0];
+    assert_eq!(generator["files"][0], "policy.toml");
+    assert_eq!(
+        generator["options"]["disableNameSuffixHash"], true,
+        "a stable name lets an edit reach the pod without a restart"
+    );
+    let docs = manifests();
+    let pod = &kind(&docs, "Deployment")["spec"]["template"]["spec"];
+    let volume = pod["volumes"]
+        .as_array()
+        .expect("volumes")
+        .iter()
+        .find(|v| v["configMap"]["name"] == generator["name"])
+        .expect("the policy ConfigMap is mounted");
+    let mount = pod["containers"][0]["volumeMounts"]
+        .as_array()
+        .expect("mounts")
+        .iter()
+        .find(|m| m["name"] == volume["name"])
+        .expect("mounted in the container");
+    assert!(
+        mount.get("subPath").is_none(),
+        "subPath mounts never see updates"
+    );
+    let policy_arg = format!(
+        "--policy={}/policy.toml",
+        mount["mountPath"].as_str().expect("path")
+    );
+    let args = &pod["containers"][0]["args"];
+    assert!(
+        args.as_array()
+            .expect("args")
+            .iter()
+            .any(|a| a == &Value::String(policy_arg.clone())),
+        "{policy_arg}"
+    );
+}
+
+/// Metric names in PromQL text, histogram suffixes mapped to their series.
+fn metric_names(expr: &str) -> BTreeSet<String> {
+    let mut names = BTreeSet::new();
+    let bytes = expr.as_bytes();
+    let mut i = 0;
+    while let Some(at) = expr[i..].find("schemagate_") {
+        let start = i + at;
+        let preceded_by_name =
+            start > 0 && (bytes[start - 1].is_ascii_alphanumeric() || bytes[start - 1] == b':');
+        let end = expr[start..]
+            .find(|c: char| !(c.is_ascii_lowercase() || c == '_'))
+            .map_or(expr.len(), |n| start + n);
+        if !preceded_by_name {
+            let name = &expr[start..end];
+            let base = ["_bucket", "_sum", "_count"]
+                .iter()
+                .find_map(|s| name.strip_suffix(s))
+                .unwrap_or(name);
+            names.insert(base.to_owned());
+        }
+        i = end;
+    }
+    names
+}
+
+#[test]
+fn every_metric_a_rule_or_panel_names_is_exported() {
+    let exported: BTreeSet<&str> = schemagate::metrics::ALL.into_iter().collect();
+    let mut used = BTreeSet::new();
+    let rules = &yaml_docs(&root().join("deploy/prometheus/rules.yml"))[0];
+    for group in rules["groups"].as_array().expect("groups") {
+        for rule in group["rules"].as_array().expect("rules") {
+            used.extend(metric_names(rule["expr"].as_str().expect("expr")));
+            for text in rule["annotations"]
+                .as_object()
+                .into_iter()
+                .flat_map(|a| a.values())
+            {
+                used.extend(metric_names(text.as_str().unwrap_or_default()));
+            }
+        }
+    }
+    let dashboard: Value =
+        serde_json::from_str(&read("deploy/grafana/schemagate.json")).expect("dashboard JSON");
+    assert_eq!(dashboard["uid"], "schemagate");
+    let vars: Vec<&str> = dashboard["templating"]["list"]
+        .as_array()
+        .expect("variables")
+        .iter()
+        .filter_map(|v| v["name"].as_str())
+        .collect();
+    assert!(
+        vars.contains(&"server") && vars.contains(&"tool"),
+        "{vars:?}"
+    );
+    for panel in dashboard["panels"].as_array().expect("panels") {
+        for target in panel["targets"].as_array().expect("targets") {
+            used.extend(metric_names(target["expr"].as_str().expect("expr")));
+        }
+    }
+    assert!(used.len() >= 8, "{used:?}");
+    let unknown: Vec<_> = used
+        .iter()
+        .filter(|n| !exported.contains(n.as_str()))
+        .collect();
+    assert!(unknown.is_empty(), "named but not exported: {unknown:?}");
+}
+
+#[test]
+fn metric_names_are_found_in_promql() {
+    let names = metric_names(
+        "histogram_quantile(0.99, sum by (le) (rate(schemagate_validation_duration_seconds_bucket[5m]))) / schemagate:x:y + schemagate_cache_hits_total",
+    );
+    let expected: BTreeSet<String> = [
+        "schemagate_validation_duration_seconds",
+        "schemagate_cache_hits_total",
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect();
+    assert_eq!(names, expected);
+}
