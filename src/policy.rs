@@ -133,6 +133,18 @@ impl Default for Policy {
 
 impl Policy {
     /// Parses a policy from TOML text.
+    ///
+    /// ```
+    /// use schemagate::domain::Tier;
+    /// use schemagate::policy::Policy;
+    ///
+    /// let policy = Policy::from_toml_str(
+    ///     "[[servers]]\nmatch = \"internal-*\"\ntier = \"trusted\"\n",
+    /// )?;
+    /// assert_eq!(policy.rules_for(Some("internal-db"), None).tier, Tier::Trusted);
+    /// assert_eq!(policy.rules_for(Some("marketplace-x"), None).tier, Tier::Untrusted);
+    /// # Ok::<(), schemagate::policy::PolicyError>(())
+    /// ```
     pub fn from_toml_str(text: &str) -> Result<Policy, PolicyError> {
         let file: PolicyFile = toml::from_str(text).map_err(|e| PolicyError::Invalid {
             at: String::new(),
