@@ -1,1 +1,116 @@
-fn main() {}
+//! In-process costs of the hot path: compile, a cache hit plus validation of a ~2 KB MCP result
+//! (valid, and invalid with errors collected), parsing a check, and building feedback.
+//! `cargo bench --bench check`
+
+#[path = "support/corpus.rs"]
+mod corpus;
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+use bytes::Bytes;
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use schemagate::check::Check;
+use schemagate::compile::{compile, CompileLimits};
+use schemagate::config::ServeArgs;
+use schemagate::gate::Gate;
+use schemagate::metrics::Transport;
+use schemagate::policy::{CompileOptions, RegexEngine};
+use schemagate::verdict::{feedback, ValidationFailure};
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::Duration;
+
+fn gate_with_tools(corpus: &corpus::Corpus) -> Arc<Gate> {
+    let args = <ServeArgs as clap::Parser>::parse_from(["serve", "--worker-threads", "1"]);
+    let gate = Gate::new(args.gate_config().expect("config")).expect("gate");
+    for (server, list) in corpus.tools["servers"].as_object().expect("servers") {
+        gate.register(server, &Bytes::from(list.to_string()))
+            .expect("register");
+    }
+    gate
+}
+
+/// The body of the first item whose check body is near `size` bytes and whose outcome is `expect`.
+fn body_near(corpus: &corpus::Corpus, expect: &str, size: usize) -> Bytes {
+    corpus
+        .items
+        .iter()
+        .filter(|i| i.expect == expect)
+        .map(|i| corpus::Corpus::check_json(i).to_string())
+        .min_by_key(|b| b.len().abs_diff(size))
+        .map(Bytes::from)
+        .expect("an item")
+}
+
+fn benches(c: &mut Criterion) {
+    let corpus = corpus::Corpus::generate(2_000, 7);
+    let gate = gate_with_tools(&corpus);
+
+    let schema = corpus.tools["servers"]["crm"]["tools"][1]["outputSchema"].to_string();
+    let options = CompileOptions {
+        assert_formats: true,
+        regex_engine: RegexEngine::BoundedBacktracking,
+    };
+    let limits = CompileLimits {
+        max_schema_bytes: 1 << 20,
+        max_depth: 64,
+        max_schema_cost: 10_000,
+    };
+    let mut group = c.benchmark_group("compile");
+    group.throughput(Throughput::Elements(1));
+    group.bench_function("list_customers_output_schema", |b| {
+        b.iter(|| compile(black_box(schema.as_bytes()), options, &limits).expect("compiles"))
+    });
+    group.finish();
+
+    for (name, expect) in [("valid_2kb", "valid"), ("invalid_2kb_errors", "invalid")] {
+        let body = body_near(&corpus, expect, 2048);
+        let mut group = c.benchmark_group("check");
+        group.throughput(Throughput::Elements(1));
+        group.bench_function(format!("parse_hit_validate_{name}"), |b| {
+            b.iter(|| {
+                let check = Check::from_json(black_box(&body), 64).expect("parses");
+                let verdict = gate.check(&check, Transport::Rest).expect("verdict");
+                assert_eq!(verdict.valid, expect == "valid");
+                verdict
+            })
+        });
+        let check = Check::from_json(&body, 64).expect("parses");
+        group.bench_function(format!("hit_validate_{name}"), |b| {
+            b.iter(|| {
+                gate.check(black_box(&check), Transport::Rest)
+                    .expect("verdict")
+            })
+        });
+        group.bench_function(format!("parse_{name}"), |b| {
+            b.iter(|| Check::from_json(black_box(&body), 64).expect("parses"))
+        });
+        group.finish();
+    }
+
+    let errors: Vec<ValidationFailure> = (0..20)
+        .map(|i| ValidationFailure {
+            instance_path: format!("/items/{i}/plan"),
+            schema_path: "/$defs/row/properties/plan/enum".into(),
+            keyword: "enum".into(),
+            message: r#""gold" is not one of "free", "pro" or "enterprise""#.into(),
+        })
+        .collect();
+    let mut group = c.benchmark_group("feedback");
+    group.throughput(Throughput::Elements(1));
+    group.bench_function("twenty_errors", |b| {
+        b.iter(|| feedback("Output", black_box(&errors), true))
+    });
+    group.finish();
+}
+
+criterion_group! {
+    name = check;
+    config = Criterion::default()
+        .sample_size(30)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+    targets = benches
+}
+criterion_main!(check);

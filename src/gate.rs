@@ -679,10 +679,7 @@ fn text_drift(result: &crate::check::ToolResult, structured: &Value) -> Option<F
         if !(trimmed.starts_with('{') || trimmed.starts_with('[')) {
             continue;
         }
-        let Ok(copy) = serde_json::from_str::<Value>(text) else {
-            continue;
-        };
-        if copy != *structured {
+        if crate::drift::json_text_equals(text, structured) == Some(false) {
             return Some(Finding {
                 kind: "text_drift",
                 message:

@@ -9,7 +9,8 @@
 //! - [`compile`]: schema text to validator, refusing hostile schemas; [`cache`] keeps the results.
 //! - [`registry`]: tools registered per server.
 //! - [`check`]: a check as the core receives it, and how one is read from JSON.
-//! - [`verdict`]: the answer, its errors and its feedback line.
+//! - [`verdict`]: the answer, its errors and its feedback line; [`drift`] compares a result's
+//!   text copy with its structured content.
 //! - [`error`]: why a check cannot be made at all.
 //! - [`metrics`]: the Prometheus series and their handles.
 //! - [`gate`]: the core function every transport calls.
@@ -21,6 +22,7 @@ pub mod check;
 pub mod compile;
 pub mod config;
 pub mod domain;
+pub mod drift;
 pub mod error;
 pub mod gate;
 pub mod grpc;
@@ -80,7 +82,13 @@ pub async fn run_gate(
     tracing::info!(%http_addr, %grpc_addr, "schemagate is serving");
 
     let http_token = token.clone();
-    let http = axum::serve(listeners.http, http::router(Arc::clone(&gate)))
+    // No Nagle delay: small answers go out at once.
+    let http_listener = axum::serve::ListenerExt::tap_io(listeners.http, |tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+        }
+    });
+    let http = axum::serve(http_listener, http::router(Arc::clone(&gate)))
         .with_graceful_shutdown(async move { http_token.cancelled().await });
     let grpc = grpc::serve(
         Arc::clone(&gate),

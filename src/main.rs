@@ -5,6 +5,9 @@ use clap::Parser;
 use schemagate::config::{Cli, Command, LogFormat};
 use tracing_subscriber::EnvFilter;
 
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let Cli { command } = Cli::parse();

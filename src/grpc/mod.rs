@@ -15,7 +15,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
-use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
+use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::Stream;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
@@ -232,15 +232,19 @@ pub async fn serve(
         .add_service(reflection)
         .add_service(reflection_alpha)
         .add_service(validator)
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async move {
-            token.cancelled().await;
-            reporter
-                .set_not_serving::<ValidatorServer<ValidatorService>>()
-                .await;
-            reporter
-                .set_service_status("", tonic_health::ServingStatus::NotServing)
-                .await;
-        })
+        // No Nagle delay: small answers go out at once.
+        .serve_with_incoming_shutdown(
+            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
+            async move {
+                token.cancelled().await;
+                reporter
+                    .set_not_serving::<ValidatorServer<ValidatorService>>()
+                    .await;
+                reporter
+                    .set_service_status("", tonic_health::ServingStatus::NotServing)
+                    .await;
+            },
+        )
         .await?;
     Ok(())
 }

@@ -1,0 +1,552 @@
+//! The load harness: in one run, on one corpus, the in-process ceiling and every transport.
+//!
+//! `cargo bench --bench load` (generated corpus), or
+//! `cargo bench --bench load -- --corpus ../shared/corpus` (the reference corpus; also
+//! `SCHEMAGATE_CORPUS`). `--seconds N` sets each leg's length (default 3); `--skip-memory` skips
+//! the 100k-schema memory leg.
+//!
+//! The server runs in this process on its own runtime (threads `sg-server`) and worker pool
+//! (`schemagate-worker-*`); the clients run on another runtime (`sg-client`). Server CPU is read
+//! per thread from /proc, so it excludes the clients; but both share the machine's cores.
+
+#[path = "support/corpus.rs"]
+mod corpus;
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+use bytes::Bytes;
+use schemagate::check::Check;
+use schemagate::config::ServeArgs;
+use schemagate::gate::Gate;
+use schemagate::grpc::proto::{self, validator_client::ValidatorClient};
+use schemagate::metrics::Transport;
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+struct Opts {
+    corpus: Option<String>,
+    seconds: f64,
+    skip_memory: bool,
+}
+
+impl Opts {
+    fn from_args() -> Opts {
+        let args: Vec<String> = std::env::args().collect();
+        let value = |flag: &str| {
+            args.iter()
+                .position(|a| a == flag)
+                .and_then(|i| args.get(i + 1).cloned())
+        };
+        Opts {
+            corpus: value("--corpus").or_else(|| std::env::var("SCHEMAGATE_CORPUS").ok()),
+            seconds: value("--seconds")
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(3.0),
+            skip_memory: args.iter().any(|a| a == "--skip-memory"),
+        }
+    }
+}
+
+/// CPU seconds used so far by this process's threads whose name starts with one of `prefixes`.
+fn thread_cpu(prefixes: &[&str]) -> f64 {
+    let ticks = 100.0; // USER_HZ on Linux
+    let mut total = 0u64;
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return f64::NAN;
+    };
+    for task in tasks.flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if !prefixes.iter().any(|p| comm.starts_with(p)) {
+            continue;
+        }
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        // Fields after the command name (which is in parentheses): utime is 14th, stime 15th.
+        if let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) {
+            let fields: Vec<&str> = rest.split_whitespace().collect();
+            let utime: u64 = fields.get(11).and_then(|v| v.parse().ok()).unwrap_or(0);
+            let stime: u64 = fields.get(12).and_then(|v| v.parse().ok()).unwrap_or(0);
+            total += utime + stime;
+        }
+    }
+    total as f64 / ticks
+}
+
+const SERVER_THREADS: [&str; 2] = ["sg-server", "schemagate-work"];
+
+fn rss_mib() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines().find(|l| l.starts_with("VmRSS:")).and_then(|l| {
+                l.split_whitespace()
+                    .nth(1)
+                    .and_then(|v| v.parse::<f64>().ok())
+            })
+        })
+        .map_or(f64::NAN, |kb| kb / 1024.0)
+}
+
+/// What one leg measured.
+struct Leg {
+    name: String,
+    checks: u64,
+    seconds: f64,
+    /// Per request (a request may carry many checks), in microseconds.
+    latencies: Vec<u32>,
+    server_cpu: f64,
+}
+
+impl Leg {
+    fn rate(&self) -> f64 {
+        self.checks as f64 / self.seconds
+    }
+    fn percentile(&self, p: f64) -> f64 {
+        if self.latencies.is_empty() {
+            return f64::NAN;
+        }
+        let mut l = self.latencies.clone();
+        l.sort_unstable();
+        let i = ((l.len() as f64 - 1.0) * p).round() as usize;
+        f64::from(l[i]) / 1000.0
+    }
+    fn print(&self, ceiling: f64) {
+        let cpu = if self.server_cpu.is_nan() {
+            "    n/a".to_owned()
+        } else {
+            format!(
+                "{:7.3}",
+                self.server_cpu / self.checks.max(1) as f64 * 1000.0
+            )
+        };
+        println!(
+            "{:<34} {:>11.0} {:>9.3} {:>9.3} {} {:>8.2}x",
+            self.name,
+            self.rate(),
+            self.percentile(0.5),
+            self.percentile(0.99),
+            cpu,
+            self.rate() / ceiling
+        );
+    }
+}
+
+fn build_gate(threads: usize) -> Arc<Gate> {
+    let threads = threads.to_string();
+    let args = <ServeArgs as clap::Parser>::parse_from(["serve", "--worker-threads", &threads]);
+    Gate::new(args.gate_config().expect("config")).expect("gate")
+}
+
+fn register(gate: &Gate, tools: &Value) {
+    for (server, list) in tools["servers"].as_object().expect("servers") {
+        gate.register(server, &Bytes::from(list.to_string()))
+            .expect("register");
+    }
+}
+
+/// Parse + cache hit + validate in this process, on `threads` threads.
+fn in_process(name: &str, gate: &Arc<Gate>, bodies: &[Bytes], threads: usize, seconds: f64) -> Leg {
+    let stop = AtomicBool::new(false);
+    let start = Instant::now();
+    let cpu0 = process_cpu();
+    let (checks, latencies) = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let stop = &stop;
+                s.spawn(move || {
+                    let mut n = 0u64;
+                    let mut lat = Vec::new();
+                    let mut i = t * 7919;
+                    while !stop.load(Ordering::Relaxed) {
+                        let body = &bodies[i % bodies.len()];
+                        let t0 = Instant::now();
+                        let check = Check::from_json(body, 64).expect("parses");
+                        let verdict = gate.check(&check, Transport::Rest);
+                        std::hint::black_box(verdict.ok());
+                        if n % 16 == 0 {
+                            lat.push(t0.elapsed().as_micros() as u32);
+                        }
+                        n += 1;
+                        i += 1;
+                    }
+                    (n, lat)
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_secs_f64(seconds));
+        stop.store(true, Ordering::Relaxed);
+        handles.into_iter().fold((0, Vec::new()), |(n, mut l), h| {
+            let (hn, hl) = h.join().expect("thread");
+            l.extend(hl);
+            (n + hn, l)
+        })
+    });
+    Leg {
+        name: name.into(),
+        checks,
+        seconds: start.elapsed().as_secs_f64(),
+        latencies,
+        server_cpu: process_cpu() - cpu0,
+    }
+}
+
+fn process_cpu() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or_default();
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let t = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    (t(11) + t(12)) as f64 / 100.0
+}
+
+/// Runs `tasks` concurrent loops of `request` (each returning how many checks it carried) for
+/// `seconds`, on the client runtime.
+async fn drive<F, Fut>(name: String, tasks: usize, seconds: f64, request: F) -> Leg
+where
+    F: Fn(usize, u64) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = u64> + Send,
+{
+    let request = Arc::new(request);
+    let deadline = Instant::now() + Duration::from_secs_f64(seconds);
+    let cpu0 = thread_cpu(&SERVER_THREADS);
+    let start = Instant::now();
+    let mut handles = Vec::new();
+    for task in 0..tasks {
+        let request = Arc::clone(&request);
+        handles.push(tokio::spawn(async move {
+            let mut checks = 0u64;
+            let mut lat = Vec::new();
+            let mut i = 0u64;
+            while Instant::now() < deadline {
+                let t0 = Instant::now();
+                checks += request(task, i).await;
+                lat.push(t0.elapsed().as_micros() as u32);
+                i += 1;
+            }
+            (checks, lat)
+        }));
+    }
+    let mut checks = 0;
+    let mut latencies = Vec::new();
+    for h in handles {
+        let (c, l) = h.await.expect("task");
+        checks += c;
+        latencies.extend(l);
+    }
+    Leg {
+        name,
+        checks,
+        seconds: start.elapsed().as_secs_f64(),
+        latencies,
+        server_cpu: thread_cpu(&SERVER_THREADS) - cpu0,
+    }
+}
+
+fn grpc_check(item: &corpus::Item) -> proto::Check {
+    proto::Check {
+        server: item.server.clone(),
+        tool: item.tool.clone(),
+        payload: Some(proto::check::Payload::Result(
+            item.result.to_string().into(),
+        )),
+        attempt: 1,
+        ..Default::default()
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    let opts = Opts::from_args();
+    let corpus = match &opts.corpus {
+        Some(dir) => corpus::Corpus::load(std::path::Path::new(dir))?,
+        None => corpus::Corpus::generate(2_000, 20_261_122),
+    };
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let sizes: Vec<usize> = corpus
+        .items
+        .iter()
+        .map(|i| corpus::Corpus::check_json(i).to_string().len())
+        .collect();
+    let count = |e: &str| corpus.items.iter().filter(|i| i.expect == e).count();
+    println!("schemagate load harness");
+    println!(
+        "corpus: {}: {} results ({} valid, {} invalid, {} isError), {:.1} to {:.1} KB, mean {:.1} KB",
+        corpus.source,
+        corpus.items.len(),
+        count("valid"),
+        count("invalid"),
+        count("tool_error"),
+        *sizes.iter().min().unwrap_or(&0) as f64 / 1024.0,
+        *sizes.iter().max().unwrap_or(&0) as f64 / 1024.0,
+        sizes.iter().sum::<usize>() as f64 / sizes.len().max(1) as f64 / 1024.0
+    );
+    println!(
+        "machine: {cores} cores; client and server share this machine and this process (separate runtimes and threads; server CPU is counted from its own threads only); {:.0} s per leg",
+        opts.seconds
+    );
+    let bodies: Vec<Bytes> = corpus
+        .items
+        .iter()
+        .map(|i| Bytes::from(corpus::Corpus::check_json(i).to_string()))
+        .collect();
+    let invalid: Vec<corpus::Item> = corpus.invalid_only();
+    let invalid_bodies: Vec<Bytes> = invalid
+        .iter()
+        .map(|i| Bytes::from(corpus::Corpus::check_json(i).to_string()))
+        .collect();
+
+    let mut legs = Vec::new();
+    // In-process ceiling.
+    let gate = build_gate(cores);
+    register(&gate, &corpus.tools);
+    let one = in_process("in-process, 1 thread", &gate, &bodies, 1, opts.seconds);
+    let all = in_process(
+        &format!("in-process, {cores} threads"),
+        &gate,
+        &bodies,
+        cores,
+        opts.seconds,
+    );
+    let ceiling = all.rate();
+    let invalid_in = in_process(
+        &format!("in-process, {cores} threads, all invalid"),
+        &gate,
+        &invalid_bodies,
+        cores,
+        opts.seconds,
+    );
+    legs.extend([one, all, invalid_in]);
+    drop(gate);
+
+    // The server, on its own runtime.
+    let server_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(cores)
+        .thread_name("sg-server")
+        .enable_all()
+        .build()?;
+    let (http_addr, grpc_addr, stop) = server_rt.block_on(async {
+        let http = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let (http_addr, grpc_addr) = (http.local_addr()?, grpc.local_addr()?);
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let args = <ServeArgs as clap::Parser>::parse_from(["serve", "--log-level", "error"]);
+        tokio::spawn(schemagate::run(
+            args,
+            schemagate::Listeners { http, grpc },
+            async move {
+                let _ = rx.await;
+            },
+        ));
+        anyhow::Ok((http_addr, grpc_addr, tx))
+    })?;
+    let client_rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(cores)
+        .thread_name("sg-client")
+        .enable_all()
+        .build()?;
+    let seconds = opts.seconds;
+    client_rt.block_on(async {
+        let base = format!("http://{http_addr}");
+        let http = reqwest::Client::builder()
+            .pool_max_idle_per_host(64)
+            .build()?;
+        for (server, list) in corpus.tools["servers"].as_object().expect("servers") {
+            let r = http
+                .put(format!("{base}/v1/servers/{server}/tools"))
+                .body(list.to_string())
+                .send()
+                .await?;
+            anyhow::ensure!(r.status().is_success(), "registration failed");
+        }
+        let bodies = Arc::new(bodies.clone());
+        // REST, one check per request, 32 connections.
+        {
+            let (http, url, bodies) = (
+                http.clone(),
+                format!("{base}/v1/validate"),
+                Arc::clone(&bodies),
+            );
+            legs.push(
+                drive(
+                    "REST single, 32 connections".into(),
+                    32,
+                    seconds,
+                    move |task, i| {
+                        let body = bodies[(task * 7919 + i as usize) % bodies.len()].clone();
+                        let (http, url) = (http.clone(), url.clone());
+                        async move {
+                            let r = http.post(url).body(body).send().await.expect("request");
+                            assert!(r.status().is_success());
+                            r.bytes().await.expect("body");
+                            1
+                        }
+                    },
+                )
+                .await,
+            );
+        }
+        // REST batches.
+        for (size, tasks, items) in [
+            (100usize, 8usize, &corpus.items),
+            (1000, 4, &corpus.items),
+            (100, 8, &invalid),
+        ] {
+            let batches: Vec<Bytes> = items
+                .chunks(size)
+                .filter(|c| c.len() == size || items.len() < size)
+                .map(|c| {
+                    let list: Vec<Value> = c.iter().map(corpus::Corpus::check_json).collect();
+                    Bytes::from(json!({"items": list}).to_string())
+                })
+                .collect();
+            let n = items.len().min(size) as u64;
+            let (http, url) = (http.clone(), format!("{base}/v1/validate/batch"));
+            let label = if std::ptr::eq(items, &invalid) {
+                format!("REST batch {size}, all invalid")
+            } else {
+                format!("REST batch {size}, {tasks} in flight")
+            };
+            legs.push(
+                drive(label, tasks, seconds, move |task, i| {
+                    let body = batches[(task * 31 + i as usize) % batches.len()].clone();
+                    let (http, url) = (http.clone(), url.clone());
+                    async move {
+                        let r = http.post(url).body(body).send().await.expect("request");
+                        assert!(r.status().is_success());
+                        r.bytes().await.expect("body");
+                        n
+                    }
+                })
+                .await,
+            );
+        }
+        // gRPC.
+        let channel = tonic::transport::Channel::from_shared(format!("http://{grpc_addr}"))?
+            .connect()
+            .await?;
+        let grpc = ValidatorClient::new(channel)
+            .max_decoding_message_size(256 << 20)
+            .max_encoding_message_size(256 << 20);
+        let checks: Arc<Vec<proto::Check>> =
+            Arc::new(corpus.items.iter().map(grpc_check).collect());
+        {
+            let (grpc, checks) = (grpc.clone(), Arc::clone(&checks));
+            legs.push(
+                drive(
+                    "gRPC unary, 32 in flight".into(),
+                    32,
+                    seconds,
+                    move |task, i| {
+                        let check = checks[(task * 7919 + i as usize) % checks.len()].clone();
+                        let mut grpc = grpc.clone();
+                        async move {
+                            grpc.validate(check).await.expect("verdict");
+                            1
+                        }
+                    },
+                )
+                .await,
+            );
+        }
+        {
+            let batches: Vec<proto::ValidateBatchRequest> = checks
+                .chunks(100)
+                .map(|c| proto::ValidateBatchRequest { items: c.to_vec() })
+                .collect();
+            let grpc = grpc.clone();
+            legs.push(
+                drive(
+                    "gRPC batch 100, 8 in flight".into(),
+                    8,
+                    seconds,
+                    move |task, i| {
+                        let batch = batches[(task * 31 + i as usize) % batches.len()].clone();
+                        let n = batch.items.len() as u64;
+                        let mut grpc = grpc.clone();
+                        async move {
+                            grpc.validate_batch(batch).await.expect("batch");
+                            n
+                        }
+                    },
+                )
+                .await,
+            );
+        }
+        {
+            // Streams: each request is a window of 1,000 checks sent on one stream and all their
+            // answers read; 4 streams in flight.
+            let (grpc, checks) = (grpc.clone(), Arc::clone(&checks));
+            legs.push(
+                drive(
+                    "gRPC stream, 4 streams".into(),
+                    4,
+                    seconds,
+                    move |task, i| {
+                        let start = (task * 7919 + i as usize * 1000) % checks.len();
+                        let window: Vec<proto::StreamCheck> = (0..1000)
+                            .map(|k| proto::StreamCheck {
+                                id: k.to_string(),
+                                check: Some(checks[(start + k) % checks.len()].clone()),
+                            })
+                            .collect();
+                        let mut grpc = grpc.clone();
+                        async move {
+                            let mut answers = grpc
+                                .validate_stream(tokio_stream::iter(window))
+                                .await
+                                .expect("stream")
+                                .into_inner();
+                            let mut n = 0;
+                            while answers.message().await.expect("answer").is_some() {
+                                n += 1;
+                            }
+                            n
+                        }
+                    },
+                )
+                .await,
+            );
+        }
+        anyhow::Ok(())
+    })?;
+    let _ = stop.send(());
+    drop(client_rt);
+    drop(server_rt);
+
+    println!();
+    println!(
+        "{:<34} {:>11} {:>9} {:>9} {:>7} {:>9}",
+        "leg", "checks/s", "p50 ms", "p99 ms", "cpu s/k", "x ceiling"
+    );
+    for leg in &legs {
+        leg.print(ceiling);
+    }
+    println!("(latency is per request: one check, one batch, or a 1,000-check stream window; cpu s/k = server CPU seconds per 1,000 checks, in-process legs count the whole process; ceiling = in-process on all threads)");
+
+    if !opts.skip_memory {
+        println!();
+        println!("memory: 100,000 distinct schemas through the cache (default --cache-max-bytes)");
+        let gate = build_gate(cores);
+        let base_rss = rss_mib();
+        println!("{:>8} {:>10}", "schemas", "RSS MiB");
+        println!("{:>8} {:>10.1}", 0, base_rss);
+        for i in 0..100_000u64 {
+            let body = Bytes::from(
+                json!({"schema": {"type": "object", "properties": {"n": {"const": i}, "name": {"type": "string", "pattern": "^[a-z]+$"}}},
+                       "instance": {"n": i, "name": "abc"}})
+                .to_string(),
+            );
+            let check = Check::from_json(&body, 64).expect("parses");
+            gate.check(&check, Transport::Rest).expect("verdict");
+            if (i + 1) % 10_000 == 0 {
+                println!("{:>8} {:>10.1}", i + 1, rss_mib());
+            }
+        }
+    }
+    Ok(())
+}

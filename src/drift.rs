@@ -1,0 +1,166 @@
+//! Compares a result's JSON text copy with its `structuredContent` without building a second
+//! document: the text is walked once against the value already parsed.
+
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::Value;
+use std::borrow::Cow;
+use std::fmt;
+
+/// `Some(true)` when `text` is JSON equal to `expected` (as `Value`'s `==` judges), `Some(false)`
+/// when it is JSON that differs, `None` when it is not JSON at all.
+pub fn json_text_equals(text: &str, expected: &Value) -> Option<bool> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let same = Same(Some(expected)).deserialize(&mut de).ok()?;
+    de.end().ok()?;
+    Some(same)
+}
+
+/// Compares the next value with the expected one (`None`: nothing expected, so just skip it).
+struct Same<'a>(Option<&'a Value>);
+
+impl<'de> DeserializeSeed<'de> for Same<'_> {
+    type Value = bool;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+        match self.0 {
+            Some(expected) => d.deserialize_any(SameVisitor(expected)),
+            None => <IgnoredAny as serde::Deserialize>::deserialize(d).map(|_| false),
+        }
+    }
+}
+
+struct SameVisitor<'a>(&'a Value);
+
+impl<'de> Visitor<'de> for SameVisitor<'_> {
+    type Value = bool;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<bool, E> {
+        Ok(matches!(self.0, Value::Bool(b) if *b == v))
+    }
+    // As `Value`'s `==`: integers equal integers of the same value, floats equal floats.
+    fn visit_i64<E>(self, v: i64) -> Result<bool, E> {
+        Ok(matches!(self.0, Value::Number(n) if n.as_i64() == Some(v)))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<bool, E> {
+        Ok(matches!(self.0, Value::Number(n) if n.as_u64() == Some(v)))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<bool, E> {
+        Ok(matches!(self.0, Value::Number(n) if n.is_f64() && n.as_f64() == Some(v)))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<bool, E> {
+        Ok(matches!(self.0, Value::String(s) if s == v))
+    }
+    fn visit_unit<E>(self) -> Result<bool, E> {
+        Ok(self.0.is_null())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
+        let items = match self.0 {
+            Value::Array(items) => Some(items),
+            _ => None,
+        };
+        let mut same = items.is_some();
+        let mut n = 0;
+        loop {
+            let expected = if same {
+                items.and_then(|i| i.get(n))
+            } else {
+                None
+            };
+            let Some(eq) = seq.next_element_seed(Same(expected))? else {
+                break;
+            };
+            same &= eq;
+            n += 1;
+        }
+        Ok(same && items.is_some_and(|i| i.len() == n))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
+        let object = match self.0 {
+            Value::Object(object) => Some(object),
+            _ => None,
+        };
+        let mut same = object.is_some();
+        let mut n = 0;
+        while let Some(Key(key)) = map.next_key()? {
+            let expected = if same {
+                object.and_then(|o| o.get(key.as_ref()))
+            } else {
+                None
+            };
+            same &= map.next_value_seed(Same(expected))?;
+            n += 1;
+        }
+        Ok(same && object.is_some_and(|o| o.len() == n))
+    }
+}
+
+/// An object key, borrowed from the text when it has no escapes.
+struct Key<'de>(Cow<'de, str>);
+
+impl<'de> serde::Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object key")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v.to_owned())))
+            }
+        }
+        d.deserialize_str(KeyVisitor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn agrees_with_value_equality() {
+        let cases = [
+            (r#"{"a": 1, "b": [true, null, "x"], "c": {"d": 2.5}}"#, true),
+            (r#"{"c": {"d": 2.5}, "b": [true, null, "x"], "a": 1}"#, true),
+            (r#"{"a": 1, "b": [true, null, "x"]}"#, false),
+            (
+                r#"{"a": 1, "b": [true, null, "x"], "c": {"d": 2.5}, "e": 0}"#,
+                false,
+            ),
+            (
+                r#"{"a": 2, "b": [true, null, "x"], "c": {"d": 2.5}}"#,
+                false,
+            ),
+            (r#"{"a": 1, "b": [true, null], "c": {"d": 2.5}}"#, false),
+            (
+                r#"{"a": 1, "b": [true, null, "x", 4], "c": {"d": 2.5}}"#,
+                false,
+            ),
+            (
+                r#"{"a": 1.0, "b": [true, null, "x"], "c": {"d": 2.5}}"#,
+                false,
+            ),
+            (
+                r#"{"\u0061": 1, "b": [true, null, "x"], "c": {"d": 2.5}}"#,
+                true,
+            ),
+            (r#"[1, 2]"#, false),
+        ];
+        let expected = json!({"a": 1, "b": [true, null, "x"], "c": {"d": 2.5}});
+        for (text, same) in cases {
+            let parsed: Value = serde_json::from_str(text).expect("json");
+            assert_eq!(parsed == expected, same, "the table is right about {text}");
+            assert_eq!(json_text_equals(text, &expected), Some(same), "{text}");
+        }
+        assert_eq!(json_text_equals("{\"a\": ", &expected), None);
+        assert_eq!(json_text_equals("{} trailing", &expected), None);
+        assert_eq!(json_text_equals("-3", &json!(-3)), Some(true));
+        assert_eq!(json_text_equals("null", &Value::Null), Some(true));
+    }
+}
