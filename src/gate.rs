@@ -252,36 +252,48 @@ impl Gate {
         outcome.and_then(|r| r)
     }
 
-    /// Answers a batch (`{"items": [...]}` as JSON text) across the worker pool, in order. A bad
-    /// item gets its own error; only a batch that cannot be read at all fails as a whole.
-    pub async fn check_batch_json(
+    /// Answers a batch (`{"items": [...]}` as JSON text) across the worker pool, in order, each
+    /// answer shaped by `finish` there too (so that work is spread as well). A bad item gets its
+    /// own error; only a batch that cannot be read at all fails as a whole.
+    pub async fn check_batch_json<R, G>(
         self: &Arc<Self>,
         body: Bytes,
         transport: Transport,
-    ) -> Result<Vec<Result<Verdict, CheckError>>, CheckError> {
+        finish: G,
+    ) -> Result<Vec<R>, CheckError>
+    where
+        R: Send + 'static,
+        G: Fn(Result<Verdict, CheckError>) -> R + Send + Sync + 'static,
+    {
         let gate = Arc::clone(self);
         self.offload(move || {
             let items = crate::check::batch_items(&body, gate.limits.max_depth)?;
             gate.ensure_batch_len(items.len())?;
-            Ok(gate.check_many(items, transport, |item, limits| {
-                Check::from_json(item, limits.max_depth)
-            }))
+            Ok(gate.check_many(
+                items,
+                transport,
+                |item, limits| Check::from_json(item, limits.max_depth),
+                finish,
+            ))
         })
         .await
         .and_then(|r| r)
     }
 
-    /// Answers many checks across the worker pool, in order; `build` parses each item. Call from
-    /// the worker pool (see [`Gate::offload`]).
-    pub fn check_many<T, F>(
+    /// Answers many checks across the worker pool, in order: `build` parses each item and
+    /// `finish` shapes each answer. Call from the worker pool (see [`Gate::offload`]).
+    pub fn check_many<T, F, R, G>(
         &self,
         items: Vec<T>,
         transport: Transport,
         build: F,
-    ) -> Vec<Result<Verdict, CheckError>>
+        finish: G,
+    ) -> Vec<R>
     where
         T: Send + Sync,
         F: Fn(&T, &Limits) -> Result<Check, CheckError> + Sync,
+        R: Send,
+        G: Fn(Result<Verdict, CheckError>) -> R + Sync,
     {
         self.pool.install(|| {
             items
@@ -289,14 +301,15 @@ impl Gate {
                 .with_min_len(8)
                 .map(|item| {
                     let start = Instant::now();
-                    match build(item, &self.limits) {
+                    let result = match build(item, &self.limits) {
                         Ok(check) => self.check(&check, transport),
                         Err(e) => {
                             let result = Err(e);
                             self.account(&result, transport, start);
                             result
                         }
-                    }
+                    };
+                    finish(result)
                 })
                 .collect()
         })

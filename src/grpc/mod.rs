@@ -3,20 +3,17 @@
 
 mod convert;
 mod error;
+mod stream;
 
 pub use error::{code_of, status, ERROR_CODE_KEY};
 
 use crate::error::CheckError;
 use crate::gate::Gate;
 use crate::metrics::Transport;
-use futures_util::StreamExt;
 use proto::validator_server::{Validator, ValidatorServer};
-use std::pin::Pin;
 use std::sync::Arc;
 use tokio::net::TcpListener;
-use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
-use tokio_stream::Stream;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
 
@@ -30,19 +27,16 @@ pub mod proto {
         include_bytes!(concat!(env!("OUT_DIR"), "/schemagate_descriptor.bin"));
 }
 
-/// Checks of one stream handled together on the worker pool, at most.
-const STREAM_CHUNK: usize = 256;
-/// Answers of one stream waiting for the client to read them, at most.
-const STREAM_BUFFER: usize = 256;
-
 /// The `schemagate.v1.Validator` service over a shared core.
 pub struct ValidatorService {
     gate: Arc<Gate>,
+    /// Cancelled when the server drains: open streams stop taking checks (see [`stream`]).
+    draining: CancellationToken,
 }
 
 impl ValidatorService {
-    pub fn new(gate: Arc<Gate>) -> Self {
-        Self { gate }
+    pub fn new(gate: Arc<Gate>, draining: CancellationToken) -> Self {
+        Self { gate, draining }
     }
 
     fn refuse(&self, e: &CheckError) -> Status {
@@ -70,8 +64,6 @@ fn size_of(check: &proto::Check) -> usize {
     };
     schema + payload
 }
-
-type AnswerStream = Pin<Box<dyn Stream<Item = Result<proto::StreamAnswer, Status>> + Send>>;
 
 #[tonic::async_trait]
 impl Validator for ValidatorService {
@@ -101,88 +93,30 @@ impl Validator for ValidatorService {
         let gate = Arc::clone(&self.gate);
         let results = self
             .gate
-            .offload(move || gate.check_many(items, Transport::Grpc, convert::check))
+            .offload(move || {
+                gate.check_many(items, Transport::Grpc, convert::check, |r| {
+                    proto::CheckAnswer {
+                        answer: Some(answer(r)),
+                    }
+                })
+            })
             .await
             .map_err(|e| self.refuse(&e))?;
-        Ok(Response::new(proto::ValidateBatchResponse {
-            results: results
-                .into_iter()
-                .map(|r| proto::CheckAnswer {
-                    answer: Some(answer(r)),
-                })
-                .collect(),
-        }))
+        Ok(Response::new(proto::ValidateBatchResponse { results }))
     }
 
-    type ValidateStreamStream = AnswerStream;
+    type ValidateStreamStream = ReceiverStream<Result<proto::StreamAnswer, Status>>;
 
     async fn validate_stream(
         &self,
         request: Request<Streaming<proto::StreamCheck>>,
     ) -> Result<Response<Self::ValidateStreamStream>, Status> {
-        let incoming = request.into_inner();
-        let (tx, rx) = mpsc::channel(STREAM_BUFFER);
-        let gate = Arc::clone(&self.gate);
-        tokio::spawn(async move {
-            // Whatever has arrived (up to a chunk) is checked together on the worker pool; the
-            // next chunk is read only once this one's answers are queued, so a reader that does
-            // not read stops the reading of checks instead of growing a buffer.
-            let mut chunks = incoming.ready_chunks(STREAM_CHUNK);
-            while let Some(chunk) = chunks.next().await {
-                let mut ids = Vec::with_capacity(chunk.len());
-                let mut checks = Vec::with_capacity(chunk.len());
-                let mut broken = None;
-                for item in chunk {
-                    match item {
-                        Ok(msg) => {
-                            ids.push(msg.id);
-                            checks.push(msg.check);
-                        }
-                        Err(status) => {
-                            broken = Some(status);
-                            break;
-                        }
-                    }
-                }
-                let worker = Arc::clone(&gate);
-                let results = gate
-                    .offload(move || {
-                        worker.check_many(checks, Transport::Grpc, |check, limits| match check {
-                            Some(check) => convert::check(check, limits),
-                            None => Err(CheckError::InvalidField(
-                                "StreamCheck.check is missing: send the check to validate".into(),
-                            )),
-                        })
-                    })
-                    .await;
-                let results = match results {
-                    Ok(results) => results,
-                    Err(e) => {
-                        let _ = tx.send(Err(status(&e))).await;
-                        return;
-                    }
-                };
-                for (id, result) in ids.into_iter().zip(results) {
-                    let answer = match result {
-                        Ok(v) => proto::stream_answer::Answer::Verdict(convert::verdict(v)),
-                        Err(e) => proto::stream_answer::Answer::Error(convert::error(&e)),
-                    };
-                    let message = proto::StreamAnswer {
-                        id,
-                        answer: Some(answer),
-                    };
-                    if tx.send(Ok(message)).await.is_err() {
-                        // The client went away: stop reading and checking.
-                        return;
-                    }
-                }
-                if let Some(status) = broken {
-                    let _ = tx.send(Err(status)).await;
-                    return;
-                }
-            }
-        });
-        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+        let answers = stream::spawn(
+            Arc::clone(&self.gate),
+            request.into_inner(),
+            self.draining.clone(),
+        );
+        Ok(Response::new(ReceiverStream::new(answers)))
     }
 
     async fn register_tools(
@@ -224,7 +158,7 @@ pub async fn serve(
         .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1alpha()?;
-    let validator = ValidatorServer::new(ValidatorService::new(gate))
+    let validator = ValidatorServer::new(ValidatorService::new(gate, token.clone()))
         .max_decoding_message_size(max_message_bytes)
         .max_encoding_message_size(max_message_bytes);
     tonic::transport::Server::builder()

@@ -85,27 +85,38 @@ enum BatchEntry {
     Error(ErrorBody),
 }
 
-#[derive(Serialize)]
-struct BatchAnswer {
-    results: Vec<BatchEntry>,
+/// Serialises one batch entry (on the worker that checked it).
+fn batch_entry(result: Result<Verdict, CheckError>) -> Vec<u8> {
+    let entry = match result {
+        Ok(v) => BatchEntry::Verdict(v),
+        Err(e) => BatchEntry::Error(ErrorBody::from(&e)),
+    };
+    serde_json::to_vec(&entry).unwrap_or_else(|e| {
+        tracing::error!(error = %e, "cannot serialise a batch entry");
+        br#"{"error":{"code":"internal","message":"internal error"}}"#.to_vec()
+    })
 }
 
 async fn validate_batch(
     State(gate): State<Arc<Gate>>,
     raw: Result<Bytes, BytesRejection>,
-) -> Result<Json<BatchAnswer>, ApiError> {
+) -> Result<Response, ApiError> {
     let bytes = body(&gate, raw).map_err(|e| refuse(&gate, e))?;
-    let results = gate.check_batch_json(bytes, Transport::Rest).await;
-    let results = results.map_err(|e| refuse(&gate, e))?;
-    Ok(Json(BatchAnswer {
-        results: results
-            .into_iter()
-            .map(|r| match r {
-                Ok(v) => BatchEntry::Verdict(v),
-                Err(e) => BatchEntry::Error(ErrorBody::from(&e)),
-            })
-            .collect(),
-    }))
+    let entries = gate
+        .check_batch_json(bytes, Transport::Rest, batch_entry)
+        .await
+        .map_err(|e| refuse(&gate, e))?;
+    // `{"results": [...]}` from entries already serialised in parallel.
+    let mut out = Vec::with_capacity(16 + entries.iter().map(|e| e.len() + 1).sum::<usize>());
+    out.extend_from_slice(br#"{"results":["#);
+    for (i, entry) in entries.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(entry);
+    }
+    out.extend_from_slice(b"]}");
+    Ok(([(header::CONTENT_TYPE, "application/json")], out).into_response())
 }
 
 async fn register_tools(
