@@ -512,6 +512,21 @@ fn main() -> anyhow::Result<()> {
                 .await,
             );
         }
+        // A cache hit neither parses nor compiles a schema: every compile of the run happened
+        // at registration.
+        let metrics = http.get(format!("{base}/metrics")).send().await?.text().await?;
+        let value = |name: &str| {
+            metrics
+                .lines()
+                .find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse::<f64>().ok()))
+                .unwrap_or(0.0)
+        };
+        println!(
+            "server cache over the run: {} schema compiles (all at registration), {} misses, {} hits",
+            value("schemagate_schema_compiles_total "),
+            value("schemagate_cache_misses_total "),
+            value("schemagate_cache_hits_total ")
+        );
         anyhow::Ok(())
     })?;
     let _ = stop.send(());
