@@ -3,7 +3,7 @@
 //! `cargo bench --bench load` (generated corpus), or
 //! `cargo bench --bench load -- --corpus ../shared/corpus` (the reference corpus; also
 //! `SCHEMAGATE_CORPUS`). `--seconds N` sets each leg's length (default 3); `--skip-memory` skips
-//! the 100k-schema memory leg.
+//! the 100k-schema memory leg, `--memory-only` runs only it.
 //!
 //! The server runs in this process on its own runtime (threads `sg-server`) and worker pool
 //! (`schemagate-worker-*`); the clients run on another runtime (`sg-client`). Server CPU is read
@@ -30,6 +30,7 @@ struct Opts {
     corpus: Option<String>,
     seconds: f64,
     skip_memory: bool,
+    memory_only: bool,
 }
 
 impl Opts {
@@ -46,6 +47,7 @@ impl Opts {
                 .and_then(|s| s.parse().ok())
                 .unwrap_or(3.0),
             skip_memory: args.iter().any(|a| a == "--skip-memory"),
+            memory_only: args.iter().any(|a| a == "--memory-only"),
         }
     }
 }
@@ -300,6 +302,10 @@ fn main() -> anyhow::Result<()> {
         .map(|i| Bytes::from(corpus::Corpus::check_json(i).to_string()))
         .collect();
 
+    if opts.memory_only {
+        memory_leg(cores);
+        return Ok(());
+    }
     let mut legs = Vec::new();
     // In-process ceiling.
     let gate = build_gate(cores);
@@ -544,24 +550,29 @@ fn main() -> anyhow::Result<()> {
     println!("(latency is per request: one check, one batch, or a 1,000-check stream window; cpu s/k = server CPU seconds per 1,000 checks, in-process legs count the whole process; ceiling = in-process on all threads)");
 
     if !opts.skip_memory {
-        println!();
-        println!("memory: 100,000 distinct schemas through the cache (default --cache-max-bytes)");
-        let gate = build_gate(cores);
-        let base_rss = rss_mib();
-        println!("{:>8} {:>10}", "schemas", "RSS MiB");
-        println!("{:>8} {:>10.1}", 0, base_rss);
-        for i in 0..100_000u64 {
-            let body = Bytes::from(
-                json!({"schema": {"type": "object", "properties": {"n": {"const": i}, "name": {"type": "string", "pattern": "^[a-z]+$"}}},
-                       "instance": {"n": i, "name": "abc"}})
-                .to_string(),
-            );
-            let check = Check::from_json(&body, 64).expect("parses");
-            gate.check(&check, Transport::Rest).expect("verdict");
-            if (i + 1) % 10_000 == 0 {
-                println!("{:>8} {:>10.1}", i + 1, rss_mib());
-            }
-        }
+        memory_leg(cores);
     }
     Ok(())
+}
+
+/// Resident size while 100,000 distinct schemas pass through the cache.
+fn memory_leg(cores: usize) {
+    println!();
+    println!("memory: 100,000 distinct schemas through the cache (default --cache-max-bytes)");
+    let gate = build_gate(cores);
+    let base_rss = rss_mib();
+    println!("{:>8} {:>10}", "schemas", "RSS MiB");
+    println!("{:>8} {:>10.1}", 0, base_rss);
+    for i in 0..100_000u64 {
+        let body = Bytes::from(
+            json!({"schema": {"type": "object", "properties": {"n": {"const": i}, "name": {"type": "string", "pattern": "^[a-z]+$"}}},
+                   "instance": {"n": i, "name": "abc"}})
+            .to_string(),
+        );
+        let check = Check::from_json(&body, 64).expect("parses");
+        gate.check(&check, Transport::Rest).expect("verdict");
+        if (i + 1) % 10_000 == 0 {
+            println!("{:>8} {:>10.1}", i + 1, rss_mib());
+        }
+    }
 }
