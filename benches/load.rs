@@ -250,6 +250,14 @@ where
     }
 }
 
+/// POSTs `body`, reads the whole answer, and counts `checks` checks.
+async fn post(http: reqwest::Client, url: String, body: Bytes, checks: u64) -> u64 {
+    let r = http.post(url).body(body).send().await.expect("request");
+    assert!(r.status().is_success(), "{}", r.status());
+    r.bytes().await.expect("body");
+    checks
+}
+
 fn grpc_check(item: &corpus::Item) -> proto::Check {
     proto::Check {
         server: item.server.clone(),
@@ -384,13 +392,7 @@ fn main() -> anyhow::Result<()> {
                     seconds,
                     move |task, i| {
                         let body = bodies[(task * 7919 + i as usize) % bodies.len()].clone();
-                        let (http, url) = (http.clone(), url.clone());
-                        async move {
-                            let r = http.post(url).body(body).send().await.expect("request");
-                            assert!(r.status().is_success());
-                            r.bytes().await.expect("body");
-                            1
-                        }
+                        post(http.clone(), url.clone(), body, 1)
                     },
                 )
                 .await,
@@ -420,13 +422,7 @@ fn main() -> anyhow::Result<()> {
             legs.push(
                 drive(label, tasks, seconds, move |task, i| {
                     let body = batches[(task * 31 + i as usize) % batches.len()].clone();
-                    let (http, url) = (http.clone(), url.clone());
-                    async move {
-                        let r = http.post(url).body(body).send().await.expect("request");
-                        assert!(r.status().is_success());
-                        r.bytes().await.expect("body");
-                        n
-                    }
+                    post(http.clone(), url.clone(), body, n)
                 })
                 .await,
             );
