@@ -16,6 +16,7 @@ use tokio::net::TcpListener;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_util::sync::CancellationToken;
 use tonic::{Request, Response, Status, Streaming};
+use tower_http::catch_panic::CatchPanicLayer;
 
 /// The generated messages, client and server of `schemagate.v1`.
 pub mod proto {
@@ -136,7 +137,9 @@ impl Validator for ValidatorService {
 }
 
 /// Serves `schemagate.v1.Validator`, the standard health service and reflection on `listener`
-/// until `token` is cancelled; health turns NOT_SERVING first.
+/// until `token` is cancelled. Then, in this order: health turns NOT_SERVING, open streams stop
+/// taking checks and end once the checks they read are answered, new connections are refused and
+/// requests in flight finish.
 pub async fn serve(
     gate: Arc<Gate>,
     listener: TcpListener,
@@ -158,10 +161,16 @@ pub async fn serve(
         .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1alpha()?;
-    let validator = ValidatorServer::new(ValidatorService::new(gate, token.clone()))
+    let streams_drain = CancellationToken::new();
+    let validator = ValidatorServer::new(ValidatorService::new(gate, streams_drain.clone()))
         .max_decoding_message_size(max_message_bytes)
         .max_encoding_message_size(max_message_bytes);
     tonic::transport::Server::builder()
+        // A handler that panics answers INTERNAL, as REST answers 500.
+        .layer(CatchPanicLayer::custom(|_| {
+            tracing::error!("a gRPC handler panicked");
+            status(&CheckError::Internal).into_http::<tonic::body::Body>()
+        }))
         .add_service(health)
         .add_service(reflection)
         .add_service(reflection_alpha)
@@ -177,6 +186,7 @@ pub async fn serve(
                 reporter
                     .set_service_status("", tonic_health::ServingStatus::NotServing)
                     .await;
+                streams_drain.cancel();
             },
         )
         .await?;

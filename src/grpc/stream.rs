@@ -53,10 +53,15 @@ async fn pump(
     let mut reading = true;
     // How the stream ends once every check read is answered; `None` is a clean end.
     let mut end: Option<Status> = None;
+    // Built once, not on every turn of the loop.
+    let client_gone = tx.closed();
+    tokio::pin!(client_gone);
+    let drain = draining.cancelled();
+    tokio::pin!(drain);
     while reading || !in_flight.is_empty() {
         tokio::select! {
             biased;
-            () = tx.closed() => return,
+            () = &mut client_gone => return,
             Some(done) = in_flight.join_next() => {
                 // A check cannot fail to join: the set aborts nothing while it is alive, and
                 // `answer` turns a panic into an INTERNAL answer.
@@ -65,7 +70,7 @@ async fn pump(
                     return;
                 }
             }
-            () = draining.cancelled(), if reading => {
+            () = &mut drain, if reading => {
                 reading = false;
                 let refusal = CheckError::Unavailable;
                 gate.metrics().request_error(Transport::Grpc, refusal.code());
