@@ -2,7 +2,7 @@
 //! prints each verdict as it arrives.
 //!
 //! Run a server (`cargo run --release -- serve`), then:
-//! `cargo run --example grpc_client -- [http://127.0.0.1:50051]`
+//! `cargo run --example grpc_client -- [127.0.0.1:50051]`
 
 use schemagate::grpc::proto::{self, validator_client::ValidatorClient};
 use serde_json::json;
@@ -11,7 +11,12 @@ use serde_json::json;
 async fn main() -> anyhow::Result<()> {
     let address = std::env::args()
         .nth(1)
-        .unwrap_or_else(|| "http://127.0.0.1:50051".to_owned());
+        .unwrap_or_else(|| "127.0.0.1:50051".to_owned());
+    let address = if address.contains("://") {
+        address
+    } else {
+        format!("http://{address}")
+    };
     let mut client = ValidatorClient::connect(address).await?;
 
     let tools = json!({"tools": [{
@@ -65,8 +70,9 @@ async fn main() -> anyhow::Result<()> {
     while let Some(answer) = answers.message().await? {
         match answer.answer {
             Some(proto::stream_answer::Answer::Verdict(v)) => {
+                let outcome = proto::Outcome::try_from(v.outcome).map_or("?", |o| o.as_str_name());
                 let action = proto::Action::try_from(v.action).map_or("?", |a| a.as_str_name());
-                println!("{}: valid={} {action} {}", answer.id, v.valid, v.feedback);
+                println!("{}: {outcome} {action} {}", answer.id, v.feedback);
             }
             Some(proto::stream_answer::Answer::Error(e)) => {
                 println!("{}: error {}: {}", answer.id, e.code, e.message);

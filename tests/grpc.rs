@@ -88,6 +88,34 @@ fn as_rest(v: &proto::Verdict) -> Value {
     out
 }
 
+/// A gRPC registration in REST's JSON shape, for comparison.
+fn registration_as_rest(r: &proto::RegisterToolsResponse) -> Value {
+    let tools: Vec<Value> = r
+        .tools
+        .iter()
+        .map(|t| {
+            let mut tool = json!({"name": t.name});
+            for (key, hash) in [
+                ("input_schema_hash", &t.input_schema_hash),
+                ("output_schema_hash", &t.output_schema_hash),
+            ] {
+                if !hash.is_empty() {
+                    tool[key] = json!(hash);
+                }
+            }
+            if !t.errors.is_empty() {
+                tool["errors"] = json!(t
+                    .errors
+                    .iter()
+                    .map(|e| json!({"schema": e.schema, "code": e.code, "message": e.message}))
+                    .collect::<Vec<_>>());
+            }
+            tool
+        })
+        .collect();
+    json!({"server": r.server, "tools": tools})
+}
+
 fn schema() -> Value {
     json!({"type": "object", "properties": {
         "id": {"type": "integer"}, "email": {"type": "string", "format": "email"},
@@ -200,6 +228,10 @@ async fn registered_tools_over_grpc() {
     assert_eq!(reg.tools.len(), 2);
     assert_eq!(reg.tools[0].output_schema_hash.len(), 64);
     assert_eq!(reg.tools[1].errors[0].code, "schema_invalid");
+    // The same registration as REST's, field for field.
+    let (status, rest) = app.register("crm", &tools).await;
+    assert_eq!(status, 200);
+    assert_eq!(registration_as_rest(&reg), rest);
 
     let by_name =
         json!({"server": "crm", "tool": "get", "result": {"structuredContent": {"id": 1}}});
@@ -283,6 +315,33 @@ async fn refusals_map_to_their_status_codes() {
         .expect_err("too long");
     assert_eq!(status.code(), Code::ResourceExhausted);
     assert!(status.message().contains("--max-batch-items"));
+    // Refusals are counted, those of the core and the adapter's own alike.
+    for (code, count) in [("malformed_json", 1.0), ("batch_too_large", 1.0)] {
+        let series =
+            format!(r#"schemagate_request_errors_total{{transport="grpc",code="{code}"}}"#);
+        assert_eq!(app.metric(&series).await, count, "{series}");
+    }
+}
+
+#[tokio::test]
+async fn messages_over_the_size_limit_are_refused_by_the_grpc_layer() {
+    let app = spawn_app_with(&["--grpc-max-message-bytes", "4096"]).await;
+    let mut grpc = client(&app).await;
+    let big = json!({"schema": {"type": "string"}, "instance": "x".repeat(8192)});
+    let status = grpc
+        .validate(grpc_check(&big))
+        .await
+        .expect_err("too large");
+    // tonic's code for a message over its limit; the check never reached schemagate.
+    assert_eq!(status.code(), Code::OutOfRange, "{status:?}");
+    let small = json!({"schema": {"type": "string"}, "instance": "x"});
+    assert!(
+        grpc.validate(grpc_check(&small))
+            .await
+            .expect("verdict")
+            .into_inner()
+            .valid
+    );
 }
 
 #[tokio::test]
@@ -331,13 +390,14 @@ async fn streams_answer_every_id_once_and_survive_bad_checks() {
             } else {
                 json!({"id": i}).to_string()
             };
+            let check = (i != 1234).then(|| proto::Check {
+                schema_source: Some(proto::check::SchemaSource::Schema(schema.clone().into())),
+                payload: Some(proto::check::Payload::Instance(payload.into())),
+                ..Default::default()
+            });
             proto::StreamCheck {
                 id: format!("c{i}"),
-                check: Some(proto::Check {
-                    schema_source: Some(proto::check::SchemaSource::Schema(schema.clone().into())),
-                    payload: Some(proto::check::Payload::Instance(payload.into())),
-                    ..Default::default()
-                }),
+                check,
             }
         })
         .collect();
@@ -357,6 +417,9 @@ async fn streams_answer_every_id_once_and_survive_bad_checks() {
     for i in 0..total {
         let answer = &seen[&format!("c{i}")];
         match (&answer.answer, i) {
+            (Some(proto::stream_answer::Answer::Error(e)), 1234) => {
+                assert_eq!(e.code, "invalid_field")
+            }
             (Some(proto::stream_answer::Answer::Error(e)), i) if i % 500 == 250 => {
                 assert_eq!(e.code, "malformed_json")
             }
@@ -366,19 +429,117 @@ async fn streams_answer_every_id_once_and_survive_bad_checks() {
             other => panic!("c{i}: unexpected {other:?}"),
         }
     }
-    // An abandoned stream frees its work; the server keeps answering.
-    let endless = tokio_stream::iter((0..100_000).map(|i| proto::StreamCheck {
-        id: i.to_string(),
-        check: Some(grpc_check(&json!({"schema": {}, "instance": i}))),
-    }));
-    let mut abandoned = grpc
-        .validate_stream(endless)
+}
+
+#[tokio::test]
+async fn a_slow_check_does_not_hold_up_the_quick_ones_of_its_stream() {
+    let app = spawn_app().await;
+    let mut grpc = client(&app).await;
+    let slow = proto::StreamCheck {
+        id: "slow".into(),
+        check: Some(grpc_check(&json!({
+            "schema": {"type": "array", "items": {"type": "integer", "minimum": 0}, "uniqueItems": true},
+            "instance": (0..400_000).collect::<Vec<u32>>(),
+        }))),
+    };
+    let quick = (0..20).map(|i| proto::StreamCheck {
+        id: format!("quick{i}"),
+        check: Some(grpc_check(
+            &json!({"schema": {"type": "integer"}, "instance": i}),
+        )),
+    });
+    let mut answers = grpc
+        .validate_stream(tokio_stream::iter(std::iter::once(slow).chain(quick)))
         .await
         .expect("stream")
         .into_inner();
-    let _first = abandoned.message().await.expect("answer");
-    drop(abandoned);
-    let v = grpc
+    let mut order = Vec::new();
+    while let Some(answer) = answers.message().await.expect("answer") {
+        assert!(
+            matches!(answer.answer, Some(proto::stream_answer::Answer::Verdict(ref v)) if v.valid),
+            "{answer:?}"
+        );
+        order.push(answer.id);
+    }
+    assert_eq!(order.len(), 21);
+    assert_ne!(order[0], "slow", "answers go out as they are ready");
+}
+
+/// Reads `series` until two reads 300 ms apart agree; returns that value.
+async fn settled(app: &TestApp, series: &str) -> f64 {
+    let mut last = app.metric(series).await;
+    for _ in 0..100 {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let now = app.metric(series).await;
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
+    panic!("{series} never settled");
+}
+
+#[tokio::test]
+async fn a_stream_nobody_reads_is_held_back_and_one_left_behind_stops() {
+    let app = spawn_app().await;
+    let series = r#"schemagate_validations_total{server="flood",tool="t",tier="untrusted",attempt="first",outcome="valid"}"#;
+    // The client lives on a runtime of its own, so that it can go away the way a crashed
+    // process does: its connection closes mid-stream.
+    let client_runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("client runtime");
+    let (started, first_answer) = tokio::sync::oneshot::channel();
+    let address = format!("http://{}", app.grpc_addr);
+    client_runtime.spawn(async move {
+        // Small HTTP/2 windows, so what the count measures is the server's buffering, not the
+        // answers this client's connection would take in unread (2 MiB by default).
+        let channel = Channel::from_shared(address)
+            .expect("uri")
+            .initial_stream_window_size(64 * 1024)
+            .initial_connection_window_size(64 * 1024)
+            .connect()
+            .await
+            .expect("connect");
+        // A million checks, made only as fast as the server takes them.
+        let flood = tokio_stream::iter((0..1_000_000).map(|i| proto::StreamCheck {
+            id: i.to_string(),
+            check: Some(grpc_check(&json!({
+                "server": "flood", "tool": "t", "schema": {"type": "integer"}, "instance": i
+            }))),
+        }));
+        let mut answers = ValidatorClient::new(channel)
+            .validate_stream(flood)
+            .await
+            .expect("stream")
+            .into_inner();
+        answers
+            .message()
+            .await
+            .expect("answer")
+            .expect("a first answer");
+        let _ = started.send(());
+        // No more is read.
+        std::future::pending::<()>().await;
+        drop(answers);
+    });
+    first_answer.await.expect("the stream started");
+    // The server fills its bounded buffers, then stops taking checks.
+    let held = settled(&app, series).await;
+    assert!(
+        held < 5_000.0,
+        "{held} checks done for a client that reads nothing"
+    );
+
+    client_runtime.shutdown_background();
+    let after = settled(&app, series).await;
+    assert!(
+        after - held < 1_000.0,
+        "{held} checks before the client left, {after} after"
+    );
+    let v = client(&app)
+        .await
         .validate(grpc_check(
             &json!({"schema": {"type": "integer"}, "instance": 1}),
         ))
@@ -386,6 +547,72 @@ async fn streams_answer_every_id_once_and_survive_bad_checks() {
         .expect("still serving")
         .into_inner();
     assert!(v.valid);
+}
+
+#[tokio::test]
+async fn draining_turns_health_not_serving_then_ends_open_streams() {
+    use tonic_health::pb::{
+        health_check_response::ServingStatus, health_client::HealthClient, HealthCheckRequest,
+    };
+    let app = spawn_app().await;
+    let mut grpc = client(&app).await;
+    let channel = Channel::from_shared(format!("http://{}", app.grpc_addr))
+        .expect("uri")
+        .connect()
+        .await
+        .expect("connect");
+    let mut watch = HealthClient::new(channel)
+        .watch(HealthCheckRequest {
+            service: String::new(),
+        })
+        .await
+        .expect("watch")
+        .into_inner();
+    let status = |m: Option<tonic_health::pb::HealthCheckResponse>| m.expect("a status").status;
+    assert_eq!(
+        status(watch.message().await.expect("health")),
+        ServingStatus::Serving as i32
+    );
+    // A pipeline with its stream open and its checks still coming.
+    let (checks, rx) = tokio::sync::mpsc::channel(4);
+    let mut answers = grpc
+        .validate_stream(tokio_stream::wrappers::ReceiverStream::new(rx))
+        .await
+        .expect("stream")
+        .into_inner();
+    let check = |id: &str| proto::StreamCheck {
+        id: id.into(),
+        check: Some(grpc_check(
+            &json!({"schema": {"type": "integer"}, "instance": 1}),
+        )),
+    };
+    checks.send(check("before")).await.expect("send");
+    let first = answers.message().await.expect("answer").expect("one");
+    assert_eq!(first.id, "before");
+
+    let started = std::time::Instant::now();
+    let stopping = tokio::spawn(app.stop());
+    assert_eq!(
+        status(watch.message().await.expect("health")),
+        ServingStatus::NotServing as i32
+    );
+    // ...and then the watch ends, so a watcher does not hold the shutdown up.
+    assert!(watch.message().await.expect("a clean end").is_none());
+    let end = answers
+        .message()
+        .await
+        .expect_err("the stream ends with a status");
+    assert_eq!(end.code(), Code::Unavailable);
+    assert_eq!(
+        end.metadata()
+            .get(schemagate::grpc::ERROR_CODE_KEY)
+            .and_then(|v| v.to_str().ok()),
+        Some("unavailable")
+    );
+    stopping.await.expect("task").expect("clean stop");
+    // Well inside the 30-second grace period: the open streams did not hold the server up.
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    drop(checks);
 }
 
 #[tokio::test]
@@ -442,14 +669,17 @@ async fn the_shared_corpus_judges_the_same_over_both() {
     let mut grpc = client(&app).await;
     let tools: Value = serde_json::from_str(&tools).expect("tools.json");
     for (server, list) in tools["servers"].as_object().expect("servers") {
-        let (status, _) = app.register(server, list).await;
-        assert_eq!(status, 200);
-        grpc.register_tools(proto::RegisterToolsRequest {
-            server: server.clone(),
-            tools_list: list.to_string().into(),
-        })
-        .await
-        .expect("registered");
+        let (status, rest) = app.register(server, list).await;
+        assert_eq!(status, 200, "{rest}");
+        let registration = grpc
+            .register_tools(proto::RegisterToolsRequest {
+                server: server.clone(),
+                tools_list: list.to_string().into(),
+            })
+            .await
+            .expect("registered")
+            .into_inner();
+        assert_eq!(registration_as_rest(&registration), rest, "{server}");
     }
     let lines: Vec<Value> = results
         .lines()

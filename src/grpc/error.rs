@@ -66,6 +66,17 @@ mod tests {
                 CheckError::SchemaTooLarge { size: 2, limit: 1 },
                 Code::ResourceExhausted,
             ),
+            (
+                CheckError::BodyTooLarge { limit: 1 },
+                Code::ResourceExhausted,
+            ),
+            (
+                CheckError::WorkLimitExceeded { work: 2, limit: 1 },
+                Code::InvalidArgument,
+            ),
+            (CheckError::SchemaRootNotObject, Code::InvalidArgument),
+            (CheckError::MissingSchema, Code::InvalidArgument),
+            (CheckError::ConflictingSchemas, Code::InvalidArgument),
             (CheckError::Unavailable, Code::Unavailable),
             (CheckError::Internal, Code::Internal),
         ];
@@ -78,6 +89,22 @@ mod tests {
                 .get(ERROR_CODE_KEY)
                 .and_then(|v| v.to_str().ok());
             assert_eq!(carried, Some(error.code()));
+        }
+    }
+
+    #[test]
+    fn each_class_has_its_code() {
+        let pinned = [
+            (ErrorClass::BadRequest, Code::InvalidArgument),
+            // A schema that does not compile is the client's to fix, like a malformed request.
+            (ErrorClass::Unprocessable, Code::InvalidArgument),
+            (ErrorClass::NotFound, Code::NotFound),
+            (ErrorClass::TooLarge, Code::ResourceExhausted),
+            (ErrorClass::Unavailable, Code::Unavailable),
+            (ErrorClass::Internal, Code::Internal),
+        ];
+        for (class, code) in pinned {
+            assert_eq!(code_of(class), code, "{class:?}");
         }
     }
 }

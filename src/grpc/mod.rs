@@ -3,6 +3,7 @@
 
 mod convert;
 mod error;
+mod health;
 mod stream;
 
 pub use error::{code_of, status, ERROR_CODE_KEY};
@@ -146,7 +147,10 @@ pub async fn serve(
     max_message_bytes: usize,
     token: CancellationToken,
 ) -> anyhow::Result<()> {
-    let (reporter, health) = tonic_health::server::health_reporter();
+    // Cancelled once health says NOT_SERVING: open streams (checks and health watches) then end.
+    let streams_drain = CancellationToken::new();
+    let reporter = tonic_health::server::HealthReporter::new();
+    let health = health::service(reporter.clone(), streams_drain.clone());
     reporter
         .set_serving::<ValidatorServer<ValidatorService>>()
         .await;
@@ -161,7 +165,6 @@ pub async fn serve(
         .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1alpha()?;
-    let streams_drain = CancellationToken::new();
     let validator = ValidatorServer::new(ValidatorService::new(gate, streams_drain.clone()))
         .max_decoding_message_size(max_message_bytes)
         .max_encoding_message_size(max_message_bytes);
