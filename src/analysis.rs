@@ -7,8 +7,9 @@
 //! instance. A check then costs at most that bound times the instance's size, which the caller
 //! compares with its limit.
 //!
-//! The bound is conservative where the real evaluation is dynamic: a `$dynamicRef` counts every
-//! `$dynamicAnchor` of its name, and subschemas that apply to the same child position are added.
+//! The bound is conservative where the real evaluation is dynamic: a `$dynamicRef` costs the
+//! dearest of its candidates (its static target and every `$dynamicAnchor` of its name), and
+//! subschemas that apply to the same child position are added.
 
 use serde_json::Value;
 use std::collections::HashMap;
@@ -52,10 +53,28 @@ enum Key {
 
 #[derive(Default)]
 struct Node {
-    /// Subschemas applied to the same instance position, and whether the edge is static.
-    same: Vec<(usize, bool)>,
+    /// Subschemas applied to the same instance position (all of them).
+    same: Vec<usize>,
+    /// Dynamic references at the same position: each applies exactly one of its candidates (the
+    /// static target or a `$dynamicAnchor` of its name), so it costs the dearest of them.
+    choices: Vec<Vec<usize>>,
     /// Subschemas applied to a child position.
     desc: Vec<(Key, usize)>,
+}
+
+impl Node {
+    /// The `i`th same-position edge, with whether it is static (a dynamic one may not be taken).
+    fn same_position_edge(&self, i: usize) -> Option<(usize, bool)> {
+        match self.same.get(i) {
+            Some(&c) => Some((c, true)),
+            None => self
+                .choices
+                .iter()
+                .flatten()
+                .nth(i - self.same.len())
+                .map(|&c| (c, false)),
+        }
+    }
 }
 
 /// Computes the cost bound of `schema`, refusing it when the bound passes `limit`.
@@ -103,7 +122,7 @@ fn same_position_order(nodes: &[Node]) -> Result<Vec<usize>, CostError> {
         let mut stack = vec![(start, 0usize)];
         mark[start] = Mark::Open;
         while let Some(&mut (node, ref mut next)) = stack.last_mut() {
-            if let Some(&(child, is_static)) = nodes[node].same.get(*next) {
+            if let Some((child, is_static)) = nodes[node].same_position_edge(*next) {
                 *next += 1;
                 match mark[child] {
                     Mark::New => {
@@ -134,8 +153,12 @@ fn local_counts(nodes: &[Node], order: &[usize], limit: u64) -> Result<Vec<u64>,
     let mut local = vec![0u64; nodes.len()];
     for &n in order {
         let mut sum = 1u64;
-        for &(c, _) in &nodes[n].same {
+        for &c in &nodes[n].same {
             sum = sum.saturating_add(local[c]);
+        }
+        for group in &nodes[n].choices {
+            let dearest = group.iter().map(|&c| local[c]).max().unwrap_or(0);
+            sum = sum.saturating_add(dearest);
         }
         if sum > limit {
             return Err(CostError::FanOut { bound: sum, limit });
@@ -166,8 +189,11 @@ fn deep_counts(
                 .iter()
                 .map(|&(key, child)| (key, deep[child]))
                 .collect();
-            for &(c, _) in &nodes[n].same {
+            for &c in &nodes[n].same {
                 merged.extend_from_slice(&at_key[c]);
+            }
+            for group in &nodes[n].choices {
+                merged.extend(dearest_per_key(group.iter().map(|&c| at_key[c].as_slice())));
             }
             steps += merged.len() as u64 + 1;
             if steps > MAX_ANALYSIS_STEPS {
@@ -210,6 +236,21 @@ fn deep_counts(
         }
     }
     Ok(deep.first().copied().unwrap_or(1))
+}
+
+/// For alternatives of which one applies: per key, the largest of their (sorted) bounds.
+fn dearest_per_key<'a>(alternatives: impl Iterator<Item = &'a [(Key, u64)]>) -> Vec<(Key, u64)> {
+    let mut all: Vec<(Key, u64)> = alternatives.flatten().copied().collect();
+    all.sort_unstable_by_key(|&(k, _)| k);
+    all.dedup_by(|later, first| {
+        if later.0 == first.0 {
+            first.1 = first.1.max(later.1);
+            true
+        } else {
+            false
+        }
+    });
+    all
 }
 
 fn lookup(merged: &[(Key, u64)], key: Key) -> u64 {
@@ -404,33 +445,35 @@ impl<'v> Graph<'v, '_> {
             return;
         };
         let mut same = Vec::new();
+        let mut choices = Vec::new();
         let mut desc = Vec::new();
         for (keyword, sub) in map {
             match keyword.as_str() {
-                "not" | "if" | "then" | "else" => same.push((self.child(sub), true)),
+                "not" | "if" | "then" | "else" => same.push(self.child(sub)),
                 "allOf" | "anyOf" | "oneOf" => {
                     for s in sub.as_array().into_iter().flatten() {
-                        same.push((self.child(s), true));
+                        same.push(self.child(s));
                     }
                 }
                 "dependentSchemas" | "dependencies" => {
                     for s in sub.as_object().into_iter().flat_map(|m| m.values()) {
                         if s.is_object() || s.is_boolean() {
-                            same.push((self.child(s), true));
+                            same.push(self.child(s));
                         }
                     }
                 }
                 "$ref" => {
                     if let Some(target) = sub.as_str().and_then(|r| self.index.resolve(&base, r)) {
-                        same.push((self.child(target), true));
+                        same.push(self.child(target));
                     }
                 }
                 "$dynamicRef" | "$recursiveRef" => {
                     let Some(reference) = sub.as_str() else {
                         continue;
                     };
+                    let mut candidates = Vec::new();
                     if let Some(target) = self.index.resolve(&base, reference) {
-                        same.push((self.child(target), true));
+                        candidates.push(self.child(target));
                     }
                     let name = if keyword == "$recursiveRef" {
                         String::new()
@@ -439,7 +482,12 @@ impl<'v> Graph<'v, '_> {
                     };
                     let anchors = self.index.dynamic_anchors.get(&name).cloned();
                     for target in anchors.into_iter().flatten() {
-                        same.push((self.child(target), false));
+                        candidates.push(self.child(target));
+                    }
+                    candidates.sort_unstable();
+                    candidates.dedup();
+                    if !candidates.is_empty() {
+                        choices.push(candidates);
                     }
                 }
                 "properties" => {
@@ -471,7 +519,11 @@ impl<'v> Graph<'v, '_> {
                 _ => {}
             }
         }
-        self.nodes[id] = Node { same, desc };
+        self.nodes[id] = Node {
+            same,
+            choices,
+            desc,
+        };
     }
 }
 
@@ -573,6 +625,33 @@ mod tests {
         // Each allOf item is a subschema of its own: leaf-ref = 1 + leaf = 2, b = 1 + 2 * 2 = 5,
         // b-ref = 6, a = 1 + 2 * 6 = 13, root = 1 + a = 14.
         assert_eq!(cost.per_position, 14, "{cost:?}");
+    }
+
+    #[test]
+    fn dynamic_recursion_costs_one_candidate_per_level() {
+        // Extensible recursion, the pattern $dynamicRef exists for (JSON-Schema-Test-Suite,
+        // dynamicRef.json): each level goes through `properties`, and a $dynamicRef applies one
+        // of its candidates, so the bound stays small however deep instances go.
+        let schema = json!({
+            "$id": "https://test.example/root", "$dynamicAnchor": "meta",
+            "type": "object", "properties": {"foo": {"const": "pass"}}, "$ref": "extended",
+            "$defs": {
+                "extended": {"$id": "extended", "$dynamicAnchor": "meta", "type": "object",
+                             "properties": {"bar": {"$ref": "bar"}}},
+                "bar": {"$id": "bar", "type": "object",
+                        "properties": {"baz": {"$dynamicRef": "extended#meta"}}}
+            }
+        });
+        let cost = analyse(&schema, 10_000).expect("an ordinary recursive schema");
+        assert!(cost.per_position < 20, "{cost:?}");
+        let minimal = json!({"$id": "https://x.test/root", "$dynamicAnchor": "meta",
+                             "properties": {"a": {"$dynamicRef": "#meta"}}});
+        assert!(
+            analyse(&minimal, 10_000)
+                .expect("self-recursive")
+                .per_position
+                < 5
+        );
     }
 
     #[test]
