@@ -80,8 +80,8 @@ impl Payload {
 
 fn payload_error(field: &str, err: &serde_json::Error, depth_limit: usize) -> CheckError {
     match from_json_error(err, depth_limit) {
-        CheckError::MalformedJson(m) => {
-            CheckError::MalformedJson(format!("`{field}` is not valid JSON: {m}"))
+        CheckError::MalformedJson(_) => {
+            CheckError::MalformedJson(format!("`{field}` is not valid JSON: {err}"))
         }
         CheckError::InvalidField(m) => CheckError::InvalidField(format!("`{field}`: {m}")),
         other => other,

@@ -220,6 +220,14 @@ mod tests {
         };
         let lenient = compile(schema, annotated, &LIMITS).expect("compiles");
         assert!(lenient.validator.is_valid(&serde_json::json!("yesterday")));
+        // Internationalised formats are checked too (they need jsonschema's `idna` feature).
+        let idn = compile(br#"{"format": "idn-hostname"}"#, OPTIONS, &LIMITS).expect("compiles");
+        assert!(idn.validator.is_valid(&serde_json::json!("실례.테스트")));
+        assert!(!idn
+            .validator
+            .is_valid(&serde_json::json!("\u{302e}실례.테스트")));
+        let email = compile(br#"{"format": "idn-email"}"#, OPTIONS, &LIMITS).expect("compiles");
+        assert!(!email.validator.is_valid(&serde_json::json!("2962")));
     }
 
     #[test]

@@ -26,7 +26,8 @@ pub enum ErrorClass {
 /// Why a check (or a registration) was refused.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum CheckError {
-    #[error("request body is not valid JSON: {0}")]
+    /// The message says which document is not JSON, and where.
+    #[error("{0}")]
     MalformedJson(String),
     #[error("{0}")]
     InvalidField(String),
@@ -138,6 +139,6 @@ pub(crate) fn from_json_error(err: &serde_json::Error, depth_limit: usize) -> Ch
     } else if err.is_data() {
         CheckError::InvalidField(text)
     } else {
-        CheckError::MalformedJson(text)
+        CheckError::MalformedJson(format!("request body is not valid JSON: {text}"))
     }
 }
