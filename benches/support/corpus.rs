@@ -44,7 +44,7 @@ impl Corpus {
         })
     }
 
-    /// `n` results over six tools: 0.4 to 85 KB, about a fifth invalid, a few isError.
+    /// `n` results over six tools: about 0.4 to 85 KB, about a fifth invalid, a few isError.
     pub fn generate(n: usize, seed: u64) -> Corpus {
         let mut rng = Rng(seed | 1);
         let mut items = Vec::with_capacity(n);
@@ -141,7 +141,7 @@ impl Rng {
         match self.below(100) {
             0..=59 => 1 + self.below(3) as usize,
             60..=89 => 4 + self.below(20) as usize,
-            _ => 40 + self.below(120) as usize,
+            _ => 40 + self.below(130) as usize,
         }
     }
     fn date(&mut self) -> String {
@@ -188,7 +188,8 @@ pub fn tools() -> Value {
         "lines": {"type": "array", "minItems": 1, "items": {"type": "object", "properties": {
             "sku": {"type": "string"}, "quantity": {"type": "integer", "minimum": 1}, "price_cents": money},
             "required": ["sku", "quantity", "price_cents"], "additionalProperties": false}},
-        "total_cents": money, "status": {"type": "string", "enum": ["placed", "paid", "shipped"]}},
+        "total_cents": money, "currency": {"type": "string", "enum": ["EUR", "USD", "GBP"]},
+        "placed_at": iso, "status": {"type": "string", "enum": ["placed", "paid", "shipped"]}},
         "required": ["order_id", "lines", "total_cents", "status"]});
     let search = json!({"type": "object", "properties": {
         "query": {"type": "string"},
@@ -233,7 +234,7 @@ fn structured(tool: &str, rows: usize, rng: &mut Rng) -> Value {
         "create_order" => {
             json!({"order_id": format!("ord_{}", rng.hex(16)), "lines": (0..rows).map(|_| json!({
             "sku": rng.words(1), "quantity": 1 + rng.below(9), "price_cents": rng.below(10_000)})).collect::<Vec<_>>(),
-            "total_cents": rng.below(1_000_000), "status": "placed"})
+            "total_cents": rng.below(1_000_000), "currency": "EUR", "placed_at": rng.date(), "status": "placed"})
         }
         "search" => {
             json!({"query": rng.words(2), "results": (0..rows).map(|i| json!({"title": rng.words(4),
@@ -244,7 +245,7 @@ fn structured(tool: &str, rows: usize, rng: &mut Rng) -> Value {
             "commit_sha": rng.hex(40), "started_at": rng.date(),
             "log": (0..rows).map(|_| rng.words(8)).collect::<Vec<_>>()}),
         _ => {
-            json!({"columns": ["a", "b", "c"], "rows": (0..rows).map(|i| json!([rng.words(1), i, null])).collect::<Vec<_>>(),
+            json!({"columns": ["name", "n", "note", "at"], "rows": (0..rows + 2).map(|i| json!([rng.words(2), i, null, rng.date()])).collect::<Vec<_>>(),
             "elapsed_ms": 12.5})
         }
     }
