@@ -2,7 +2,7 @@
 //!
 //! ```sh
 //! cargo bench --bench load                                   # generated corpus, every leg
-//! cargo bench --bench load -- --corpus /work/shared/corpus   # the reference corpus (or SCHEMAGATE_CORPUS)
+//! cargo bench --bench load -- --corpus ../shared/corpus      # the reference corpus (or SCHEMAGATE_CORPUS)
 //! ```
 //!
 //! Flags (after `--`): `--corpus DIR` (`tools.json` + `results.jsonl`), `--seconds N` (each leg's
@@ -10,6 +10,16 @@
 //! `memory`), `--skip-memory`, `--memory-only`, and `--pin` (server threads on the first half of
 //! the cores, client threads on the other half; off by default, since on two cores it leaves the
 //! server one).
+//!
+//! What each leg measures:
+//!
+//! - The ceiling: what the service could reach with no transport and no bookkeeping: parse a
+//!   check (the service's own parser), look its validator up in a plain map, run `is_valid`.
+//! - The core: parse, `Gate::check` (policy, cache, validation, errors, drift, metrics) and the
+//!   answer serialised to JSON, all in this process.
+//! - The transports: a real server on loopback ports. REST is driven the way wrk drives it:
+//!   pre-built requests on keep-alive connections, answers read whole by their Content-Length,
+//!   so the client costs little beside the server. gRPC is driven by tonic's client.
 //!
 //! The server runs in this process on its own runtime (threads `sg-server`) and worker pool
 //! (`schemagate-worker-*`); the clients run on another runtime (`sg-client`). CPU is read per
@@ -20,28 +30,66 @@
 #[path = "support/corpus.rs"]
 mod corpus;
 
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
-use bytes::Bytes;
-use schemagate::check::Check;
+use bytes::{Bytes, BytesMut};
+use schemagate::check::{Check, Payload};
+use schemagate::compile::{compile, CompileLimits};
 use schemagate::config::ServeArgs;
 use schemagate::gate::Gate;
 use schemagate::grpc::proto::{self, validator_client::ValidatorClient};
 use schemagate::metrics::Transport;
+use schemagate::policy::{CompileOptions, RegexEngine};
 use schemagate::verdict::Outcome;
 use serde_json::{json, Value};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::alloc::{GlobalAlloc, Layout};
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// mimalloc, as the service uses, with an allocation counter that is on only while
+/// [`allocations_per_check`] measures.
+struct CountingAlloc;
+
+static COUNTING: AtomicBool = AtomicBool::new(false);
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+static ALLOCATED_BYTES: AtomicU64 = AtomicU64::new(0);
+
+unsafe impl GlobalAlloc for CountingAlloc {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+            ALLOCATED_BYTES.fetch_add(layout.size() as u64, Ordering::Relaxed);
+        }
+        // SAFETY: forwarded unchanged to the allocator the service uses.
+        unsafe { mimalloc::MiMalloc.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` came from `alloc` or `realloc` above, which forward to mimalloc.
+        unsafe { mimalloc::MiMalloc.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if COUNTING.load(Ordering::Relaxed) {
+            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+            ALLOCATED_BYTES.fetch_add(new_size as u64, Ordering::Relaxed);
+        }
+        // SAFETY: as for `dealloc`.
+        unsafe { mimalloc::MiMalloc.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: CountingAlloc = CountingAlloc;
 
 struct Opts {
     corpus: Option<String>,
     seconds: f64,
-    in_process: bool,
-    rest: bool,
-    grpc: bool,
-    memory: bool,
+    /// The leg groups asked for with `--only`; all when `None`.
+    only: Option<Vec<String>>,
+    memory_only: bool,
+    skip_memory: bool,
     pin: bool,
 }
 
@@ -59,28 +107,56 @@ impl Opts {
                 .map(|g| g.trim().to_owned())
                 .collect::<Vec<_>>()
         });
-        let group = |name: &str| match &only {
-            Some(groups) => groups.iter().any(|g| g == name),
-            None => true,
-        };
-        let memory_only = has("--memory-only");
         Opts {
             corpus: value("--corpus").or_else(|| std::env::var("SCHEMAGATE_CORPUS").ok()),
             seconds: value("--seconds")
                 .and_then(|s| s.parse().ok())
                 .unwrap_or(3.0),
-            in_process: group("in-process") && !memory_only,
-            rest: group("rest") && !memory_only,
-            grpc: group("grpc") && !memory_only,
-            memory: (group("memory") || memory_only) && !has("--skip-memory"),
+            only,
+            memory_only: has("--memory-only"),
+            skip_memory: has("--skip-memory"),
             pin: has("--pin"),
         }
     }
 
+    /// Whether the legs of `group` (`in-process`, `rest-single`, `rest-batch`, `grpc-unary`,
+    /// `grpc-batch`, `grpc-stream`, `memory`) run: `--only rest` asks for every `rest-*` group.
+    fn wants(&self, group: &str) -> bool {
+        if group == "memory" {
+            if self.memory_only {
+                return true;
+            }
+            if self.skip_memory {
+                return false;
+            }
+        } else if self.memory_only {
+            return false;
+        }
+        match &self.only {
+            None => true,
+            Some(asked) => asked.iter().any(|a| {
+                group == a
+                    || group
+                        .strip_prefix(a.as_str())
+                        .is_some_and(|r| r.starts_with('-'))
+            }),
+        }
+    }
+
     fn only_memory(&self) -> bool {
-        self.memory && !self.in_process && !self.rest && !self.grpc
+        self.wants("memory")
+            && !self.wants("in-process")
+            && !TRANSPORT_GROUPS.iter().any(|g| self.wants(g))
     }
 }
+
+const TRANSPORT_GROUPS: [&str; 5] = [
+    "rest-single",
+    "rest-batch",
+    "grpc-unary",
+    "grpc-batch",
+    "grpc-stream",
+];
 
 /// Pins the calling thread to `cpus` (no-op where that is not possible).
 fn pin_current_thread(cpus: &[usize]) {
@@ -151,6 +227,8 @@ fn rss_mib() -> f64 {
 struct Leg {
     name: String,
     checks: u64,
+    /// Bytes of check JSON carried (payload throughput, so legs of different item sizes compare).
+    bytes: u64,
     seconds: f64,
     /// Per request (a request may carry many checks), in microseconds.
     latencies: Vec<u32>,
@@ -162,6 +240,9 @@ struct Leg {
 impl Leg {
     fn rate(&self) -> f64 {
         self.checks as f64 / self.seconds
+    }
+    fn mb_per_s(&self) -> f64 {
+        self.bytes as f64 / self.seconds / 1e6
     }
     fn percentile(&self, p: f64) -> f64 {
         if self.latencies.is_empty() {
@@ -181,9 +262,10 @@ impl Leg {
     }
     fn print(&self, ceiling: f64) {
         println!(
-            "{:<38} {:>10.0} {:>8.3} {:>8.3} {:>10} {:>10} {:>8.2}x",
+            "{:<44} {:>9.0} {:>7.1} {:>8.3} {:>8.3} {:>10} {:>10} {:>7.2}x",
             self.name,
             self.rate(),
+            self.mb_per_s(),
             self.percentile(0.5),
             self.percentile(0.99),
             self.per_k(self.server_cpu),
@@ -191,6 +273,13 @@ impl Leg {
             self.rate() / ceiling
         );
     }
+}
+
+/// A check body with what it carries: its JSON text and whether it is a batch of many.
+#[derive(Clone)]
+struct Body {
+    json: Bytes,
+    checks: u64,
 }
 
 fn build_gate(threads: usize) -> Arc<Gate> {
@@ -206,11 +295,65 @@ fn register(gate: &Gate, tools: &Value) {
     }
 }
 
-/// Checks every item once and counts the verdicts that disagree with the corpus's `expect`.
-fn agreement(gate: &Gate, corpus: &corpus::Corpus, bodies: &[Bytes]) -> (usize, Vec<String>) {
+/// The output schemas of every tool, compiled as the service compiles them, by server and tool.
+type Validators = HashMap<String, HashMap<String, jsonschema::Validator>>;
+
+fn validators(tools: &Value) -> Validators {
+    let options = CompileOptions {
+        assert_formats: true,
+        regex_engine: RegexEngine::BoundedBacktracking,
+    };
+    let limits = CompileLimits {
+        max_schema_bytes: 1 << 20,
+        max_depth: 64,
+        max_schema_cost: 10_000,
+    };
+    let mut out = Validators::new();
+    for (server, list) in tools["servers"].as_object().expect("servers") {
+        for tool in list["tools"].as_array().into_iter().flatten() {
+            let (Some(name), Some(schema)) = (tool["name"].as_str(), tool.get("outputSchema"))
+            else {
+                continue;
+            };
+            let compiled =
+                compile(schema.to_string().as_bytes(), options, &limits).expect("compiles");
+            out.entry(server.clone())
+                .or_default()
+                .insert(name.to_owned(), compiled.validator);
+        }
+    }
+    out
+}
+
+/// The ceiling's work for one check: parse it, find its validator, `is_valid`.
+fn ceiling_check(validators: &Validators, body: &Bytes) -> bool {
+    let check = Check::from_json(body, 64).expect("parses");
+    let (Some(server), Some(tool)) = (check.server.as_deref(), check.tool.as_deref()) else {
+        return false;
+    };
+    let validator = &validators[server][tool];
+    match &check.payload {
+        Payload::Result(r) if r.is_error => true,
+        Payload::Result(r) => r
+            .structured_content
+            .as_ref()
+            .is_some_and(|doc| validator.is_valid(&doc.value)),
+        Payload::Instance(doc) | Payload::Arguments(doc) => validator.is_valid(&doc.value),
+    }
+}
+
+/// The core's work for one check: parse, check, and the answer as JSON.
+fn core_check(gate: &Gate, body: &Bytes) -> usize {
+    let check = Check::from_json(body, 64).expect("parses");
+    let verdict = gate.check(&check, Transport::Rest).expect("verdict");
+    serde_json::to_vec(&verdict).map_or(0, |v| v.len())
+}
+
+/// Checks every item once and lists the verdicts that disagree with the corpus's `expect`.
+fn agreement(gate: &Gate, corpus: &corpus::Corpus, bodies: &[Body]) -> Vec<String> {
     let mut differ = Vec::new();
     for (item, body) in corpus.items.iter().zip(bodies) {
-        let check = Check::from_json(body, 64).expect("parses");
+        let check = Check::from_json(&body.json, 64).expect("parses");
         let got = match gate.check(&check, Transport::Rest) {
             Ok(v) => match v.outcome {
                 Outcome::Valid => "valid",
@@ -228,49 +371,78 @@ fn agreement(gate: &Gate, corpus: &corpus::Corpus, bodies: &[Bytes]) -> (usize, 
             ));
         }
     }
-    (corpus.items.len() - differ.len(), differ)
+    differ
 }
 
-/// Parse + cache hit + validate in this process, on `threads` threads.
-fn in_process(name: &str, gate: &Arc<Gate>, bodies: &[Bytes], threads: usize, seconds: f64) -> Leg {
+/// Allocations (count, bytes) per check of `work` over `bodies`, on this thread alone.
+fn allocations_per_check(bodies: &[Body], work: impl Fn(&Bytes)) -> (f64, f64) {
+    for body in bodies {
+        work(&body.json); // warm: first-use allocations are not the hot path's
+    }
+    ALLOCATIONS.store(0, Ordering::Relaxed);
+    ALLOCATED_BYTES.store(0, Ordering::Relaxed);
+    COUNTING.store(true, Ordering::Relaxed);
+    for body in bodies {
+        work(&body.json);
+    }
+    COUNTING.store(false, Ordering::Relaxed);
+    let n = bodies.len().max(1) as f64;
+    (
+        ALLOCATIONS.load(Ordering::Relaxed) as f64 / n,
+        ALLOCATED_BYTES.load(Ordering::Relaxed) as f64 / n,
+    )
+}
+
+/// Runs `work` over `bodies` on `threads` threads for `seconds`.
+fn in_process(
+    name: &str,
+    bodies: &[Body],
+    threads: usize,
+    seconds: f64,
+    work: impl Fn(&Bytes) + Sync,
+) -> Leg {
     let stop = AtomicBool::new(false);
     let start = Instant::now();
     let cpu0 = process_cpu();
-    let (checks, latencies) = std::thread::scope(|s| {
+    let (checks, bytes, latencies) = std::thread::scope(|s| {
         let handles: Vec<_> = (0..threads)
             .map(|t| {
-                let stop = &stop;
+                let (stop, work) = (&stop, &work);
                 s.spawn(move || {
-                    let mut n = 0u64;
+                    let (mut n, mut bytes) = (0u64, 0u64);
                     let mut lat = Vec::new();
                     let mut i = t * 7919;
                     while !stop.load(Ordering::Relaxed) {
                         let body = &bodies[i % bodies.len()];
-                        let t0 = Instant::now();
-                        let check = Check::from_json(body, 64).expect("parses");
-                        let verdict = gate.check(&check, Transport::Rest);
-                        std::hint::black_box(verdict.ok());
                         if n % 16 == 0 {
+                            let t0 = Instant::now();
+                            work(&body.json);
                             lat.push(t0.elapsed().as_micros() as u32);
+                        } else {
+                            work(&body.json);
                         }
                         n += 1;
+                        bytes += body.json.len() as u64;
                         i += 1;
                     }
-                    (n, lat)
+                    (n, bytes, lat)
                 })
             })
             .collect();
         std::thread::sleep(Duration::from_secs_f64(seconds));
         stop.store(true, Ordering::Relaxed);
-        handles.into_iter().fold((0, Vec::new()), |(n, mut l), h| {
-            let (hn, hl) = h.join().expect("thread");
-            l.extend(hl);
-            (n + hn, l)
-        })
+        handles
+            .into_iter()
+            .fold((0, 0, Vec::new()), |(n, b, mut l), h| {
+                let (hn, hb, hl) = h.join().expect("thread");
+                l.extend(hl);
+                (n + hn, b + hb, l)
+            })
     });
     Leg {
         name: name.into(),
         checks,
+        bytes,
         seconds: start.elapsed().as_secs_f64(),
         latencies,
         server_cpu: process_cpu() - cpu0,
@@ -278,44 +450,50 @@ fn in_process(name: &str, gate: &Arc<Gate>, bodies: &[Bytes], threads: usize, se
     }
 }
 
-/// Runs `tasks` concurrent loops of `request` (each returning how many checks it carried) for
-/// `seconds`, on the client runtime.
-async fn drive<F, Fut>(name: String, tasks: usize, seconds: f64, request: F) -> Leg
+/// Runs one loop per state, each calling `step` (which returns its state and the checks and bytes
+/// its request carried) until `seconds` are over, on the client runtime.
+async fn drive<S, F, Fut>(name: String, states: Vec<S>, seconds: f64, step: F) -> Leg
 where
-    F: Fn(usize, u64) -> Fut + Send + Sync + 'static,
-    Fut: std::future::Future<Output = u64> + Send,
+    S: Send + 'static,
+    F: Fn(S, usize, u64) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = (S, u64, u64)> + Send,
 {
-    let request = Arc::new(request);
+    let step = Arc::new(step);
     let deadline = Instant::now() + Duration::from_secs_f64(seconds);
     let cpu0 = thread_cpu(&SERVER_THREADS);
     let client0 = thread_cpu(&CLIENT_THREADS);
     let start = Instant::now();
     let mut handles = Vec::new();
-    for task in 0..tasks {
-        let request = Arc::clone(&request);
+    for (task, state) in states.into_iter().enumerate() {
+        let step = Arc::clone(&step);
         handles.push(tokio::spawn(async move {
-            let mut checks = 0u64;
+            let mut state = state;
+            let (mut checks, mut bytes) = (0u64, 0u64);
             let mut lat = Vec::new();
             let mut i = 0u64;
             while Instant::now() < deadline {
                 let t0 = Instant::now();
-                checks += request(task, i).await;
+                let (next, c, b) = step(state, task, i).await;
+                state = next;
                 lat.push(t0.elapsed().as_micros() as u32);
+                checks += c;
+                bytes += b;
                 i += 1;
             }
-            (checks, lat)
+            (checks, bytes, lat)
         }));
     }
-    let mut checks = 0;
-    let mut latencies = Vec::new();
+    let (mut checks, mut bytes, mut latencies) = (0, 0, Vec::new());
     for h in handles {
-        let (c, l) = h.await.expect("task");
+        let (c, b, l) = h.await.expect("task");
         checks += c;
+        bytes += b;
         latencies.extend(l);
     }
     Leg {
         name,
         checks,
+        bytes,
         seconds: start.elapsed().as_secs_f64(),
         latencies,
         server_cpu: thread_cpu(&SERVER_THREADS) - cpu0,
@@ -323,12 +501,53 @@ where
     }
 }
 
-/// POSTs `body`, reads the whole answer, and counts `checks` checks.
-async fn post(http: reqwest::Client, url: String, body: Bytes, checks: u64) -> u64 {
-    let r = http.post(url).body(body).send().await.expect("request");
-    assert!(r.status().is_success(), "{}", r.status());
-    r.bytes().await.expect("body");
-    checks
+/// A keep-alive HTTP/1.1 connection that sends pre-built requests and reads each answer whole by
+/// its Content-Length, as wrk does: no pool and no header map, so the client stays cheap.
+struct HttpConnection {
+    stream: tokio::net::TcpStream,
+    buf: BytesMut,
+}
+
+impl HttpConnection {
+    async fn connect(addr: SocketAddr) -> anyhow::Result<Self> {
+        let stream = tokio::net::TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        Ok(Self {
+            stream,
+            buf: BytesMut::with_capacity(64 * 1024),
+        })
+    }
+
+    /// Sends `request` and reads the answer; returns its status.
+    async fn round_trip(&mut self, request: &[u8]) -> anyhow::Result<u16> {
+        self.stream.write_all(request).await?;
+        self.buf.clear();
+        loop {
+            self.buf.reserve(64 * 1024);
+            if self.stream.read_buf(&mut self.buf).await? == 0 {
+                anyhow::bail!("the server closed the connection");
+            }
+            let mut headers = [httparse::EMPTY_HEADER; 16];
+            let mut response = httparse::Response::new(&mut headers);
+            let httparse::Status::Complete(head) = response.parse(&self.buf)? else {
+                continue;
+            };
+            let status = response.code.unwrap_or(0);
+            let length: usize = response
+                .headers
+                .iter()
+                .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+                .and_then(|h| std::str::from_utf8(h.value).ok()?.parse().ok())
+                .ok_or_else(|| anyhow::anyhow!("an answer without Content-Length"))?;
+            while self.buf.len() < head + length {
+                self.buf.reserve(head + length - self.buf.len());
+                if self.stream.read_buf(&mut self.buf).await? == 0 {
+                    anyhow::bail!("the server closed the connection mid-answer");
+                }
+            }
+            return Ok(status);
+        }
+    }
 }
 
 fn grpc_check(item: &corpus::Item) -> proto::Check {
@@ -343,16 +562,46 @@ fn grpc_check(item: &corpus::Item) -> proto::Check {
     }
 }
 
-/// REST bodies of batches of `size` items (whole batches only, unless there are fewer items).
-fn rest_batches(items: &[corpus::Item], size: usize) -> Vec<Bytes> {
+fn bodies_of(items: &[corpus::Item]) -> Vec<Body> {
+    items
+        .iter()
+        .map(|i| Body {
+            json: Bytes::from(corpus::Corpus::check_json(i).to_string()),
+            checks: 1,
+        })
+        .collect()
+}
+
+/// Batch bodies of `size` items (whole batches only, unless there are fewer items).
+fn batches_of(items: &[corpus::Item], size: usize) -> Vec<Body> {
     items
         .chunks(size)
         .filter(|c| c.len() == size || items.len() < size)
         .map(|c| {
             let list: Vec<Value> = c.iter().map(corpus::Corpus::check_json).collect();
-            Bytes::from(json!({"items": list}).to_string())
+            Body {
+                json: Bytes::from(json!({"items": list}).to_string()),
+                checks: c.len() as u64,
+            }
         })
         .collect()
+}
+
+fn subset(corpus: &corpus::Corpus, expect: &str) -> Vec<corpus::Item> {
+    corpus
+        .items
+        .iter()
+        .filter(|i| i.expect == expect)
+        .cloned()
+        .collect()
+}
+
+/// One line of the closing summary: a target, the figures that decide it, and whether it is met.
+fn verdict_line(target: &str, figures: String, met: bool) {
+    println!(
+        "  [{}] {target}: {figures}",
+        if met { "met" } else { "NOT MET" }
+    );
 }
 
 fn main() -> anyhow::Result<()> {
@@ -366,11 +615,11 @@ fn main() -> anyhow::Result<()> {
         Some(dir) => corpus::Corpus::load(std::path::Path::new(dir))?,
         None => corpus::Corpus::generate(2_000, 20_261_122),
     };
-    let sizes: Vec<usize> = corpus
-        .items
-        .iter()
-        .map(|i| corpus::Corpus::check_json(i).to_string().len())
-        .collect();
+    let bodies = bodies_of(&corpus.items);
+    let valid = subset(&corpus, "valid");
+    let invalid = subset(&corpus, "invalid");
+    let (valid_bodies, invalid_bodies) = (bodies_of(&valid), bodies_of(&invalid));
+    let sizes: Vec<usize> = bodies.iter().map(|b| b.json.len()).collect();
     let count = |e: &str| corpus.items.iter().filter(|i| i.expect == e).count();
     println!("schemagate load harness");
     println!(
@@ -384,97 +633,121 @@ fn main() -> anyhow::Result<()> {
         *sizes.iter().max().unwrap_or(&0) as f64 / 1024.0,
         sizes.iter().sum::<usize>() as f64 / sizes.len().max(1) as f64 / 1024.0
     );
-    let (server_cpus, client_cpus): (Vec<usize>, Vec<usize>) = if opts.pin && cores >= 2 {
+    let pin = opts.pin && cores >= 2;
+    let (server_cpus, client_cpus): (Vec<usize>, Vec<usize>) = if pin {
         ((0..cores / 2).collect(), (cores / 2..cores).collect())
     } else {
         ((0..cores).collect(), (0..cores).collect())
     };
     println!(
-        "machine: {cores} cores; client and server share this machine and this process (separate runtimes and threads, CPU counted per thread); {}; {:.0} s per leg",
-        if opts.pin && cores >= 2 {
+        "machine: {cores} cores; the clients and the server share this machine and this process (separate runtimes and threads, CPU counted per thread); {}; {:.0} s per leg",
+        if pin {
             format!("pinned: server on CPUs {server_cpus:?}, client on CPUs {client_cpus:?}")
         } else {
-            "not pinned: client and server compete for every core".to_owned()
+            "not pinned: clients and server compete for every core".to_owned()
         },
         opts.seconds
     );
-    let bodies: Vec<Bytes> = corpus
-        .items
-        .iter()
-        .map(|i| Bytes::from(corpus::Corpus::check_json(i).to_string()))
-        .collect();
-    let invalid: Vec<corpus::Item> = corpus.invalid_only();
-    let invalid_bodies: Vec<Bytes> = invalid
-        .iter()
-        .map(|i| Bytes::from(corpus::Corpus::check_json(i).to_string()))
-        .collect();
 
     let mut legs = Vec::new();
     let mut ceiling = f64::NAN;
-    if opts.in_process {
+    if opts.wants("in-process") {
         let gate = build_gate(cores);
         register(&gate, &corpus.tools);
-        let (agree, differ) = agreement(&gate, &corpus, &bodies);
+        let differ = agreement(&gate, &corpus, &bodies);
         println!(
-            "verdicts: {agree} of {} agree with the corpus's `expect`{}",
+            "verdicts: {} of {} agree with the corpus's `expect`{}",
+            corpus.items.len() - differ.len(),
             corpus.items.len(),
             if differ.is_empty() {
                 String::new()
             } else {
-                format!(
-                    "; {} differ, e.g. {}",
-                    differ.len(),
-                    differ[..differ.len().min(3)].join("; ")
-                )
+                format!("; e.g. {}", differ[..differ.len().min(3)].join("; "))
             }
         );
-        let one = in_process("in-process, 1 thread", &gate, &bodies, 1, opts.seconds);
+        let validators = validators(&corpus.tools);
+        let ceiling_work = |b: &Bytes| {
+            std::hint::black_box(ceiling_check(&validators, b));
+        };
+        let core_work = |b: &Bytes| {
+            std::hint::black_box(core_check(&gate, b));
+        };
+        let (parse_allocs, parse_bytes) = allocations_per_check(&bodies, |b| {
+            std::hint::black_box(Check::from_json(b, 64).expect("parses"));
+        });
+        let (core_allocs, core_bytes) = allocations_per_check(&bodies, core_work);
+        println!(
+            "allocations per check: parsing {parse_allocs:.1} ({parse_bytes:.0} bytes, the documents themselves); parse + check + answer {core_allocs:.1} ({core_bytes:.0} bytes)"
+        );
+        let rss_before = rss_mib();
+        legs.push(in_process(
+            "ceiling: parse + lookup + is_valid, 1 thread",
+            &bodies,
+            1,
+            opts.seconds,
+            ceiling_work,
+        ));
         let all = in_process(
-            &format!("in-process, {cores} threads (ceiling)"),
-            &gate,
+            &format!("ceiling: parse + lookup + is_valid, {cores} thr"),
             &bodies,
             cores,
             opts.seconds,
+            ceiling_work,
         );
         ceiling = all.rate();
-        let invalid_in = in_process(
-            &format!("in-process, {cores} threads, all invalid"),
-            &gate,
-            &invalid_bodies,
-            cores,
+        legs.push(all);
+        legs.push(in_process(
+            "core: parse + check + answer, 1 thread",
+            &bodies,
+            1,
             opts.seconds,
+            core_work,
+        ));
+        for (name, set) in [
+            (
+                format!("core: parse + check + answer, {cores} thr"),
+                &bodies,
+            ),
+            (format!("core, {cores} thr, valid only"), &valid_bodies),
+            (format!("core, {cores} thr, invalid only"), &invalid_bodies),
+        ] {
+            legs.push(in_process(&name, set, cores, opts.seconds, core_work));
+        }
+        let checks: u64 = legs.iter().map(|l| l.checks).sum();
+        println!(
+            "resident size: {rss_before:.0} MiB before the in-process legs, {:.0} MiB after their {checks} checks (no scrape in between)",
+            rss_mib()
         );
-        legs.extend([one, all, invalid_in]);
     }
 
-    if opts.rest || opts.grpc {
-        transport_legs(
-            &opts,
+    if TRANSPORT_GROUPS.iter().any(|g| opts.wants(g)) {
+        let server = TransportRun {
+            opts: &opts,
             cores,
-            &corpus,
-            &bodies,
-            &invalid,
-            &server_cpus,
-            &client_cpus,
-            &mut legs,
-        )?;
+            corpus: &corpus,
+            bodies: &bodies,
+            valid: &valid,
+            invalid: &invalid,
+            server_cpus: &server_cpus,
+            client_cpus: &client_cpus,
+        };
+        server.legs(&mut legs)?;
     }
 
     println!();
     println!(
-        "{:<38} {:>10} {:>8} {:>8} {:>10} {:>10} {:>9}",
-        "leg", "checks/s", "p50 ms", "p99 ms", "server s/k", "client s/k", "x ceiling"
+        "{:<44} {:>9} {:>7} {:>8} {:>8} {:>10} {:>10} {:>8}",
+        "leg", "checks/s", "MB/s", "p50 ms", "p99 ms", "server s/k", "client s/k", "x ceil"
     );
     for leg in &legs {
         leg.print(ceiling);
     }
     println!("latency is per request: one check, one batch, or a 1,000-check stream window (in-process: one check, every 16th timed).");
-    println!("server s/k = server CPU seconds per 1,000 checks, from the server's threads (in-process legs: the whole process);");
-    println!(
-        "client s/k = the same for the client's threads; ceiling = in-process on all threads."
-    );
+    println!("MB/s = check JSON carried per second; server s/k = server CPU seconds per 1,000 checks, from the server's threads (in-process legs: the whole process);");
+    println!("client s/k = the same for the client's threads; x ceil = checks/s over the ceiling on all threads.");
+    summary(&legs, ceiling);
 
-    if opts.memory {
+    if opts.wants("memory") && !opts.memory_only {
         // A fresh process, so that resident sizes start from a fresh heap.
         let status = std::process::Command::new(std::env::current_exe()?)
             .arg("--memory-only")
@@ -484,235 +757,357 @@ fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The REST and gRPC legs, against a server started in this process.
-#[allow(clippy::too_many_arguments)]
-fn transport_legs(
-    opts: &Opts,
-    cores: usize,
-    corpus: &corpus::Corpus,
-    bodies: &[Bytes],
-    invalid: &[corpus::Item],
-    server_cpus: &[usize],
-    client_cpus: &[usize],
-    legs: &mut Vec<Leg>,
-) -> anyhow::Result<()> {
-    // The server, on its own runtime; its worker pool is created from one of these threads and
-    // inherits their CPU affinity.
-    let pin = opts.pin && cores >= 2;
-    let server_set = server_cpus.to_vec();
-    let server_rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(cores)
-        .thread_name("sg-server")
-        .on_thread_start(move || {
-            if pin {
-                pin_current_thread(&server_set);
-            }
-        })
-        .enable_all()
-        .build()?;
-    let (http_addr, grpc_addr, stop) = server_rt.block_on(async {
-        let http = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let (http_addr, grpc_addr) = (http.local_addr()?, grpc.local_addr()?);
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let args = <ServeArgs as clap::Parser>::parse_from(["serve", "--log-level", "error"]);
-        // Spawned, so that the core (and its worker pool) is built on a server thread.
-        tokio::spawn(schemagate::run(
-            args,
-            schemagate::Listeners { http, grpc },
-            async move {
-                let _ = rx.await;
-            },
-        ));
-        anyhow::Ok((http_addr, grpc_addr, tx))
-    })?;
-    let client_set = client_cpus.to_vec();
-    let client_rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(cores)
-        .thread_name("sg-client")
-        .on_thread_start(move || {
-            if pin {
-                pin_current_thread(&client_set);
-            }
-        })
-        .enable_all()
-        .build()?;
-    let seconds = opts.seconds;
-    let (want_rest, want_grpc) = (opts.rest, opts.grpc);
-    client_rt.block_on(async {
-        let base = format!("http://{http_addr}");
-        let http = reqwest::Client::builder()
-            .pool_max_idle_per_host(64)
-            .build()?;
-        for (server, list) in corpus.tools["servers"].as_object().expect("servers") {
-            let r = http
-                .put(format!("{base}/v1/servers/{server}/tools"))
-                .body(list.to_string())
-                .send()
-                .await?;
-            anyhow::ensure!(r.status().is_success(), "registration failed");
-        }
-        if want_rest {
-            let bodies = Arc::new(bodies.to_vec());
-            // REST, one check per request, 32 connections.
-            let (client, url, single) = (
-                http.clone(),
-                format!("{base}/v1/validate"),
-                Arc::clone(&bodies),
+/// The targets, judged on this run's figures.
+fn summary(legs: &[Leg], ceiling: f64) {
+    let find = |prefix: &str| legs.iter().find(|l| l.name.starts_with(prefix));
+    println!();
+    println!("targets:");
+    if let Some(batch) = find("REST batch 100,") {
+        let ratio = batch.rate() / ceiling;
+        verdict_line(
+            "REST batches of 100 >= 0.6x the ceiling on all threads",
+            format!("{:.0} checks/s = {ratio:.2}x", batch.rate()),
+            ratio >= 0.6,
+        );
+    }
+    if let Some(single) = find("REST single") {
+        let p99 = single.percentile(0.99);
+        verdict_line(
+            "REST single >= 100k checks/s with p99 < 5 ms at 32 connections",
+            format!("{:.0} checks/s, p99 {p99:.2} ms", single.rate()),
+            single.rate() >= 100_000.0 && p99 < 5.0,
+        );
+    }
+    if let (Some(stream), Some(batch)) = (find("gRPC stream"), find("REST batch 100,")) {
+        verdict_line(
+            "gRPC stream >= REST batch 100",
+            format!(
+                "{:.0} vs {:.0} checks/s ({:.2}x)",
+                stream.rate(),
+                batch.rate(),
+                stream.rate() / batch.rate()
+            ),
+            stream.rate() >= batch.rate(),
+        );
+    }
+    for (what, invalid, valid) in [
+        ("in-process core", "core, ", "core, "),
+        (
+            "REST batch 100",
+            "REST batch 100, invalid",
+            "REST batch 100, valid",
+        ),
+    ] {
+        let invalid = legs
+            .iter()
+            .find(|l| l.name.starts_with(invalid) && l.name.ends_with("invalid only"));
+        let valid = legs.iter().find(|l| {
+            l.name.starts_with(valid)
+                && l.name.ends_with("valid only")
+                && !l.name.ends_with("invalid only")
+        });
+        if let (Some(invalid), Some(valid)) = (invalid, valid) {
+            let by_checks = invalid.rate() / valid.rate();
+            let by_bytes = invalid.mb_per_s() / valid.mb_per_s();
+            verdict_line(
+                &format!("{what}: all invalid (errors collected) >= 0.5x all valid"),
+                format!("{by_checks:.2}x in checks/s, {by_bytes:.2}x in MB/s"),
+                by_checks >= 0.5 && by_bytes >= 0.5,
             );
+        }
+    }
+}
+
+/// The REST and gRPC legs, against a server started in this process.
+struct TransportRun<'a> {
+    opts: &'a Opts,
+    cores: usize,
+    corpus: &'a corpus::Corpus,
+    bodies: &'a [Body],
+    valid: &'a [corpus::Item],
+    invalid: &'a [corpus::Item],
+    server_cpus: &'a [usize],
+    client_cpus: &'a [usize],
+}
+
+impl TransportRun<'_> {
+    fn legs(&self, legs: &mut Vec<Leg>) -> anyhow::Result<()> {
+        // The server, on its own runtime; its worker pool is created from one of these threads and
+        // inherits their CPU affinity.
+        let pin = self.opts.pin && self.cores >= 2;
+        let server_set = self.server_cpus.to_vec();
+        let server_rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(self.cores)
+            .thread_name("sg-server")
+            .on_thread_start(move || {
+                if pin {
+                    pin_current_thread(&server_set);
+                }
+            })
+            .enable_all()
+            .build()?;
+        let (http_addr, grpc_addr, stop) = server_rt.block_on(async {
+            let http = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+            let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+            let (http_addr, grpc_addr) = (http.local_addr()?, grpc.local_addr()?);
+            let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+            let args = <ServeArgs as clap::Parser>::parse_from(["serve", "--log-level", "error"]);
+            // Spawned, so that the core (and its worker pool) is built on a server thread.
+            tokio::spawn(schemagate::run(
+                args,
+                schemagate::Listeners { http, grpc },
+                async move {
+                    let _ = rx.await;
+                },
+            ));
+            anyhow::Ok((http_addr, grpc_addr, tx))
+        })?;
+        let client_set = self.client_cpus.to_vec();
+        let client_rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(self.cores)
+            .thread_name("sg-client")
+            .on_thread_start(move || {
+                if pin {
+                    pin_current_thread(&client_set);
+                }
+            })
+            .enable_all()
+            .build()?;
+        client_rt.block_on(async {
+            let base = format!("http://{http_addr}");
+            let http = reqwest::Client::new();
+            for (server, list) in self.corpus.tools["servers"].as_object().expect("servers") {
+                let r = http
+                    .put(format!("{base}/v1/servers/{server}/tools"))
+                    .body(list.to_string())
+                    .send()
+                    .await?;
+                anyhow::ensure!(r.status().is_success(), "registration failed");
+            }
+            let compiles = || async {
+                let text = http
+                    .get(format!("{base}/metrics"))
+                    .send()
+                    .await?
+                    .text()
+                    .await?;
+                let value = |name: &str| {
+                    text.lines()
+                        .find_map(|l| {
+                            l.strip_prefix(name)
+                                .and_then(|v| v.trim().parse::<f64>().ok())
+                        })
+                        .unwrap_or(0.0)
+                };
+                anyhow::Ok((
+                    value("schemagate_schema_compiles_total "),
+                    value("schemagate_cache_hits_total "),
+                ))
+            };
+            let (compiles_before, hits_before) = compiles().await?;
+            self.rest_legs(http_addr, legs).await?;
+            self.grpc_legs(grpc_addr, legs).await?;
+            // A cache hit neither parses nor compiles a schema: every compile happened at
+            // registration, none during the legs.
+            let (compiles_after, hits_after) = compiles().await?;
+            println!(
+                "server cache: {compiles_before} schema compiles at registration; during the transport legs {} compiles and {} cache hits",
+                compiles_after - compiles_before,
+                hits_after - hits_before
+            );
+            anyhow::Ok(())
+        })?;
+        let _ = stop.send(());
+        drop(client_rt);
+        drop(server_rt);
+        Ok(())
+    }
+
+    async fn rest_legs(&self, addr: SocketAddr, legs: &mut Vec<Leg>) -> anyhow::Result<()> {
+        let seconds = self.opts.seconds;
+        let single = self
+            .bodies
+            .iter()
+            .map(|b| Request::post("/v1/validate", b))
+            .collect();
+        legs.push(
+            rest_leg(
+                "REST single, 32 connections".into(),
+                addr,
+                32,
+                seconds,
+                single,
+            )
+            .await?,
+        );
+        for (label, items, size, connections) in [
+            (
+                "REST batch 100, 8 connections",
+                &self.corpus.items[..],
+                100,
+                8,
+            ),
+            (
+                "REST batch 1000, 4 connections",
+                &self.corpus.items[..],
+                1000,
+                4,
+            ),
+            ("REST batch 100, valid only", self.valid, 100, 8),
+            ("REST batch 100, invalid only", self.invalid, 100, 8),
+        ] {
+            let batches = batches_of(items, size)
+                .iter()
+                .map(|b| Request::post("/v1/validate/batch", b))
+                .collect();
+            legs.push(rest_leg(label.into(), addr, connections, seconds, batches).await?);
+        }
+        Ok(())
+    }
+
+    async fn grpc_legs(&self, addr: SocketAddr, legs: &mut Vec<Leg>) -> anyhow::Result<()> {
+        let seconds = self.opts.seconds;
+        let channel = tonic::transport::Channel::from_shared(format!("http://{addr}"))?
+            .connect()
+            .await?;
+        let grpc = ValidatorClient::new(channel)
+            .max_decoding_message_size(256 << 20)
+            .max_encoding_message_size(256 << 20);
+        let checks: Arc<Vec<proto::Check>> =
+            Arc::new(self.corpus.items.iter().map(grpc_check).collect());
+        let sizes: Arc<Vec<u64>> =
+            Arc::new(self.bodies.iter().map(|b| b.json.len() as u64).collect());
+        let mean_size = sizes.iter().sum::<u64>() / sizes.len().max(1) as u64;
+        if self.opts.wants("grpc-unary") {
+            let (checks, sizes) = (Arc::clone(&checks), Arc::clone(&sizes));
             legs.push(
                 drive(
-                    "REST single, 32 connections".into(),
-                    32,
+                    "gRPC unary, 32 in flight".into(),
+                    vec![grpc.clone(); 32],
                     seconds,
-                    move |task, i| {
-                        let body = single[(task * 7919 + i as usize) % single.len()].clone();
-                        post(client.clone(), url.clone(), body, 1)
+                    move |mut grpc, task, i| {
+                        let k = (task * 7919 + i as usize) % checks.len();
+                        let check = checks[k].clone();
+                        let size = sizes[k];
+                        async move {
+                            grpc.validate(check).await.expect("verdict");
+                            (grpc, 1, size)
+                        }
                     },
                 )
                 .await,
             );
-            // REST batches.
-            for (size, tasks, all_invalid) in
-                [(100usize, 8usize, false), (1000, 4, false), (100, 8, true)]
-            {
-                let items = if all_invalid { invalid } else { &corpus.items[..] };
-                let batches = rest_batches(items, size);
-                let n = items.len().min(size) as u64;
-                let (client, url) = (http.clone(), format!("{base}/v1/validate/batch"));
-                let label = if all_invalid {
-                    format!("REST batch {size}, {tasks} in flight, all invalid")
-                } else {
-                    format!("REST batch {size}, {tasks} in flight")
-                };
-                legs.push(
-                    drive(label, tasks, seconds, move |task, i| {
-                        let body = batches[(task * 31 + i as usize) % batches.len()].clone();
-                        post(client.clone(), url.clone(), body, n)
-                    })
-                    .await,
-                );
-            }
         }
-        if want_grpc {
-            grpc_legs(grpc_addr, corpus, seconds, legs).await?;
+        if self.opts.wants("grpc-batch") {
+            let batches: Arc<Vec<proto::ValidateBatchRequest>> = Arc::new(
+                checks
+                    .chunks(100)
+                    .map(|c| proto::ValidateBatchRequest { items: c.to_vec() })
+                    .collect(),
+            );
+            legs.push(
+                drive(
+                    "gRPC batch 100, 8 in flight".into(),
+                    vec![grpc.clone(); 8],
+                    seconds,
+                    move |mut grpc, task, i| {
+                        let batch = batches[(task * 31 + i as usize) % batches.len()].clone();
+                        let n = batch.items.len() as u64;
+                        async move {
+                            grpc.validate_batch(batch).await.expect("batch");
+                            (grpc, n, n * mean_size)
+                        }
+                    },
+                )
+                .await,
+            );
         }
-        // A cache hit neither parses nor compiles a schema: every compile of the run happened
-        // at registration.
-        let metrics = http.get(format!("{base}/metrics")).send().await?.text().await?;
-        let value = |name: &str| {
-            metrics
-                .lines()
-                .find_map(|l| l.strip_prefix(name).and_then(|v| v.trim().parse::<f64>().ok()))
-                .unwrap_or(0.0)
-        };
-        println!(
-            "server cache over the transport legs: {} schema compiles (all at registration), {} misses, {} hits",
-            value("schemagate_schema_compiles_total "),
-            value("schemagate_cache_misses_total "),
-            value("schemagate_cache_hits_total ")
-        );
-        anyhow::Ok(())
-    })?;
-    let _ = stop.send(());
-    drop(client_rt);
-    drop(server_rt);
-    Ok(())
+        if self.opts.wants("grpc-stream") {
+            // Streams: each request is a window of 1,000 checks sent on one stream and all their
+            // answers read; 4 streams in flight.
+            let checks = Arc::clone(&checks);
+            legs.push(
+                drive(
+                    "gRPC stream, 4 streams".into(),
+                    vec![grpc.clone(); 4],
+                    seconds,
+                    move |mut grpc, task, i| {
+                        let start = (task * 7919 + i as usize * 1000) % checks.len();
+                        let window: Vec<proto::StreamCheck> = (0..1000)
+                            .map(|k| proto::StreamCheck {
+                                id: k.to_string(),
+                                check: Some(checks[(start + k) % checks.len()].clone()),
+                            })
+                            .collect();
+                        async move {
+                            let mut answers = grpc
+                                .validate_stream(tokio_stream::iter(window))
+                                .await
+                                .expect("stream")
+                                .into_inner();
+                            let mut n = 0;
+                            while answers.message().await.expect("answer").is_some() {
+                                n += 1;
+                            }
+                            (grpc, n, n * mean_size)
+                        }
+                    },
+                )
+                .await,
+            );
+        }
+        Ok(())
+    }
 }
 
-/// gRPC unary, batch and stream legs.
-async fn grpc_legs(
-    grpc_addr: std::net::SocketAddr,
-    corpus: &corpus::Corpus,
+/// A pre-built HTTP request and what it carries.
+struct Request {
+    http: Bytes,
+    checks: u64,
+    /// The check JSON in the body (not the HTTP head).
+    bytes: u64,
+}
+
+impl Request {
+    /// A whole HTTP/1.1 POST of `body` to `path`.
+    fn post(path: &str, body: &Body) -> Request {
+        let mut http = format!(
+            "POST {path} HTTP/1.1\r\nhost: schemagate\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+            body.json.len()
+        )
+        .into_bytes();
+        http.extend_from_slice(&body.json);
+        Request {
+            http: Bytes::from(http),
+            checks: body.checks,
+            bytes: body.json.len() as u64,
+        }
+    }
+}
+
+/// A REST leg: `connections` keep-alive connections, each sending the pre-built requests in turn.
+async fn rest_leg(
+    name: String,
+    addr: SocketAddr,
+    connections: usize,
     seconds: f64,
-    legs: &mut Vec<Leg>,
-) -> anyhow::Result<()> {
-    let channel = tonic::transport::Channel::from_shared(format!("http://{grpc_addr}"))?
-        .connect()
-        .await?;
-    let grpc = ValidatorClient::new(channel)
-        .max_decoding_message_size(256 << 20)
-        .max_encoding_message_size(256 << 20);
-    let checks: Arc<Vec<proto::Check>> = Arc::new(corpus.items.iter().map(grpc_check).collect());
-    {
-        let (grpc, checks) = (grpc.clone(), Arc::clone(&checks));
-        legs.push(
-            drive(
-                "gRPC unary, 32 in flight".into(),
-                32,
-                seconds,
-                move |task, i| {
-                    let check = checks[(task * 7919 + i as usize) % checks.len()].clone();
-                    let mut grpc = grpc.clone();
-                    async move {
-                        grpc.validate(check).await.expect("verdict");
-                        1
-                    }
-                },
-            )
-            .await,
-        );
+    requests: Vec<Request>,
+) -> anyhow::Result<Leg> {
+    let requests = Arc::new(requests);
+    let mut states = Vec::with_capacity(connections);
+    for _ in 0..connections {
+        states.push(HttpConnection::connect(addr).await?);
     }
-    {
-        let batches: Vec<proto::ValidateBatchRequest> = checks
-            .chunks(100)
-            .map(|c| proto::ValidateBatchRequest { items: c.to_vec() })
-            .collect();
-        let grpc = grpc.clone();
-        legs.push(
-            drive(
-                "gRPC batch 100, 8 in flight".into(),
-                8,
-                seconds,
-                move |task, i| {
-                    let batch = batches[(task * 31 + i as usize) % batches.len()].clone();
-                    let n = batch.items.len() as u64;
-                    let mut grpc = grpc.clone();
-                    async move {
-                        grpc.validate_batch(batch).await.expect("batch");
-                        n
-                    }
-                },
-            )
-            .await,
-        );
-    }
-    {
-        // Streams: each request is a window of 1,000 checks sent on one stream and all their
-        // answers read; 4 streams in flight.
-        let (grpc, checks) = (grpc.clone(), Arc::clone(&checks));
-        legs.push(
-            drive(
-                "gRPC stream, 4 streams".into(),
-                4,
-                seconds,
-                move |task, i| {
-                    let start = (task * 7919 + i as usize * 1000) % checks.len();
-                    let window: Vec<proto::StreamCheck> = (0..1000)
-                        .map(|k| proto::StreamCheck {
-                            id: k.to_string(),
-                            check: Some(checks[(start + k) % checks.len()].clone()),
-                        })
-                        .collect();
-                    let mut grpc = grpc.clone();
-                    async move {
-                        let mut answers = grpc
-                            .validate_stream(tokio_stream::iter(window))
-                            .await
-                            .expect("stream")
-                            .into_inner();
-                        let mut n = 0;
-                        while answers.message().await.expect("answer").is_some() {
-                            n += 1;
-                        }
-                        n
-                    }
-                },
-            )
-            .await,
-        );
-    }
-    Ok(())
+    Ok(drive(name, states, seconds, move |mut conn, task, i| {
+        let requests = Arc::clone(&requests);
+        async move {
+            let request = &requests[(task * 7919 + i as usize) % requests.len()];
+            let status = conn.round_trip(&request.http).await.expect("answer");
+            assert_eq!(status, 200, "a request was refused");
+            (conn, request.checks, request.bytes)
+        }
+    })
+    .await)
 }
 
 /// Resident size while 100,000 distinct schemas pass through the cache.

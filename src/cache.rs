@@ -11,8 +11,10 @@ use crate::error::CheckError;
 use crate::metrics::Metrics;
 use crate::policy::{CompileOptions, RegexEngine};
 use bytes::Bytes;
+use hashbrown::DefaultHashBuilder;
 use moka::notification::RemovalCause;
 use moka::sync::Cache;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -21,8 +23,18 @@ pub type Compiled = Arc<Result<CompiledSchema, CheckError>>;
 
 /// Cache key: a digest of (server, tool, schema hash, compile options), fixed-size so a lookup
 /// allocates nothing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CacheKey([u8; 32]);
+
+impl Hash for CacheKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        // Already a digest: half of it feeds the map's own keyed hash, and equality still
+        // compares all of it.
+        let mut half = [0u8; 16];
+        half.copy_from_slice(&self.0[..16]);
+        state.write_u128(u128::from_le_bytes(half));
+    }
+}
 
 impl CacheKey {
     pub fn new(
@@ -72,8 +84,9 @@ const COMPILED_WEIGHT_FACTOR: u64 = 16;
 const ENTRY_OVERHEAD: u64 = 16 * 1024;
 
 pub struct SchemaCache {
-    compiled: Cache<CacheKey, Compiled>,
-    sources: Cache<SchemaHash, Bytes>,
+    // foldhash (keyed per process) rather than SipHash: a lookup per check, on digests.
+    compiled: Cache<CacheKey, Compiled, DefaultHashBuilder>,
+    sources: Cache<SchemaHash, Bytes, DefaultHashBuilder>,
     limits: CompileLimits,
     metrics: Arc<Metrics>,
 }
@@ -93,12 +106,12 @@ impl SchemaCache {
                     evictions.increment(1);
                 }
             })
-            .build();
+            .build_with_hasher(DefaultHashBuilder::default());
         let sources = Cache::builder()
             .max_capacity(config.max_bytes / 4)
             .weigher(|_k, v: &Bytes| u32::try_from(v.len() + 64).unwrap_or(u32::MAX))
             .time_to_idle(config.idle)
-            .build();
+            .build_with_hasher(DefaultHashBuilder::default());
         Self {
             compiled,
             sources,

@@ -116,14 +116,16 @@ impl SchemaHash {
     pub fn as_bytes(&self) -> &[u8; 32] {
         &self.0
     }
+
+    /// The 64 lowercase hex digits callers see, without allocating (every verdict carries one).
+    pub fn to_hex(&self) -> impl std::ops::Deref<Target = str> {
+        blake3::Hash::from_bytes(self.0).to_hex()
+    }
 }
 
 impl fmt::Display for SchemaHash {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        for b in self.0 {
-            write!(f, "{b:02x}")?;
-        }
-        Ok(())
+        f.write_str(&self.to_hex())
     }
 }
 

@@ -12,6 +12,7 @@ use metrics::{Counter, Gauge, Histogram, Key, Label, Metadata, Recorder, SharedS
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 
 pub const VALIDATIONS_TOTAL: &str = "schemagate_validations_total";
 pub const FIELD_FAILURES_TOTAL: &str = "schemagate_field_failures_total";
@@ -251,6 +252,29 @@ impl Metrics {
     /// The Prometheus text exposition of every series.
     pub fn render(&self) -> String {
         self.handle.render()
+    }
+
+    /// Folds the histogram samples recorded since the last fold into their buckets. The exporter
+    /// keeps each sample until then, so without this (or a scrape) memory would grow with every
+    /// check; [`Metrics::keep_up`] runs it on a timer.
+    pub fn run_upkeep(&self) {
+        self.handle.run_upkeep();
+    }
+
+    /// Runs [`Metrics::run_upkeep`] every `interval` on a thread of its own, for as long as
+    /// `metrics` lives.
+    pub fn keep_up(metrics: &Arc<Metrics>, interval: Duration) -> std::io::Result<()> {
+        let weak = Arc::downgrade(metrics);
+        std::thread::Builder::new()
+            .name("schemagate-upkeep".into())
+            .spawn(move || loop {
+                std::thread::sleep(interval);
+                match weak.upgrade() {
+                    Some(metrics) => metrics.run_upkeep(),
+                    None => break,
+                }
+            })
+            .map(drop)
     }
 
     pub fn duration(&self, transport: Transport) -> &Histogram {

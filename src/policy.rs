@@ -30,6 +30,28 @@ pub struct CompileOptions {
     pub regex_engine: RegexEngine,
 }
 
+impl CompileOptions {
+    /// Every combination, in the order of [`CompileOptions::index`].
+    pub const ALL: [CompileOptions; 4] = [
+        CompileOptions::new(false, RegexEngine::BoundedBacktracking),
+        CompileOptions::new(false, RegexEngine::Linear),
+        CompileOptions::new(true, RegexEngine::BoundedBacktracking),
+        CompileOptions::new(true, RegexEngine::Linear),
+    ];
+
+    const fn new(assert_formats: bool, regex_engine: RegexEngine) -> Self {
+        Self {
+            assert_formats,
+            regex_engine,
+        }
+    }
+
+    /// This combination's place in [`CompileOptions::ALL`].
+    pub fn index(self) -> usize {
+        usize::from(self.assert_formats) * 2 + usize::from(self.regex_engine == RegexEngine::Linear)
+    }
+}
+
 /// What the policy says for one check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rules {
@@ -257,6 +279,13 @@ impl Policy {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn compile_option_indices_match_their_places() {
+        for (i, options) in CompileOptions::ALL.iter().enumerate() {
+            assert_eq!(options.index(), i, "{options:?}");
+        }
+    }
 
     const EXAMPLE: &str = r#"
 default_tier = "untrusted"

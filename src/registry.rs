@@ -1,27 +1,45 @@
 //! The tools each server has registered (its MCP `tools/list` result), so later checks can name
 //! only server and tool.
+//!
+//! Every check that names a registered tool reads this, so reads take no lock and bump no shared
+//! counter: the map is replaced whole on registration (rare) and read through `arc-swap`.
+//! Each registered schema carries its cache keys, computed once, so a check hashes nothing to
+//! find its validator.
 
+use crate::cache::CacheKey;
 use crate::domain::{SchemaHash, ServerId, ToolName};
 use crate::error::{from_json_error, CheckError};
+use crate::policy::CompileOptions;
+use arc_swap::{ArcSwap, Guard};
 use bytes::Bytes;
+use hashbrown::HashMap;
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use std::collections::HashMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex};
 
-/// A schema as registered: its text as sent and the hash of that text.
+/// A schema as registered: its text as sent, the hash of that text, and its cache keys.
 #[derive(Debug, Clone)]
 pub struct RegisteredSchema {
     pub hash: SchemaHash,
     pub text: Bytes,
+    /// The cache key of this schema for its server and tool, under each of
+    /// [`CompileOptions::ALL`].
+    keys: [CacheKey; 4],
 }
 
 impl RegisteredSchema {
-    fn new(text: Bytes) -> Self {
+    fn new(server: &str, tool: &str, text: Bytes) -> Self {
+        let hash = SchemaHash::of(&text);
         Self {
-            hash: SchemaHash::of(&text),
+            hash,
             text,
+            keys: CompileOptions::ALL.map(|o| CacheKey::new(Some(server), Some(tool), &hash, o)),
         }
+    }
+
+    /// The cache key of this schema under `options`.
+    pub fn key(&self, options: CompileOptions) -> CacheKey {
+        self.keys[options.index()]
     }
 }
 
@@ -33,8 +51,13 @@ pub struct ToolSchemas {
     pub output: Option<RegisteredSchema>,
 }
 
-/// Reads the body of an MCP `tools/list` result: `{"tools": [{"name", "inputSchema", "outputSchema"}]}`.
-pub fn parse_tools_list(body: &Bytes, depth_limit: usize) -> Result<Vec<ToolSchemas>, CheckError> {
+/// Reads the body of an MCP `tools/list` result for `server`:
+/// `{"tools": [{"name", "inputSchema", "outputSchema"}]}`.
+pub fn parse_tools_list(
+    server: &ServerId,
+    body: &Bytes,
+    depth_limit: usize,
+) -> Result<Vec<ToolSchemas>, CheckError> {
     #[derive(Deserialize)]
     struct WireList<'a> {
         #[serde(borrow)]
@@ -62,82 +85,95 @@ pub fn parse_tools_list(body: &Bytes, depth_limit: usize) -> Result<Vec<ToolSche
                 )));
             }
             let schema = |raw: Option<&RawValue>| {
-                raw.filter(|r| r.get() != "null")
-                    .map(|r| RegisteredSchema::new(body.slice_ref(r.get().as_bytes())))
+                raw.filter(|r| r.get() != "null").map(|r| {
+                    // Copied out of the request body, so the registry does not pin it.
+                    let text = Bytes::copy_from_slice(r.get().as_bytes());
+                    RegisteredSchema::new(server.as_str(), name.as_str(), text)
+                })
             };
             Ok(ToolSchemas {
-                name,
                 input: schema(t.input),
                 output: schema(t.output),
+                name,
             })
         })
         .collect()
 }
 
-type ServerTools = HashMap<String, Arc<ToolSchemas>>;
+/// Every registered tool, by server and then by name. A registration replaces one server's map
+/// and shares the others.
+#[derive(Debug, Default)]
+pub struct Servers(HashMap<String, Arc<HashMap<String, ToolSchemas>>>);
+
+impl Servers {
+    /// The registered schemas of `tool` on `server`.
+    pub fn tool(&self, server: &str, tool: &str) -> Option<&ToolSchemas> {
+        self.0.get(server)?.get(tool)
+    }
+
+    fn tool_count(&self) -> usize {
+        self.0.values().map(|tools| tools.len()).sum()
+    }
+}
 
 /// Registered tools by server; bounded in the total number of tools.
 #[derive(Debug)]
 pub struct Registry {
-    servers: RwLock<HashMap<String, Arc<ServerTools>>>,
+    servers: ArcSwap<Servers>,
+    /// Held while a registration builds the next map, so two at once cannot lose one.
+    writing: Mutex<()>,
     max_tools: usize,
 }
 
 impl Registry {
     pub fn new(max_tools: usize) -> Self {
         Self {
-            servers: RwLock::new(HashMap::new()),
+            servers: ArcSwap::from_pointee(Servers::default()),
+            writing: Mutex::new(()),
             max_tools,
         }
     }
 
     /// Replaces the tools of `server` with `tools` (a tools/list result is the whole list).
     pub fn replace(&self, server: &ServerId, tools: Vec<ToolSchemas>) -> Result<(), CheckError> {
-        let map: ServerTools = tools
-            .into_iter()
-            .map(|t| {
-                // Copy out of the request body so the registry does not pin it.
-                let own = |s: Option<RegisteredSchema>| {
-                    s.map(|s| RegisteredSchema {
-                        hash: s.hash,
-                        text: Bytes::copy_from_slice(&s.text),
-                    })
-                };
-                let t = ToolSchemas {
-                    name: t.name,
-                    input: own(t.input),
-                    output: own(t.output),
-                };
-                (t.name.as_str().to_owned(), Arc::new(t))
-            })
-            .collect();
-        let mut servers = self.servers.write().map_err(|_| CheckError::Internal)?;
-        let others: usize = servers
-            .iter()
-            .filter(|(name, _)| name.as_str() != server.as_str())
-            .map(|(_, tools)| tools.len())
-            .sum();
-        if others + map.len() > self.max_tools {
+        let _writing = self.writing.lock().map_err(|_| CheckError::Internal)?;
+        let current = self.servers.load();
+        let others = current.tool_count()
+            - current
+                .0
+                .get(server.as_str())
+                .map_or(0, |tools| tools.len());
+        if others + tools.len() > self.max_tools {
             return Err(CheckError::InvalidField(format!(
                 "registering {} tools would pass the limit of {} registered tools (see --max-registered-tools)",
-                map.len(),
+                tools.len(),
                 self.max_tools
             )));
         }
-        servers.insert(server.as_str().to_owned(), Arc::new(map));
+        let mut next = current.0.clone();
+        let tools = tools
+            .into_iter()
+            .map(|t| (t.name.as_str().to_owned(), t))
+            .collect();
+        next.insert(server.as_str().to_owned(), Arc::new(tools));
+        self.servers.store(Arc::new(Servers(next)));
         Ok(())
     }
 
-    /// The registered schemas of `tool` on `server`.
-    pub fn get(&self, server: &str, tool: &str) -> Option<Arc<ToolSchemas>> {
-        let servers = self.servers.read().ok()?;
-        servers.get(server)?.get(tool).cloned()
+    /// A view of every registered tool, as of now; hold it only for the length of a check.
+    pub fn load(&self) -> Guard<Arc<Servers>> {
+        self.servers.load()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::RegexEngine;
+
+    fn crm() -> ServerId {
+        ServerId::parse("crm").expect("name")
+    }
 
     #[test]
     fn tools_list_keeps_schema_bytes_and_replaces_per_server() {
@@ -145,37 +181,62 @@ mod tests {
             br#"{"tools": [{"name": "get", "inputSchema": {"type":"object"}, "outputSchema": {"type": "object"}},
                            {"name": "ping", "inputSchema": {}}]}"#,
         );
-        let tools = parse_tools_list(&body, 64).expect("parses");
+        let tools = parse_tools_list(&crm(), &body, 64).expect("parses");
         assert_eq!(tools.len(), 2);
         let out = tools[0].output.as_ref().expect("output schema");
         assert_eq!(&out.text[..], br#"{"type": "object"}"#);
         assert!(tools[1].output.is_none());
 
         let registry = Registry::new(2);
-        let crm = ServerId::parse("crm").expect("name");
-        registry.replace(&crm, tools).expect("fits");
-        assert!(registry.get("crm", "get").is_some());
-        assert!(registry.get("crm", "nope").is_none());
-        let more = parse_tools_list(&Bytes::from_static(br#"{"tools": [{"name": "x"}]}"#), 64)
-            .expect("parses");
-        let other = ServerId::parse("shop").expect("name");
+        registry.replace(&crm(), tools).expect("fits");
+        assert!(registry.load().tool("crm", "get").is_some());
+        assert!(registry.load().tool("crm", "nope").is_none());
+        let shop = ServerId::parse("shop").expect("name");
+        let more = parse_tools_list(
+            &shop,
+            &Bytes::from_static(br#"{"tools": [{"name": "x"}]}"#),
+            64,
+        )
+        .expect("parses");
         assert!(
-            registry.replace(&other, more.clone()).is_err(),
+            registry.replace(&shop, more.clone()).is_err(),
             "limit of 2 tools"
         );
         registry
-            .replace(&crm, more)
+            .replace(&crm(), more)
             .expect("replacing crm's own tools fits");
-        assert!(registry.get("crm", "get").is_none());
+        assert!(registry.load().tool("crm", "get").is_none());
+        assert!(registry.load().tool("crm", "x").is_some());
+    }
+
+    #[test]
+    fn registered_schemas_carry_the_cache_keys_a_check_would_compute() {
+        let body = Bytes::from_static(
+            br#"{"tools": [{"name": "get", "outputSchema": {"type": "object"}}]}"#,
+        );
+        let tools = parse_tools_list(&crm(), &body, 64).expect("parses");
+        let out = tools[0].output.as_ref().expect("output schema");
+        for options in CompileOptions::ALL {
+            assert_eq!(
+                out.key(options),
+                CacheKey::new(Some("crm"), Some("get"), &out.hash, options)
+            );
+        }
+        let strict = CompileOptions::ALL[CompileOptions::ALL.len() - 1];
+        let lenient = CompileOptions {
+            assert_formats: false,
+            regex_engine: RegexEngine::BoundedBacktracking,
+        };
+        assert_ne!(out.key(strict), out.key(lenient));
     }
 
     #[test]
     fn duplicate_and_bad_names_are_refused() {
         let dup = Bytes::from_static(br#"{"tools": [{"name": "a"}, {"name": "a"}]}"#);
-        assert!(parse_tools_list(&dup, 64).is_err());
+        assert!(parse_tools_list(&crm(), &dup, 64).is_err());
         let blank = Bytes::from_static(br#"{"tools": [{"name": ""}]}"#);
         assert_eq!(
-            parse_tools_list(&blank, 64).unwrap_err().code(),
+            parse_tools_list(&crm(), &blank, 64).unwrap_err().code(),
             "invalid_field"
         );
     }

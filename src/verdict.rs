@@ -85,7 +85,7 @@ pub struct Verdict {
 
 impl Serialize for SchemaHash {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
+        s.serialize_str(&self.to_hex())
     }
 }
 

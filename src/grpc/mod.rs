@@ -96,11 +96,14 @@ impl Validator for ValidatorService {
         let results = self
             .gate
             .offload(move || {
-                gate.check_many(items, Transport::Grpc, convert::check, |r| {
-                    proto::CheckAnswer {
+                gate.check_many(
+                    items,
+                    Transport::Grpc,
+                    |msg, limits| convert::check(&msg, limits),
+                    |r| proto::CheckAnswer {
                         answer: Some(answer(r)),
-                    }
-                })
+                    },
+                )
             })
             .await
             .map_err(|e| self.refuse(&e))?;

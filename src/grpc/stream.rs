@@ -1,11 +1,12 @@
-//! `ValidateStream`: checks flow in, each answered as soon as it is ready, with bounded work.
+//! `ValidateStream`: checks flow in, answers flow out as they are ready, with bounded work.
 //!
-//! Each check of a stream goes through the same [`Gate::check_with`] as a unary `Validate` (in
-//! place when cheap, on the worker pool otherwise), so a slow check never holds up the answers
-//! of the quick ones around it. At most [`IN_FLIGHT`] checks of one stream run at once and at
-//! most [`BUFFERED`] answers wait for the client: a client that does not read its answers stops
-//! the reading of its checks, and HTTP/2 flow control then slows its sending. Nothing grows
-//! without bound.
+//! The checks that have already arrived are read together, up to [`CHUNK`], and answered as one
+//! job on the worker pool through the same [`Gate::check_many`] as a batch, while the connection's
+//! thread goes on reading and writing frames. A check with more than [`OWN_JOB_BYTES`] of JSON is
+//! a job of its own, so a slow check does not hold up the quick ones around it. At most
+//! [`IN_FLIGHT`] checks of one stream are in progress and at most [`BUFFERED`] answers wait for
+//! the client: a client that does not read its answers stops the reading of its checks, and
+//! HTTP/2 flow control then slows its sending. Nothing grows without bound.
 //!
 //! The stream ends when the client has sent its last check and every check is answered. A client
 //! that goes away takes its checks in flight with it. When the server drains, it stops reading,
@@ -17,7 +18,7 @@ use crate::error::CheckError;
 use crate::gate::Gate;
 use crate::metrics::Transport;
 use futures_util::FutureExt;
-use std::panic::AssertUnwindSafe;
+use proto::stream_answer::Answer;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
@@ -25,7 +26,11 @@ use tokio_util::sync::CancellationToken;
 use tonic::{Status, Streaming};
 
 /// Checks of one stream in progress at once, at most.
-pub const IN_FLIGHT: usize = 64;
+pub const IN_FLIGHT: usize = 256;
+/// Checks answered together as one job, at most.
+pub const CHUNK: usize = 64;
+/// A check with more JSON than this is a job of its own.
+pub const OWN_JOB_BYTES: usize = 64 * 1024;
 /// Answers of one stream waiting for the client to read them, at most.
 pub const BUFFERED: usize = 128;
 
@@ -48,8 +53,9 @@ async fn pump(
     tx: mpsc::Sender<Result<proto::StreamAnswer, Status>>,
     draining: CancellationToken,
 ) {
-    // Dropping the set (on any return) aborts the checks still in it.
-    let mut in_flight = JoinSet::new();
+    // Dropping the set (on any return) aborts the jobs still in it.
+    let mut jobs = JoinSet::new();
+    let mut in_flight = 0usize;
     let mut reading = true;
     // How the stream ends once every check read is answered; `None` is a clean end.
     let mut end: Option<Status> = None;
@@ -58,16 +64,20 @@ async fn pump(
     tokio::pin!(client_gone);
     let drain = draining.cancelled();
     tokio::pin!(drain);
-    while reading || !in_flight.is_empty() {
+    while reading || !jobs.is_empty() {
         tokio::select! {
             biased;
             () = &mut client_gone => return,
-            Some(done) = in_flight.join_next() => {
-                // A check cannot fail to join: the set aborts nothing while it is alive, and
-                // `answer` turns a panic into an INTERNAL answer.
-                let Ok(answer) = done else { continue };
-                if tx.send(Ok(answer)).await.is_err() {
-                    return;
+            Some(done) = jobs.join_next() => {
+                // A job cannot fail to join: the set aborts nothing while it is alive, and
+                // `answer` turns a fault into INTERNAL answers.
+                let Ok(answers) = done else { continue };
+                let answers: Vec<proto::StreamAnswer> = answers;
+                in_flight -= answers.len();
+                for answer in answers {
+                    if tx.send(Ok(answer)).await.is_err() {
+                        return;
+                    }
                 }
             }
             () = &mut drain, if reading => {
@@ -76,18 +86,36 @@ async fn pump(
                 gate.metrics().request_error(Transport::Grpc, refusal.code());
                 end = Some(status(&refusal));
             }
-            next = incoming.message(), if reading && in_flight.len() < IN_FLIGHT => match next {
-                Ok(Some(msg)) => {
-                    in_flight.spawn(answer(Arc::clone(&gate), msg));
+            next = incoming.message(), if reading && in_flight < IN_FLIGHT => {
+                let mut chunk = Vec::new();
+                let mut next = Some(next);
+                // The first message waited for; then whatever has already arrived.
+                while let Some(read) = next.take() {
+                    match read {
+                        Ok(Some(msg)) => {
+                            in_flight += 1;
+                            if size_of(&msg) > OWN_JOB_BYTES {
+                                jobs.spawn(answer(Arc::clone(&gate), vec![msg]));
+                            } else {
+                                chunk.push(msg);
+                            }
+                        }
+                        Ok(None) => reading = false,
+                        // A message that cannot be decoded (or is over the size limit) breaks
+                        // the stream's framing: answer what was read, then pass the status on.
+                        Err(broken) => {
+                            reading = false;
+                            end = Some(broken);
+                        }
+                    }
+                    if reading && chunk.len() < CHUNK && in_flight < IN_FLIGHT {
+                        next = incoming.message().now_or_never();
+                    }
                 }
-                Ok(None) => reading = false,
-                // A message that cannot be decoded (or is over the size limit) breaks the
-                // stream's framing: answer what was read, then pass the status on.
-                Err(broken) => {
-                    reading = false;
-                    end = Some(broken);
+                if !chunk.is_empty() {
+                    jobs.spawn(answer(Arc::clone(&gate), chunk));
                 }
-            },
+            }
         }
     }
     if let Some(status) = end {
@@ -95,31 +123,59 @@ async fn pump(
     }
 }
 
-/// Answers one check of a stream, tagged with its id.
-async fn answer(gate: Arc<Gate>, msg: proto::StreamCheck) -> proto::StreamAnswer {
-    let proto::StreamCheck { id, check } = msg;
-    let size = check.as_ref().map_or(0, super::size_of);
-    let checked = gate.check_with(size, Transport::Grpc, move |limits| match &check {
-        Some(check) => convert::check(check, limits),
+fn size_of(msg: &proto::StreamCheck) -> usize {
+    msg.check.as_ref().map_or(0, super::size_of)
+}
+
+/// Answers `checks` as one job on the worker pool, each answer tagged with its check's id.
+async fn answer(gate: Arc<Gate>, checks: Vec<proto::StreamCheck>) -> Vec<proto::StreamAnswer> {
+    let (ids, checks): (Vec<String>, Vec<Option<proto::Check>>) =
+        checks.into_iter().map(|m| (m.id, m.check)).unzip();
+    let worker = Arc::clone(&gate);
+    let answers = gate
+        .offload(move || {
+            worker.check_many(checks, Transport::Grpc, read_check, |result| match result {
+                Ok(v) => Answer::Verdict(convert::verdict(v)),
+                Err(e) => Answer::Error(convert::error(&e)),
+            })
+        })
+        .await;
+    match answers {
+        Ok(answers) => ids
+            .into_iter()
+            .zip(answers)
+            .map(|(id, answer)| proto::StreamAnswer {
+                id,
+                answer: Some(answer),
+            })
+            .collect(),
+        // The job panicked: every check of it is answered INTERNAL.
+        Err(e) => {
+            tracing::error!(
+                checks = ids.len(),
+                "streamed checks failed; answered as internal"
+            );
+            ids.into_iter()
+                .map(|id| {
+                    gate.metrics().request_error(Transport::Grpc, e.code());
+                    proto::StreamAnswer {
+                        id,
+                        answer: Some(Answer::Error(convert::error(&e))),
+                    }
+                })
+                .collect()
+        }
+    }
+}
+
+fn read_check(
+    check: Option<proto::Check>,
+    limits: &crate::gate::Limits,
+) -> Result<crate::check::Check, CheckError> {
+    match check {
+        Some(check) => convert::check(&check, limits),
         None => Err(CheckError::InvalidField(
             "StreamCheck.check is missing: send the check to validate".into(),
         )),
-    });
-    let result = AssertUnwindSafe(checked)
-        .catch_unwind()
-        .await
-        .unwrap_or_else(|_| {
-            tracing::error!(id = %id, "a streamed check panicked; it was answered as internal");
-            let e = CheckError::Internal;
-            gate.metrics().request_error(Transport::Grpc, e.code());
-            Err(e)
-        });
-    let answer = match result {
-        Ok(v) => proto::stream_answer::Answer::Verdict(convert::verdict(v)),
-        Err(e) => proto::stream_answer::Answer::Error(convert::error(&e)),
-    };
-    proto::StreamAnswer {
-        id,
-        answer: Some(answer),
     }
 }
