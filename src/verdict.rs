@@ -83,6 +83,26 @@ pub struct Verdict {
     pub call_id: Option<String>,
 }
 
+impl Verdict {
+    /// About how many bytes this verdict takes as JSON, so its answer is written without
+    /// growing its buffer.
+    pub fn json_size_hint(&self) -> usize {
+        let errors: usize = self
+            .errors
+            .iter()
+            .map(|e| {
+                80 + e.instance_path.len()
+                    + e.schema_path.len()
+                    + e.keyword.len()
+                    + e.message.len() * 2
+            })
+            .sum();
+        let findings: usize = self.findings.iter().map(|f| 40 + f.message.len()).sum();
+        let call_id = self.call_id.as_ref().map_or(0, |c| 16 + c.len() * 2);
+        200 + errors + findings + call_id + self.feedback.len() * 2
+    }
+}
+
 impl Serialize for SchemaHash {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&self.to_hex())
@@ -182,6 +202,30 @@ mod tests {
         assert_eq!(fold_indices(""), "/");
         assert_eq!(fold_indices("/a/10/b/2"), "/a/*/b/*");
         assert_eq!(fold_indices("/v1/x"), "/v1/x");
+    }
+
+    #[test]
+    fn size_hint_covers_the_json() {
+        let mut verdict = Verdict {
+            valid: false,
+            action: Action::Reject,
+            tier: Tier::Untrusted,
+            outcome: Outcome::Invalid,
+            schema_hash: Some(SchemaHash::of(b"{}")),
+            errors: vec![failure("/a/\"b\"", "\"x\"\n is \"wrong\"")],
+            truncated: false,
+            feedback: String::new(),
+            findings: Vec::new(),
+            call_id: Some("call-\"1\"".into()),
+        };
+        verdict.feedback = feedback("Output", &verdict.errors, false);
+        let json = serde_json::to_vec(&verdict).expect("serialises");
+        assert!(
+            json.len() <= verdict.json_size_hint(),
+            "{} > {}",
+            json.len(),
+            verdict.json_size_hint()
+        );
     }
 
     #[test]

@@ -67,34 +67,39 @@ fn refuse(gate: &Gate, e: CheckError) -> ApiError {
 async fn validate(
     State(gate): State<Arc<Gate>>,
     raw: Result<Bytes, BytesRejection>,
-) -> Result<Json<Verdict>, ApiError> {
+) -> Result<Response, ApiError> {
     let bytes = body(&gate, raw).map_err(|e| refuse(&gate, e))?;
     let verdict = gate
         .check_with(bytes.len(), Transport::Rest, move |limits| {
             Check::from_json(&bytes, limits.max_depth)
         })
         .await?;
-    Ok(Json(verdict))
+    let json = verdict_json(&verdict);
+    Ok(([(header::CONTENT_TYPE, "application/json")], json).into_response())
 }
 
-/// One entry of a batch answer: a verdict, or the error of that item alone.
-#[derive(Serialize)]
-#[serde(untagged)]
-enum BatchEntry {
-    Verdict(Verdict),
-    Error(ErrorBody),
+/// A verdict as JSON, in a buffer sized for it.
+fn verdict_json(verdict: &Verdict) -> Vec<u8> {
+    let mut out = Vec::with_capacity(verdict.json_size_hint());
+    match serde_json::to_writer(&mut out, verdict) {
+        Ok(()) => out,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot serialise a verdict");
+            br#"{"error":{"code":"internal","message":"internal error; the details are in schemagate's log"}}"#.to_vec()
+        }
+    }
 }
 
-/// Serialises one batch entry (on the worker that checked it).
+/// Serialises one batch entry, a verdict or the error of that item alone (on the worker that
+/// checked it).
 fn batch_entry(result: Result<Verdict, CheckError>) -> Vec<u8> {
-    let entry = match result {
-        Ok(v) => BatchEntry::Verdict(v),
-        Err(e) => BatchEntry::Error(ErrorBody::from(&e)),
-    };
-    serde_json::to_vec(&entry).unwrap_or_else(|e| {
-        tracing::error!(error = %e, "cannot serialise a batch entry");
-        br#"{"error":{"code":"internal","message":"internal error"}}"#.to_vec()
-    })
+    match result {
+        Ok(v) => verdict_json(&v),
+        Err(e) => serde_json::to_vec(&ErrorBody::from(&e)).unwrap_or_else(|e| {
+            tracing::error!(error = %e, "cannot serialise a batch entry");
+            br#"{"error":{"code":"internal","message":"internal error"}}"#.to_vec()
+        }),
+    }
 }
 
 async fn validate_batch(
