@@ -1,5 +1,6 @@
 //! In-process costs of the hot path: compile, a cache hit plus validation of a ~2 KB MCP result
-//! (valid, and invalid with errors collected), parsing a check, and building feedback.
+//! (valid, and invalid with errors collected), parsing a check, reading a batch of 100, comparing a
+//! text copy with its structured content, writing an answer, and building feedback.
 //! `cargo bench --bench check`
 
 #[path = "support/corpus.rs"]
@@ -10,9 +11,10 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use schemagate::check::Check;
+use schemagate::check::{batch_from_json, Check};
 use schemagate::compile::{compile, CompileLimits};
 use schemagate::config::ServeArgs;
+use schemagate::drift::json_text_equals;
 use schemagate::gate::Gate;
 use schemagate::metrics::Transport;
 use schemagate::policy::{CompileOptions, RegexEngine};
@@ -88,6 +90,50 @@ fn benches(c: &mut Criterion) {
         });
         group.finish();
     }
+
+    let items: Vec<serde_json::Value> = corpus.items[..100]
+        .iter()
+        .map(corpus::Corpus::check_json)
+        .collect();
+    let batch = Bytes::from(serde_json::json!({ "items": items }).to_string());
+    let mut group = c.benchmark_group("batch");
+    group.throughput(Throughput::Elements(100));
+    group.bench_function("read_100_checks", |b| {
+        b.iter(|| batch_from_json(black_box(&batch), 64, 10_000).expect("a batch"))
+    });
+    group.finish();
+
+    let item = corpus
+        .items
+        .iter()
+        .filter(|i| i.expect == "valid")
+        .min_by_key(|i| i.result.to_string().len().abs_diff(2048))
+        .expect("an item");
+    let structured = item.result["structuredContent"].clone();
+    let text = item.result["content"][0]["text"]
+        .as_str()
+        .expect("a text copy")
+        .to_owned();
+    let mut group = c.benchmark_group("drift");
+    group.throughput(Throughput::Elements(1));
+    group.bench_function("text_copy_equals_structured_2kb", |b| {
+        b.iter(|| json_text_equals(black_box(&text), black_box(&structured)))
+    });
+    group.finish();
+
+    let body = body_near(&corpus, "invalid", 2048);
+    let check = Check::from_json(&body, 64).expect("parses");
+    let verdict = gate.check(&check, Transport::Rest).expect("verdict");
+    let mut group = c.benchmark_group("answer");
+    group.throughput(Throughput::Elements(1));
+    group.bench_function("invalid_verdict_to_json", |b| {
+        b.iter(|| {
+            let mut out = Vec::with_capacity(verdict.json_size_hint());
+            serde_json::to_writer(&mut out, black_box(&verdict)).expect("serialises");
+            out
+        })
+    });
+    group.finish();
 
     let errors: Vec<ValidationFailure> = (0..20)
         .map(|i| ValidationFailure {
