@@ -300,7 +300,12 @@ impl Gate {
         self.offload(move || {
             let limits = &gate.limits;
             let items = batch_from_json(&body, limits.max_depth, limits.max_batch_items)?;
-            Ok(gate.check_many(items, transport, |item, _| item, finish))
+            Ok(gate.check_many(
+                items,
+                transport,
+                |item, limits| item.into_check(limits.max_depth),
+                finish,
+            ))
         })
         .await
         .and_then(|r| r)

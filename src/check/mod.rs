@@ -6,6 +6,8 @@
 
 mod read;
 
+pub use read::ONE_PASS_MAX_BYTES;
+
 use crate::error::CheckError;
 use bytes::Bytes;
 use serde_json::Value;
@@ -107,14 +109,33 @@ impl Check {
     }
 }
 
-/// Reads a batch body `{"items": [...]}` in one pass: each item's check or that item's own
-/// error, in order. Only broken JSON, a body that is not a batch, or more than `max_items` items
-/// fail the whole batch.
+/// One item of a batch: read already, or still JSON text to read when it is checked.
+#[derive(Debug)]
+pub enum BatchItem {
+    Read(Result<Check, CheckError>),
+    Unread(Bytes),
+}
+
+impl BatchItem {
+    /// The item's check, or its own error.
+    pub fn into_check(self, depth_limit: usize) -> Result<Check, CheckError> {
+        match self {
+            BatchItem::Read(check) => check,
+            BatchItem::Unread(text) => Check::from_json(&text, depth_limit),
+        }
+    }
+}
+
+/// Reads a batch body `{"items": [...]}`: each item's check or that item's own error, in order.
+/// Only broken JSON, a body that is not a batch, or more than `max_items` items fail the whole
+/// batch, and that is known before any item is checked. A body up to
+/// [`ONE_PASS_MAX_BYTES`] is read whole in one pass; a larger one is split into its items,
+/// each read when it is checked, so its documents are not all in memory at once.
 pub fn batch_from_json(
     body: &Bytes,
     depth_limit: usize,
     max_items: usize,
-) -> Result<Vec<Result<Check, CheckError>>, CheckError> {
+) -> Result<Vec<BatchItem>, CheckError> {
     read::batch(body, depth_limit, max_items)
 }
 
@@ -282,49 +303,84 @@ mod tests {
         }
     }
 
+    /// Items of every kind of problem, and the code each gets.
+    const MIXED_ITEMS: &str = r#"
+        {"schema": {"type": "integer"}, "instance": 3},
+        {"schema": {}, "instanse": 1},
+        7,
+        {"schema": {}, "instance": [[[[1]]]]},
+        {"schema": {}, "attempt": "2", "instance": 1},
+        {"schema": {}, "server": ["x"], "instance": 1},
+        {"schema": {}, "instance": 1, "instance": 2},
+        {"schema_hash": "ab", "arguments": {}}"#;
+    const MIXED_CODES: [&str; 8] = [
+        "ok",
+        "invalid_field",
+        "invalid_field",
+        "nesting_too_deep",
+        "invalid_field",
+        "invalid_field",
+        "invalid_field",
+        "ok",
+    ];
+
+    fn checks_of(body: &Bytes) -> Vec<Result<Check, CheckError>> {
+        batch_from_json(body, 4, 100)
+            .expect("a batch")
+            .into_iter()
+            .map(|item| item.into_check(4))
+            .collect()
+    }
+
+    fn codes(checks: &[Result<Check, CheckError>]) -> Vec<&'static str> {
+        checks
+            .iter()
+            .map(|c| c.as_ref().map_or_else(|e| e.code(), |_| "ok"))
+            .collect()
+    }
+
     #[test]
     fn a_batch_is_read_in_one_pass_with_an_error_per_bad_item() {
-        let body = Bytes::from_static(
-            br#"{"items": [
-                {"schema": {"type": "integer"}, "instance": 3},
-                {"schema": {}, "instanse": 1},
-                7,
-                {"schema": {}, "instance": [[[[1]]]]},
-                {"schema": {}, "attempt": "2", "instance": 1},
-                {"schema": {}, "server": ["x"], "instance": 1},
-                {"schema": {}, "instance": 1, "instance": 2},
-                {"schema_hash": "ab", "arguments": {}}
-            ]}"#,
-        );
+        let body = Bytes::from(format!(r#"{{"items": [{MIXED_ITEMS}]}}"#));
         let items = batch_from_json(&body, 4, 100).expect("a batch");
-        let codes: Vec<&str> = items
-            .iter()
-            .map(|i| i.as_ref().map_or_else(|e| e.code(), |_| "ok"))
-            .collect();
-        assert_eq!(
-            codes,
-            [
-                "ok",
-                "invalid_field",
-                "invalid_field",
-                "nesting_too_deep",
-                "invalid_field",
-                "invalid_field",
-                "invalid_field",
-                "ok"
-            ]
-        );
-        match &items[0] {
+        assert!(items.iter().all(|i| matches!(i, BatchItem::Read(_))));
+        let checks = checks_of(&body);
+        assert_eq!(codes(&checks), MIXED_CODES);
+        match &checks[0] {
             Ok(Check {
                 schema: SchemaSource::Inline(text),
                 ..
             }) => assert_eq!(&text[..], br#"{"type": "integer"}"#),
             other => panic!("{other:?}"),
         }
-        let message = |i: usize| items[i].as_ref().map_err(|e| e.to_string()).unwrap_err();
+        let message = |i: usize| checks[i].as_ref().map_err(|e| e.to_string()).unwrap_err();
         assert!(message(1).contains("unknown field `instanse`"));
         assert!(message(2).contains("a check must be a JSON object"));
         assert!(message(6).contains("duplicate field `instance`"));
+    }
+
+    #[test]
+    fn a_large_batch_is_split_and_its_items_read_one_by_one_with_the_same_answers() {
+        let padding = "x".repeat(ONE_PASS_MAX_BYTES);
+        let body = Bytes::from(format!(
+            r#"{{"items": [{MIXED_ITEMS}, {{"schema": {{}}, "instance": "{padding}"}}]}}"#
+        ));
+        let items = batch_from_json(&body, 4, 100).expect("a batch");
+        assert!(items.iter().all(|i| matches!(i, BatchItem::Unread(_))));
+        let checks = checks_of(&body);
+        assert_eq!(codes(&checks[..8]), MIXED_CODES);
+        assert!(checks[8].is_ok());
+        // Problems of the whole batch are still found before any item is read.
+        let too_many = Bytes::from(format!(r#"{{"items": [1, 2, 3, "{padding}"]}}"#));
+        assert_eq!(
+            batch_from_json(&too_many, 4, 3).unwrap_err().code(),
+            "batch_too_large"
+        );
+        let broken = Bytes::from(format!(r#"{{"items": [{{}}, "{padding}"]"#));
+        assert_eq!(
+            batch_from_json(&broken, 4, 3).unwrap_err().code(),
+            "malformed_json"
+        );
     }
 
     #[test]

@@ -8,7 +8,7 @@
 //! depth held to the limit and their nodes counted for the work bound, so nothing walks them a
 //! second time. Only broken JSON fails a whole body.
 
-use super::{attempt, Check, Document, Payload, SchemaSource, ToolResult};
+use super::{attempt, BatchItem, Check, Document, Payload, SchemaSource, ToolResult};
 use crate::error::{from_json_error, CheckError};
 use bytes::Bytes;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -32,7 +32,7 @@ pub(super) fn batch(
     body: &Bytes,
     depth_limit: usize,
     max_items: usize,
-) -> Result<Vec<Result<Check, CheckError>>, CheckError> {
+) -> Result<Vec<BatchItem>, CheckError> {
     let reader = BatchReader {
         body,
         depth_limit,
@@ -731,7 +731,7 @@ struct BatchReader<'b> {
     max_items: usize,
 }
 
-type BatchItems = Result<Vec<Result<Check, CheckError>>, CheckError>;
+type BatchItems = Result<Vec<BatchItem>, CheckError>;
 
 impl<'de> ReadObject<'de> for BatchReader<'_> {
     type Output = BatchItems;
@@ -745,6 +745,7 @@ impl<'de> ReadObject<'de> for BatchReader<'_> {
                     body: self.body,
                     depth_limit: self.depth_limit,
                     max_items: self.max_items,
+                    split_only: self.body.len() > ONE_PASS_MAX_BYTES,
                 }))?);
                 continue;
             }
@@ -773,11 +774,18 @@ impl<'de> ReadObject<'de> for BatchReader<'_> {
     }
 }
 
-/// Reads `items`: each check, or its own error. Past the limit, items are counted, not read.
+/// Batch bodies up to this size are read whole in one pass. Larger ones are only split into their
+/// items here, and each item is read when it is checked: reading a whole large batch first would
+/// hold all its documents in memory at once (several times the body's size).
+pub const ONE_PASS_MAX_BYTES: usize = 1024 * 1024;
+
+/// Reads `items`: each check, or its own error; or, with `split_only`, each item's JSON text.
+/// Past the limit, items are counted, not read.
 struct ItemsReader<'b> {
     body: &'b Bytes,
     depth_limit: usize,
     max_items: usize,
+    split_only: bool,
 }
 
 impl<'de> ReadArray<'de> for ItemsReader<'_> {
@@ -787,13 +795,20 @@ impl<'de> ReadArray<'de> for ItemsReader<'_> {
         let mut checks = Vec::new();
         let mut len = 0usize;
         loop {
-            if len < self.max_items {
+            if len < self.max_items && self.split_only {
+                match seq.next_element::<&'de RawValue>()? {
+                    Some(raw) => {
+                        checks.push(BatchItem::Unread(self.body.slice_ref(raw.get().as_bytes())))
+                    }
+                    None => break,
+                }
+            } else if len < self.max_items {
                 let reader = CheckReader {
                     body: self.body,
                     depth_limit: self.depth_limit,
                 };
                 match seq.next_element_seed(Object(reader))? {
-                    Some(check) => checks.push(check),
+                    Some(check) => checks.push(BatchItem::Read(check)),
                     None => break,
                 }
             } else if seq.next_element::<IgnoredAny>()?.is_none() {
