@@ -39,7 +39,7 @@ fn body_near(corpus: &corpus::Corpus, expect: &str, size: usize) -> Bytes {
         .items
         .iter()
         .filter(|i| i.expect == expect)
-        .map(|i| corpus::Corpus::check_json(i).to_string())
+        .map(corpus::Corpus::check_text)
         .min_by_key(|b| b.len().abs_diff(size))
         .map(Bytes::from)
         .expect("an item")
@@ -91,11 +91,7 @@ fn benches(c: &mut Criterion) {
         group.finish();
     }
 
-    let items: Vec<serde_json::Value> = corpus.items[..100]
-        .iter()
-        .map(corpus::Corpus::check_json)
-        .collect();
-    let batch = Bytes::from(serde_json::json!({ "items": items }).to_string());
+    let batch = Bytes::from(corpus::Corpus::batch_text(&corpus.items[..100]));
     let mut group = c.benchmark_group("batch");
     group.throughput(Throughput::Elements(100));
     group.bench_function("read_100_checks", |b| {

@@ -561,7 +561,7 @@ fn grpc_check(item: &corpus::Item) -> proto::Check {
         server: item.server.clone(),
         tool: item.tool.clone(),
         payload: Some(proto::check::Payload::Result(
-            item.result.to_string().into(),
+            item.result_text.clone().into(),
         )),
         attempt: 1,
         ..Default::default()
@@ -572,7 +572,7 @@ fn bodies_of(items: &[corpus::Item]) -> Vec<Body> {
     items
         .iter()
         .map(|i| Body {
-            json: Bytes::from(corpus::Corpus::check_json(i).to_string()),
+            json: Bytes::from(corpus::Corpus::check_text(i)),
             checks: 1,
         })
         .collect()
@@ -583,12 +583,9 @@ fn batches_of(items: &[corpus::Item], size: usize) -> Vec<Body> {
     items
         .chunks(size)
         .filter(|c| c.len() == size || items.len() < size)
-        .map(|c| {
-            let list: Vec<Value> = c.iter().map(corpus::Corpus::check_json).collect();
-            Body {
-                json: Bytes::from(json!({"items": list}).to_string()),
-                checks: c.len() as u64,
-            }
+        .map(|c| Body {
+            json: Bytes::from(corpus::Corpus::batch_text(c)),
+            checks: c.len() as u64,
         })
         .collect()
 }

@@ -1,5 +1,7 @@
 //! Compares a result's JSON text copy with its `structuredContent` without building a second
-//! document: the text is walked once against the value already parsed.
+//! document: the text is walked once against the value already parsed. When the copy is the very
+//! text `structuredContent` was sent as (the usual case: one serialiser wrote both), a byte
+//! comparison settles it first.
 
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
@@ -13,6 +15,47 @@ pub fn json_text_equals(text: &str, expected: &Value) -> Option<bool> {
     let same = Same(Some(expected)).deserialize(&mut de).ok()?;
     de.end().ok()?;
     Some(same)
+}
+
+/// Whether two JSON texts are the same tokens: equal bytes once white space outside strings is
+/// set aside. Such texts read as the same value (or, if neither is JSON, as nothing); texts that
+/// differ here may still be equal values (key order, escapes, number forms), which
+/// [`json_text_equals`] decides.
+pub fn same_tokens(a: &[u8], b: &[u8]) -> bool {
+    if a == b {
+        return true;
+    }
+    let is_space = |c: &u8| matches!(c, b' ' | b'\t' | b'\n' | b'\r');
+    let (mut i, mut j) = (0, 0);
+    let mut in_string = false;
+    loop {
+        if !in_string {
+            while a.get(i).is_some_and(is_space) {
+                i += 1;
+            }
+            while b.get(j).is_some_and(is_space) {
+                j += 1;
+            }
+        }
+        match (a.get(i), b.get(j)) {
+            (None, None) => return true,
+            (Some(&x), Some(&y)) if x == y => {
+                if in_string && x == b'\\' {
+                    // An escape: the byte after it is compared as it is, whatever it is.
+                    i += 1;
+                    j += 1;
+                    if a.get(i).is_none() || a.get(i) != b.get(j) {
+                        return false;
+                    }
+                } else if x == b'"' {
+                    in_string = !in_string;
+                }
+                i += 1;
+                j += 1;
+            }
+            _ => return false,
+        }
+    }
 }
 
 /// Compares the next value with the expected one (`None`: nothing expected, so just skip it).
@@ -162,5 +205,29 @@ mod tests {
         assert_eq!(json_text_equals("{} trailing", &expected), None);
         assert_eq!(json_text_equals("-3", &json!(-3)), Some(true));
         assert_eq!(json_text_equals("null", &Value::Null), Some(true));
+    }
+
+    #[test]
+    fn same_tokens_sets_white_space_aside_only_outside_strings() {
+        let sent = br#"{"a":1,"b":[true,null,"x y"],"c":{"d":"q\"uote"}}"#;
+        for (copy, same) in [
+            (&br#"{"a": 1, "b": [true, null, "x y"], "c": {"d": "q\"uote"}}"#[..], true),
+            (br#"  {"a":1,"b":[true,null,"x y"],"c":{"d":"q\"uote"}}  "#, true),
+            (b"{\n  \"a\": 1,\n  \"b\": [true, null, \"x y\"],\n  \"c\": {\"d\": \"q\\\"uote\"}\n}", true),
+            (br#"{"a":1,"b":[true,null,"xy"],"c":{"d":"q\"uote"}}"#, false),
+            (br#"{"a":1,"b":[true,null,"x  y"],"c":{"d":"q\"uote"}}"#, false),
+            (br#"{"b":[true,null,"x y"],"a":1,"c":{"d":"q\"uote"}}"#, false),
+            (br#"{"a":1.0,"b":[true,null,"x y"],"c":{"d":"q\"uote"}}"#, false),
+            (br#"{"a":1,"b":[true,null,"x y"],"c":{"d":"q\u0022uote"}}"#, false),
+            (br#"{"a":1,"b":[true,null,"x y"],"c":{"d":"q\"uote"}"#, false),
+        ] {
+            assert_eq!(same_tokens(copy, sent), same, "{}", String::from_utf8_lossy(copy));
+            // Whenever the tokens are the same, so are the values.
+            if same {
+                let text = std::str::from_utf8(copy).expect("utf-8");
+                let value: Value = serde_json::from_slice(sent).expect("json");
+                assert_eq!(json_text_equals(text, &value), Some(true));
+            }
+        }
     }
 }

@@ -223,6 +223,24 @@ async fn text_copy_drift_is_reported_and_fails_only_by_policy() {
         v.get("findings").is_none(),
         "an agreeing copy is no finding: {v}"
     );
+    // The same value written another way (key order, spacing) is no drift either...
+    let mut rewritten = good_result();
+    rewritten["content"][0]["text"] = json!(
+        "{\n  \"deleted_at\": \"2026-11-22T10:00:00Z\",\n  \"customer_id\": \"cus_0123abcd\",  \"deleted\": true\n}"
+    );
+    let (_, v) = app
+        .validate(&json!({"schema": schema, "result": rewritten}))
+        .await;
+    assert!(v.get("findings").is_none(), "{v}");
+    // ...but a copy that differs inside a string is, white space or not.
+    let mut spaced = good_result();
+    spaced["content"][0]["text"] = json!(
+        r#"{"customer_id":"cus_0123abcd ","deleted":true,"deleted_at":"2026-11-22T10:00:00Z"}"#
+    );
+    let (_, v) = app
+        .validate(&json!({"schema": schema, "result": spaced}))
+        .await;
+    assert_eq!(v["findings"][0]["kind"], "text_drift", "{v}");
     assert!(
         app.metric(r#"schemagate_text_drift_total{server="crm",tool="delete_customer"}"#)
             .await

@@ -12,6 +12,9 @@ pub struct Item {
     pub server: String,
     pub tool: String,
     pub result: Value,
+    /// The result's JSON text as it is sent: as it stands in `results.jsonl` (so its key order and
+    /// spacing are the producer's), or as serialised when generated.
+    pub result_text: String,
     /// `valid`, `invalid` or `tool_error`.
     pub expect: String,
 }
@@ -27,14 +30,23 @@ impl Corpus {
     /// Reads `tools.json` and `results.jsonl` from `dir`.
     pub fn load(dir: &Path) -> std::io::Result<Corpus> {
         let tools: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("tools.json"))?)?;
+        #[derive(serde::Deserialize)]
+        struct Line<'a> {
+            server: String,
+            tool: String,
+            #[serde(borrow)]
+            result: &'a serde_json::value::RawValue,
+            expect: String,
+        }
         let mut items = Vec::new();
         for line in std::fs::read_to_string(dir.join("results.jsonl"))?.lines() {
-            let v: Value = serde_json::from_str(line)?;
+            let line: Line<'_> = serde_json::from_str(line)?;
             items.push(Item {
-                server: v["server"].as_str().unwrap_or_default().to_owned(),
-                tool: v["tool"].as_str().unwrap_or_default().to_owned(),
-                result: v["result"].clone(),
-                expect: v["expect"].as_str().unwrap_or_default().to_owned(),
+                server: line.server,
+                tool: line.tool,
+                result: serde_json::from_str(line.result.get())?,
+                result_text: line.result.get().to_owned(),
+                expect: line.expect,
             });
         }
         Ok(Corpus {
@@ -74,6 +86,7 @@ impl Corpus {
             items.push(Item {
                 server: server.into(),
                 tool: tool.into(),
+                result_text: result.to_string(),
                 result,
                 expect: expect.into(),
             });
@@ -94,9 +107,21 @@ impl Corpus {
             .collect()
     }
 
-    /// The REST check body for an item (server and tool name a registered schema).
-    pub fn check_json(item: &Item) -> Value {
-        json!({"server": item.server, "tool": item.tool, "result": item.result})
+    /// The REST check body for an item (server and tool name a registered schema), with the
+    /// result's text as sent.
+    pub fn check_text(item: &Item) -> String {
+        format!(
+            r#"{{"server":{},"tool":{},"result":{}}}"#,
+            Value::from(item.server.as_str()),
+            Value::from(item.tool.as_str()),
+            item.result_text
+        )
+    }
+
+    /// A batch body of `items`.
+    pub fn batch_text(items: &[Item]) -> String {
+        let checks: Vec<String> = items.iter().map(Corpus::check_text).collect();
+        format!(r#"{{"items":[{}]}}"#, checks.join(","))
     }
 }
 

@@ -52,6 +52,9 @@ pub struct ToolResult {
     /// The text of each text block of `content` that holds a JSON object or array: the copies
     /// compared with `structuredContent` for drift. Other blocks are not kept.
     pub json_texts: Vec<String>,
+    /// `structuredContent`'s JSON text as sent (a slice of the request), kept when a text copy
+    /// may need comparing: a copy that is the same text, white space aside, is the same value.
+    pub structured_text: Option<Bytes>,
     pub is_error: bool,
 }
 
@@ -85,7 +88,7 @@ impl Payload {
     }
 
     /// Reads an MCP tool result from JSON text.
-    pub fn result_from_json(text: &[u8], depth_limit: usize) -> Result<ToolResult, CheckError> {
+    pub fn result_from_json(text: &Bytes, depth_limit: usize) -> Result<ToolResult, CheckError> {
         read::result(text, depth_limit)
     }
 }

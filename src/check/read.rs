@@ -53,8 +53,12 @@ pub(super) fn document(
 }
 
 /// Reads an MCP tool result from JSON text.
-pub(super) fn result(text: &[u8], depth_limit: usize) -> Result<ToolResult, CheckError> {
-    whole(text, depth_limit, Object(ResultReader { depth_limit }))
+pub(super) fn result(text: &Bytes, depth_limit: usize) -> Result<ToolResult, CheckError> {
+    let reader = ResultReader {
+        body: text,
+        depth_limit,
+    };
+    whole(text, depth_limit, Object(reader))
         .map_err(|e| name_payload("result", e))
         .and_then(|r| r)
 }
@@ -453,6 +457,7 @@ impl<'de> ReadObject<'de> for CheckReader<'_> {
                 }
                 "result" => map
                     .next_value_seed(Object(ResultReader {
+                        body: self.body,
                         depth_limit: self.depth_limit,
                     }))?
                     .map(|r| f.result = Some(r)),
@@ -517,24 +522,46 @@ impl CheckReader<'_> {
 
 /// Reads an MCP `CallToolResult`: `structuredContent`, the JSON-looking text blocks of
 /// `content`, and `isError`. Its other fields (`_meta`, ...) are read through.
-struct ResultReader {
+struct ResultReader<'b> {
+    /// The text the result is read from, so `structuredContent`'s own text can be kept as a slice.
+    body: &'b Bytes,
     depth_limit: usize,
 }
 
-impl<'de> ReadObject<'de> for ResultReader {
+impl<'de> ReadObject<'de> for ResultReader<'_> {
     type Output = Result<ToolResult, CheckError>;
 
     fn read<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Output, A::Error> {
         let mut result = ToolResult::default();
         let mut problem = None;
+        // Whether `content` has been read and held no JSON text copy.
+        let mut no_copy = false;
         while let Some(Key(key)) = map.next_key()? {
             let read = match key.as_ref() {
-                "structuredContent" => map
+                // Nothing to compare it with: built in place.
+                "structuredContent" if no_copy => map
                     .next_value_seed(DocumentSeed::root(self.depth_limit))?
                     .map(|doc| result.structured_content = Some(doc)),
-                "content" => map
-                    .next_value_seed(Array(ContentReader))?
-                    .map(|texts| result.json_texts = texts),
+                // Its text is kept too, for the drift check's fast path: a text copy that is the
+                // same text needs no comparison value by value.
+                "structuredContent" => {
+                    let raw: &'de RawValue = map.next_value()?;
+                    let text = self.body.slice_ref(raw.get().as_bytes());
+                    whole(
+                        &text,
+                        self.depth_limit,
+                        DocumentSeed::root(self.depth_limit),
+                    )
+                    .and_then(|doc| doc)
+                    .map(|doc| {
+                        result.structured_content = Some(doc);
+                        result.structured_text = Some(text);
+                    })
+                }
+                "content" => map.next_value_seed(Array(ContentReader))?.map(|texts| {
+                    no_copy = texts.is_empty();
+                    result.json_texts = texts;
+                }),
                 "isError" => match map.next_value()? {
                     Scalar::Bool(b) => {
                         result.is_error = b;
