@@ -4,9 +4,10 @@
 //! job on the worker pool through the same [`Gate::check_many`] as a batch, while the connection's
 //! thread goes on reading and writing frames. A check with more than [`OWN_JOB_BYTES`] of JSON is
 //! a job of its own, so a slow check does not hold up the quick ones around it. At most
-//! [`IN_FLIGHT`] checks of one stream are in progress and at most [`BUFFERED`] answers wait for
-//! the client: a client that does not read its answers stops the reading of its checks, and
-//! HTTP/2 flow control then slows its sending. Nothing grows without bound.
+//! [`IN_FLIGHT`] checks (and [`IN_FLIGHT_BYTES`] of their JSON) of one stream are in progress and
+//! at most [`BUFFERED`] answers wait for the client: a client that does not read its answers stops
+//! the reading of its checks, and HTTP/2 flow control then slows its sending. Nothing grows
+//! without bound.
 //!
 //! The stream ends when the client has sent its last check and every check is answered. A client
 //! that goes away takes its checks in flight with it. When the server drains, it stops reading,
@@ -27,6 +28,8 @@ use tonic::{Status, Streaming};
 
 /// Checks of one stream in progress at once, at most.
 pub const IN_FLIGHT: usize = 256;
+/// JSON bytes of one stream's checks in progress at once, at most (one check may pass it alone).
+pub const IN_FLIGHT_BYTES: usize = 64 * 1024 * 1024;
 /// Checks answered together as one job, at most.
 pub const CHUNK: usize = 64;
 /// A check with more JSON than this is a job of its own.
@@ -55,7 +58,7 @@ async fn pump(
 ) {
     // Dropping the set (on any return) aborts the jobs still in it.
     let mut jobs = JoinSet::new();
-    let mut in_flight = 0usize;
+    let (mut in_flight, mut in_flight_bytes) = (0usize, 0usize);
     let mut reading = true;
     // How the stream ends once every check read is answered; `None` is a clean end.
     let mut end: Option<Status> = None;
@@ -71,9 +74,10 @@ async fn pump(
             Some(done) = jobs.join_next() => {
                 // A job cannot fail to join: the set aborts nothing while it is alive, and
                 // `answer` turns a fault into INTERNAL answers.
-                let Ok(answers) = done else { continue };
+                let Ok((answers, bytes)) = done else { continue };
                 let answers: Vec<proto::StreamAnswer> = answers;
                 in_flight -= answers.len();
+                in_flight_bytes -= bytes;
                 for answer in answers {
                     if tx.send(Ok(answer)).await.is_err() {
                         return;
@@ -86,7 +90,9 @@ async fn pump(
                 gate.metrics().request_error(Transport::Grpc, refusal.code());
                 end = Some(status(&refusal));
             }
-            next = incoming.message(), if reading && in_flight < IN_FLIGHT => {
+            next = incoming.message(),
+                if reading && in_flight < IN_FLIGHT && in_flight_bytes < IN_FLIGHT_BYTES =>
+            {
                 let mut chunk = Vec::new();
                 let mut next = Some(next);
                 // The first message waited for; then whatever has already arrived.
@@ -94,6 +100,7 @@ async fn pump(
                     match read {
                         Ok(Some(msg)) => {
                             in_flight += 1;
+                            in_flight_bytes += size_of(&msg);
                             if size_of(&msg) > OWN_JOB_BYTES {
                                 jobs.spawn(answer(Arc::clone(&gate), vec![msg]));
                             } else {
@@ -108,7 +115,11 @@ async fn pump(
                             end = Some(broken);
                         }
                     }
-                    if reading && chunk.len() < CHUNK && in_flight < IN_FLIGHT {
+                    if reading
+                        && chunk.len() < CHUNK
+                        && in_flight < IN_FLIGHT
+                        && in_flight_bytes < IN_FLIGHT_BYTES
+                    {
                         next = incoming.message().now_or_never();
                     }
                 }
@@ -127,8 +138,13 @@ fn size_of(msg: &proto::StreamCheck) -> usize {
     msg.check.as_ref().map_or(0, super::size_of)
 }
 
-/// Answers `checks` as one job on the worker pool, each answer tagged with its check's id.
-async fn answer(gate: Arc<Gate>, checks: Vec<proto::StreamCheck>) -> Vec<proto::StreamAnswer> {
+/// Answers `checks` as one job on the worker pool, each answer tagged with its check's id; also
+/// gives back the JSON bytes the checks held.
+async fn answer(
+    gate: Arc<Gate>,
+    checks: Vec<proto::StreamCheck>,
+) -> (Vec<proto::StreamAnswer>, usize) {
+    let bytes = checks.iter().map(size_of).sum();
     let (ids, checks): (Vec<String>, Vec<Option<proto::Check>>) =
         checks.into_iter().map(|m| (m.id, m.check)).unzip();
     let worker = Arc::clone(&gate);
@@ -140,7 +156,7 @@ async fn answer(gate: Arc<Gate>, checks: Vec<proto::StreamCheck>) -> Vec<proto::
             })
         })
         .await;
-    match answers {
+    let answers = match answers {
         Ok(answers) => ids
             .into_iter()
             .zip(answers)
@@ -165,7 +181,8 @@ async fn answer(gate: Arc<Gate>, checks: Vec<proto::StreamCheck>) -> Vec<proto::
                 })
                 .collect()
         }
-    }
+    };
+    (answers, bytes)
 }
 
 fn read_check(
