@@ -13,8 +13,9 @@
 //!
 //! What each leg measures:
 //!
-//! - The ceiling: what the service could reach with no transport and no bookkeeping: parse a
-//!   check (the service's own parser), look its validator up in a plain map, run `is_valid`.
+//! - The ceiling: what any service could reach with this parser and validator, with no transport
+//!   and no bookkeeping: parse a check into a `serde_json::Value`, look its validator up in a
+//!   plain map, run `is_valid`.
 //! - The core: parse, `Gate::check` (policy, cache, validation, errors, drift, metrics) and the
 //!   answer serialised to JSON, all in this process.
 //! - The transports: a real server on loopback ports. REST is driven the way wrk drives it:
@@ -31,7 +32,7 @@
 mod corpus;
 
 use bytes::{Bytes, BytesMut};
-use schemagate::check::{Check, Payload};
+use schemagate::check::Check;
 use schemagate::compile::{compile, CompileLimits};
 use schemagate::config::ServeArgs;
 use schemagate::gate::Gate;
@@ -325,21 +326,21 @@ fn validators(tools: &Value) -> Validators {
     out
 }
 
-/// The ceiling's work for one check: parse it, find its validator, `is_valid`.
+/// The ceiling's work for one check: parse it into a `serde_json::Value` (the plain parse, not the
+/// service's reader, so the ceiling does not move with the service's own choices), find its
+/// validator, `is_valid`.
 fn ceiling_check(validators: &Validators, body: &Bytes) -> bool {
-    let check = Check::from_json(body, 64).expect("parses");
-    let (Some(server), Some(tool)) = (check.server.as_deref(), check.tool.as_deref()) else {
+    let check: Value = serde_json::from_slice(body).expect("parses");
+    let (Some(server), Some(tool)) = (check["server"].as_str(), check["tool"].as_str()) else {
         return false;
     };
-    let validator = &validators[server][tool];
-    match &check.payload {
-        Payload::Result(r) if r.is_error => true,
-        Payload::Result(r) => r
-            .structured_content
-            .as_ref()
-            .is_some_and(|doc| validator.is_valid(&doc.value)),
-        Payload::Instance(doc) | Payload::Arguments(doc) => validator.is_valid(&doc.value),
+    let result = &check["result"];
+    if result["isError"] == Value::Bool(true) {
+        return true;
     }
+    result
+        .get("structuredContent")
+        .is_some_and(|doc| validators[server][tool].is_valid(doc))
 }
 
 /// The core's work for one check: parse, check, and the answer as JSON (as REST writes it).
