@@ -14,7 +14,7 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use schemagate::check::{batch_from_json, Check};
 use schemagate::compile::{compile, CompileLimits};
 use schemagate::config::ServeArgs;
-use schemagate::drift::json_text_equals;
+use schemagate::drift::{json_text_equals, same_tokens};
 use schemagate::gate::Gate;
 use schemagate::metrics::Transport;
 use schemagate::policy::{CompileOptions, RegexEngine};
@@ -114,6 +114,15 @@ fn benches(c: &mut Criterion) {
     group.throughput(Throughput::Elements(1));
     group.bench_function("text_copy_equals_structured_2kb", |b| {
         b.iter(|| json_text_equals(black_box(&text), black_box(&structured)))
+    });
+    // The fast path: the copy is structuredContent's own text, as sent or spaced otherwise.
+    let sent = structured.to_string();
+    let spaced = serde_json::to_string_pretty(&structured).expect("serialises");
+    group.bench_function("same_text_2kb", |b| {
+        b.iter(|| same_tokens(black_box(sent.as_bytes()), black_box(sent.as_bytes())))
+    });
+    group.bench_function("same_tokens_other_spacing_2kb", |b| {
+        b.iter(|| same_tokens(black_box(spaced.as_bytes()), black_box(sent.as_bytes())))
     });
     group.finish();
 

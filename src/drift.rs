@@ -27,31 +27,44 @@ pub fn same_tokens(a: &[u8], b: &[u8]) -> bool {
     }
     let is_space = |c: &u8| matches!(c, b' ' | b'\t' | b'\n' | b'\r');
     let (mut i, mut j) = (0, 0);
-    let mut in_string = false;
     loop {
-        if !in_string {
-            while a.get(i).is_some_and(is_space) {
-                i += 1;
-            }
-            while b.get(j).is_some_and(is_space) {
-                j += 1;
-            }
+        while a.get(i).is_some_and(is_space) {
+            i += 1;
+        }
+        while b.get(j).is_some_and(is_space) {
+            j += 1;
         }
         match (a.get(i), b.get(j)) {
             (None, None) => return true,
             (Some(&x), Some(&y)) if x == y => {
-                if in_string && x == b'\\' {
-                    // An escape: the byte after it is compared as it is, whatever it is.
-                    i += 1;
-                    j += 1;
-                    if a.get(i).is_none() || a.get(i) != b.get(j) {
-                        return false;
-                    }
-                } else if x == b'"' {
-                    in_string = !in_string;
-                }
                 i += 1;
                 j += 1;
+                if x != b'"' {
+                    continue;
+                }
+                // A string, compared in runs up to each quote or backslash: white space in it
+                // counts, and the byte after a backslash is compared as it is.
+                loop {
+                    let Some(run) = memchr::memchr2(b'"', b'\\', &a[i..]) else {
+                        return false;
+                    };
+                    if b.get(j..=j + run) != Some(&a[i..=i + run]) {
+                        return false;
+                    }
+                    let closing = a[i + run] == b'"';
+                    i += run + 1;
+                    j += run + 1;
+                    if closing {
+                        break;
+                    }
+                    match (a.get(i), b.get(j)) {
+                        (Some(p), Some(q)) if p == q => {
+                            i += 1;
+                            j += 1;
+                        }
+                        _ => return false,
+                    }
+                }
             }
             _ => return false,
         }
@@ -208,6 +221,21 @@ mod tests {
     }
 
     #[test]
+    fn same_tokens_reads_escapes_at_the_ends_of_strings() {
+        let sent = br#"{"path":"c:\\dir\\","q":"\"","u":"\u00e9"}"#;
+        assert!(same_tokens(
+            br#"{ "path": "c:\\dir\\", "q": "\"", "u": "\u00e9" }"#,
+            sent
+        ));
+        assert!(!same_tokens(
+            br#"{ "path": "c:\\dir\\ ", "q": "\"", "u": "\u00e9" }"#,
+            sent
+        ));
+        assert!(!same_tokens(br#"{"path":"c:\\dir\\"#, sent));
+        assert!(!same_tokens(br#"{"path":"c:\"#, sent));
+    }
+
+    #[test]
     fn same_tokens_sets_white_space_aside_only_outside_strings() {
         let sent = br#"{"a":1,"b":[true,null,"x y"],"c":{"d":"q\"uote"}}"#;
         for (copy, same) in [
@@ -222,6 +250,7 @@ mod tests {
             (br#"{"a":1,"b":[true,null,"x y"],"c":{"d":"q\"uote"}"#, false),
         ] {
             assert_eq!(same_tokens(copy, sent), same, "{}", String::from_utf8_lossy(copy));
+            assert_eq!(same_tokens(sent, copy), same, "{}", String::from_utf8_lossy(copy));
             // Whenever the tokens are the same, so are the values.
             if same {
                 let text = std::str::from_utf8(copy).expect("utf-8");
