@@ -126,18 +126,20 @@ fn benches(c: &mut Criterion) {
     });
     group.finish();
 
-    let body = body_near(&corpus, "invalid", 2048);
-    let check = Check::from_json(&body, 64).expect("parses");
-    let verdict = gate.check(&check, Transport::Rest).expect("verdict");
     let mut group = c.benchmark_group("answer");
     group.throughput(Throughput::Elements(1));
-    group.bench_function("invalid_verdict_to_json", |b| {
-        b.iter(|| {
-            let mut out = Vec::with_capacity(verdict.json_size_hint());
-            serde_json::to_writer(&mut out, black_box(&verdict)).expect("serialises");
-            out
-        })
-    });
+    for expect in ["valid", "invalid"] {
+        let body = body_near(&corpus, expect, 2048);
+        let check = Check::from_json(&body, 64).expect("parses");
+        let verdict = gate.check(&check, Transport::Rest).expect("verdict");
+        group.bench_function(format!("{expect}_verdict_to_json"), |b| {
+            b.iter(|| {
+                let mut out = Vec::with_capacity(verdict.json_size_hint());
+                black_box(&verdict).write_json(&mut out).expect("writes");
+                out
+            })
+        });
+    }
     group.finish();
 
     let errors: Vec<ValidationFailure> = (0..20)

@@ -352,7 +352,7 @@ fn core_check(gate: &Gate, body: &Bytes) -> usize {
 
 fn answer_json(verdict: &schemagate::verdict::Verdict) -> Vec<u8> {
     let mut out = Vec::with_capacity(verdict.json_size_hint());
-    serde_json::to_writer(&mut out, verdict).expect("serialises");
+    verdict.write_json(&mut out).expect("serialises");
     out
 }
 

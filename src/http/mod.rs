@@ -81,7 +81,7 @@ async fn validate(
 /// A verdict as JSON, in a buffer sized for it.
 fn verdict_json(verdict: &Verdict) -> Vec<u8> {
     let mut out = Vec::with_capacity(verdict.json_size_hint());
-    match serde_json::to_writer(&mut out, verdict) {
+    match verdict.write_json(&mut out) {
         Ok(()) => out,
         Err(e) => {
             tracing::error!(error = %e, "cannot serialise a verdict");
