@@ -5,6 +5,8 @@
 
 #[path = "support/corpus.rs"]
 mod corpus;
+#[path = "support/service.rs"]
+mod service;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -12,26 +14,12 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use schemagate::check::{batch_from_json, Check};
-use schemagate::compile::{compile, CompileLimits};
-use schemagate::config::ServeArgs;
+use schemagate::compile::compile;
 use schemagate::drift::{json_text_equals, same_tokens};
-use schemagate::gate::Gate;
 use schemagate::metrics::Transport;
-use schemagate::policy::{CompileOptions, RegexEngine};
 use schemagate::verdict::{feedback, ValidationFailure};
 use std::hint::black_box;
-use std::sync::Arc;
 use std::time::Duration;
-
-fn gate_with_tools(corpus: &corpus::Corpus) -> Arc<Gate> {
-    let args = <ServeArgs as clap::Parser>::parse_from(["serve", "--worker-threads", "1"]);
-    let gate = Gate::new(args.gate_config().expect("config")).expect("gate");
-    for (server, list) in corpus.tools["servers"].as_object().expect("servers") {
-        gate.register(server, &Bytes::from(list.to_string()))
-            .expect("register");
-    }
-    gate
-}
 
 /// The body of the first item whose check body is near `size` bytes and whose outcome is `expect`.
 fn body_near(corpus: &corpus::Corpus, expect: &str, size: usize) -> Bytes {
@@ -47,18 +35,10 @@ fn body_near(corpus: &corpus::Corpus, expect: &str, size: usize) -> Bytes {
 
 fn benches(c: &mut Criterion) {
     let corpus = corpus::Corpus::generate(2_000, 7);
-    let gate = gate_with_tools(&corpus);
+    let gate = service::gate(1, &corpus.tools);
 
     let schema = corpus.tools["servers"]["crm"]["tools"][1]["outputSchema"].to_string();
-    let options = CompileOptions {
-        assert_formats: true,
-        regex_engine: RegexEngine::BoundedBacktracking,
-    };
-    let limits = CompileLimits {
-        max_schema_bytes: 1 << 20,
-        max_depth: 64,
-        max_schema_cost: 10_000,
-    };
+    let (options, limits) = service::compile_settings();
     let mut group = c.benchmark_group("compile");
     group.throughput(Throughput::Elements(1));
     group.bench_function("list_customers_output_schema", |b| {

@@ -30,15 +30,16 @@
 
 #[path = "support/corpus.rs"]
 mod corpus;
+#[path = "support/service.rs"]
+mod service;
 
 use bytes::{Bytes, BytesMut};
 use schemagate::check::Check;
-use schemagate::compile::{compile, CompileLimits};
+use schemagate::compile::compile;
 use schemagate::config::ServeArgs;
 use schemagate::gate::Gate;
 use schemagate::grpc::proto;
 use schemagate::metrics::Transport;
-use schemagate::policy::{CompileOptions, RegexEngine};
 use schemagate::verdict::Outcome;
 use serde_json::{json, Value};
 use std::alloc::{GlobalAlloc, Layout};
@@ -283,32 +284,11 @@ struct Body {
     checks: u64,
 }
 
-fn build_gate(threads: usize) -> Arc<Gate> {
-    let threads = threads.to_string();
-    let args = <ServeArgs as clap::Parser>::parse_from(["serve", "--worker-threads", &threads]);
-    Gate::new(args.gate_config().expect("config")).expect("gate")
-}
-
-fn register(gate: &Gate, tools: &Value) {
-    for (server, list) in tools["servers"].as_object().expect("servers") {
-        gate.register(server, &Bytes::from(list.to_string()))
-            .expect("register");
-    }
-}
-
 /// The output schemas of every tool, compiled as the service compiles them, by server and tool.
 type Validators = HashMap<String, HashMap<String, jsonschema::Validator>>;
 
 fn validators(tools: &Value) -> Validators {
-    let options = CompileOptions {
-        assert_formats: true,
-        regex_engine: RegexEngine::BoundedBacktracking,
-    };
-    let limits = CompileLimits {
-        max_schema_bytes: 1 << 20,
-        max_depth: 64,
-        max_schema_cost: 10_000,
-    };
+    let (options, limits) = service::compile_settings();
     let mut out = Validators::new();
     for (server, list) in tools["servers"].as_object().expect("servers") {
         for tool in list["tools"].as_array().into_iter().flatten() {
@@ -656,8 +636,7 @@ fn main() -> anyhow::Result<()> {
     let mut legs = Vec::new();
     let mut ceiling = f64::NAN;
     if opts.wants("in-process") {
-        let gate = build_gate(cores);
-        register(&gate, &corpus.tools);
+        let gate = service::gate(cores, &corpus.tools);
         let differ = agreement(&gate, &corpus, &bodies);
         println!(
             "verdicts: {} of {} agree with the corpus's `expect`{}",
@@ -838,6 +817,25 @@ fn summary(legs: &[Leg], ceiling: f64) {
     }
 }
 
+/// A runtime of `threads` threads named `name`, each pinned to `cpus` when given.
+fn runtime(
+    name: &str,
+    threads: usize,
+    cpus: Option<&[usize]>,
+) -> std::io::Result<tokio::runtime::Runtime> {
+    let cpus = cpus.map(<[usize]>::to_vec);
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .thread_name(name)
+        .on_thread_start(move || {
+            if let Some(cpus) = &cpus {
+                pin_current_thread(cpus);
+            }
+        })
+        .enable_all()
+        .build()
+}
+
 /// The REST and gRPC legs, against a server started in this process.
 struct TransportRun<'a> {
     opts: &'a Opts,
@@ -855,17 +853,7 @@ impl TransportRun<'_> {
         // The server, on its own runtime; its worker pool is created from one of these threads and
         // inherits their CPU affinity.
         let pin = self.opts.pin && self.cores >= 2;
-        let server_set = self.server_cpus.to_vec();
-        let server_rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(self.cores)
-            .thread_name("sg-server")
-            .on_thread_start(move || {
-                if pin {
-                    pin_current_thread(&server_set);
-                }
-            })
-            .enable_all()
-            .build()?;
+        let server_rt = runtime("sg-server", self.cores, pin.then_some(self.server_cpus))?;
         let (http_addr, grpc_addr, stop) = server_rt.block_on(async {
             let http = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
             let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
@@ -882,17 +870,7 @@ impl TransportRun<'_> {
             ));
             anyhow::Ok((http_addr, grpc_addr, tx))
         })?;
-        let client_set = self.client_cpus.to_vec();
-        let client_rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(self.cores)
-            .thread_name("sg-client")
-            .on_thread_start(move || {
-                if pin {
-                    pin_current_thread(&client_set);
-                }
-            })
-            .enable_all()
-            .build()?;
+        let client_rt = runtime("sg-client", self.cores, pin.then_some(self.client_cpus))?;
         client_rt.block_on(async {
             let base = format!("http://{http_addr}");
             let http = reqwest::Client::new();
@@ -1276,7 +1254,7 @@ async fn rest_leg(
 fn memory_leg(cores: usize) {
     println!();
     println!("memory: 100,000 distinct schemas through the cache (default --cache-max-bytes), in a fresh process");
-    let gate = build_gate(cores);
+    let gate = service::bare_gate(cores);
     let base_rss = rss_mib();
     let start = Instant::now();
     println!("{:>8} {:>10} {:>12}", "schemas", "RSS MiB", "compiles/s");

@@ -202,15 +202,7 @@ fn deep_counts(
                     limit,
                 });
             }
-            merged.sort_unstable_by_key(|&(k, _)| k);
-            merged.dedup_by(|later, first| {
-                if later.0 == first.0 {
-                    first.1 = first.1.saturating_add(later.1);
-                    true
-                } else {
-                    false
-                }
-            });
+            merge_per_key(&mut merged, u64::saturating_add);
             let any_prop = lookup(&merged, Key::AnyProp);
             let any_item = lookup(&merged, Key::AnyItem);
             let mut bound = local[n].max(any_prop).max(any_item);
@@ -238,19 +230,23 @@ fn deep_counts(
     Ok(deep.first().copied().unwrap_or(1))
 }
 
-/// For alternatives of which one applies: per key, the largest of their (sorted) bounds.
+/// For alternatives of which one applies: per key, the largest of their bounds.
 fn dearest_per_key<'a>(alternatives: impl Iterator<Item = &'a [(Key, u64)]>) -> Vec<(Key, u64)> {
     let mut all: Vec<(Key, u64)> = alternatives.flatten().copied().collect();
-    all.sort_unstable_by_key(|&(k, _)| k);
-    all.dedup_by(|later, first| {
-        if later.0 == first.0 {
-            first.1 = first.1.max(later.1);
-            true
-        } else {
-            false
-        }
-    });
+    merge_per_key(&mut all, u64::max);
     all
+}
+
+/// Sorts `bounds` by key and folds the bounds of each key into one with `combine`.
+fn merge_per_key(bounds: &mut Vec<(Key, u64)>, combine: fn(u64, u64) -> u64) {
+    bounds.sort_unstable_by_key(|&(k, _)| k);
+    bounds.dedup_by(|later, first| {
+        let same = later.0 == first.0;
+        if same {
+            first.1 = combine(first.1, later.1);
+        }
+        same
+    });
 }
 
 fn lookup(merged: &[(Key, u64)], key: Key) -> u64 {

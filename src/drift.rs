@@ -3,9 +3,9 @@
 //! text `structuredContent` was sent as (the usual case: one serialiser wrote both), a byte
 //! comparison settles it first.
 
+use crate::check::Key;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
-use std::borrow::Cow;
 use std::fmt;
 
 /// `Some(true)` when `text` is JSON equal to `expected` (as `Value`'s `==` judges), `Some(false)`
@@ -149,28 +149,6 @@ impl<'de> Visitor<'de> for SameVisitor<'_> {
             n += 1;
         }
         Ok(same && object.is_some_and(|o| o.len() == n))
-    }
-}
-
-/// An object key, borrowed from the text when it has no escapes.
-struct Key<'de>(Cow<'de, str>);
-
-impl<'de> serde::Deserialize<'de> for Key<'de> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct KeyVisitor;
-        impl<'de> Visitor<'de> for KeyVisitor {
-            type Value = Key<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an object key")
-            }
-            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Borrowed(v)))
-            }
-            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
-                Ok(Key(Cow::Owned(v.to_owned())))
-            }
-        }
-        d.deserialize_str(KeyVisitor)
     }
 }
 

@@ -44,6 +44,17 @@ pub struct Limits {
     pub max_error_work: u64,
 }
 
+impl Limits {
+    /// The limits a schema compile enforces.
+    pub fn compile(&self) -> CompileLimits {
+        CompileLimits {
+            max_schema_bytes: self.max_schema_bytes,
+            max_depth: self.max_depth,
+            max_schema_cost: self.max_schema_cost,
+        }
+    }
+}
+
 /// Work small enough to do on the async runtime's thread.
 const INLINE_WORK: u64 = 50_000;
 /// Bodies up to this size are parsed on the async runtime's thread.
@@ -159,11 +170,6 @@ impl Gate {
         let metrics = Arc::new(Metrics::new(config.label_limit));
         Metrics::keep_up(&metrics, METRICS_UPKEEP)?;
         let limits = config.limits;
-        let compile_limits = CompileLimits {
-            max_schema_bytes: limits.max_schema_bytes,
-            max_depth: limits.max_depth,
-            max_schema_cost: limits.max_schema_cost,
-        };
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(config.worker_threads)
             .thread_name(|i| format!("schemagate-worker-{i}"))
@@ -173,7 +179,7 @@ impl Gate {
             limits,
             policy: ArcSwap::from_pointee(config.policy),
             policy_path: config.policy_path,
-            cache: SchemaCache::new(config.cache, compile_limits, Arc::clone(&metrics)),
+            cache: SchemaCache::new(config.cache, limits.compile(), Arc::clone(&metrics)),
             registry: Registry::new(config.max_registered_tools),
             metrics,
             pool,

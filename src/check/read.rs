@@ -18,13 +18,10 @@ use serde_json::{Map, Number, Value};
 use std::borrow::Cow;
 use std::fmt;
 
-/// The fields of a check, for the message about an unknown one.
-const CHECK_FIELDS: &str = "`server`, `tool`, `schema`, `schema_hash`, `instance`, `result`, `arguments`, `attempt`, `call_id`";
-
 /// Reads one check from the JSON text in `body`.
 pub(super) fn check(body: &Bytes, depth_limit: usize) -> Result<Check, CheckError> {
     let reader = CheckReader { body, depth_limit };
-    whole(body, depth_limit, Object(reader)).and_then(|checked| checked)
+    whole(body, depth_limit, Shape(reader)).and_then(|checked| checked)
 }
 
 /// Reads a batch body `{"items": [...]}`: each item's check, or that item's own error.
@@ -38,7 +35,7 @@ pub(super) fn batch(
         depth_limit,
         max_items,
     };
-    whole(body, depth_limit, Object(reader)).and_then(|items| items)
+    whole(body, depth_limit, Shape(reader)).and_then(|items| items)
 }
 
 /// Reads a payload document (`instance` or `arguments`, named by `field`) from JSON text.
@@ -58,7 +55,7 @@ pub(super) fn result(text: &Bytes, depth_limit: usize) -> Result<ToolResult, Che
         body: text,
         depth_limit,
     };
-    whole(text, depth_limit, Object(reader))
+    whole(text, depth_limit, Shape(reader))
         .map_err(|e| name_payload("result", e))
         .and_then(|r| r)
 }
@@ -99,35 +96,41 @@ fn invalid(message: String) -> CheckError {
     CheckError::InvalidField(message)
 }
 
-/// Reads a value that should be an object with `R`; any other value is read through and
-/// answered by [`ReadObject::wrong`].
-struct Object<R>(R);
+/// Reads a value of the shape `R` expects (an object or an array) with `R`; a value of any other
+/// shape is read through and answered by [`Reader::wrong`].
+struct Shape<R>(R);
 
-trait ReadObject<'de>: Sized {
+trait Reader<'de>: Sized {
     type Output;
-    fn read<A: MapAccess<'de>>(self, map: A) -> Result<Self::Output, A::Error>;
-    /// The answer when the value is not an object but `found`.
+    fn object<A: MapAccess<'de>>(self, map: A) -> Result<Self::Output, A::Error> {
+        drain_map(map)?;
+        Ok(self.wrong("an object"))
+    }
+    fn array<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Output, A::Error> {
+        drain_seq(seq)?;
+        Ok(self.wrong("an array"))
+    }
+    /// The answer when the value is not of the expected shape but `found`.
     fn wrong(self, found: &'static str) -> Self::Output;
 }
 
-impl<'de, R: ReadObject<'de>> DeserializeSeed<'de> for Object<R> {
+impl<'de, R: Reader<'de>> DeserializeSeed<'de> for Shape<R> {
     type Value = R::Output;
     fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<R::Output, D::Error> {
         d.deserialize_any(self)
     }
 }
 
-impl<'de, R: ReadObject<'de>> Visitor<'de> for Object<R> {
+impl<'de, R: Reader<'de>> Visitor<'de> for Shape<R> {
     type Value = R::Output;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON object")
+        f.write_str("a JSON object or array")
     }
     fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<R::Output, A::Error> {
-        self.0.read(map)
+        self.0.object(map)
     }
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<R::Output, A::Error> {
-        drain_seq(seq)?;
-        Ok(self.0.wrong("an array"))
+        self.0.array(seq)
     }
     fn visit_bool<E>(self, _: bool) -> Result<R::Output, E> {
         Ok(self.0.wrong("a boolean"))
@@ -399,10 +402,10 @@ struct CheckFields<'de> {
     call_id: Option<Cow<'de, str>>,
 }
 
-impl<'de> ReadObject<'de> for CheckReader<'_> {
+impl<'de> Reader<'de> for CheckReader<'_> {
     type Output = Result<Check, CheckError>;
 
-    fn read<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Output, A::Error> {
+    fn object<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Output, A::Error> {
         let mut f = CheckFields::default();
         let mut seen = 0u16;
         let mut problem = None;
@@ -414,7 +417,8 @@ impl<'de> ReadObject<'de> for CheckReader<'_> {
                     note(
                         &mut problem,
                         invalid(format!(
-                            "unknown field `{key}`, expected one of {CHECK_FIELDS}"
+                            "unknown field `{key}`, expected one of {}",
+                            check_fields()
                         )),
                     );
                     continue;
@@ -456,7 +460,7 @@ impl<'de> ReadObject<'de> for CheckReader<'_> {
                     })
                 }
                 "result" => map
-                    .next_value_seed(Object(ResultReader {
+                    .next_value_seed(Shape(ResultReader {
                         body: self.body,
                         depth_limit: self.depth_limit,
                     }))?
@@ -476,12 +480,13 @@ impl<'de> ReadObject<'de> for CheckReader<'_> {
 
     fn wrong(self, found: &'static str) -> Self::Output {
         Err(invalid(format!(
-            "a check must be a JSON object with {CHECK_FIELDS}, not {found}"
+            "a check must be a JSON object with {}, not {found}",
+            check_fields()
         )))
     }
 }
 
-/// The names of [`CHECK_FIELDS`], in the order of their bits in `seen`.
+/// The fields of a check, in the order of their bits in `seen`.
 const CHECK_FIELD_NAMES: [&str; 9] = [
     "server",
     "tool",
@@ -493,6 +498,11 @@ const CHECK_FIELD_NAMES: [&str; 9] = [
     "attempt",
     "call_id",
 ];
+
+/// The fields of a check, for the messages about a body that is not one: `` `server`, `tool`, ...``.
+fn check_fields() -> String {
+    CHECK_FIELD_NAMES.map(|name| format!("`{name}`")).join(", ")
+}
 
 impl CheckReader<'_> {
     fn assemble(&self, f: CheckFields<'_>) -> Result<Check, CheckError> {
@@ -528,10 +538,10 @@ struct ResultReader<'b> {
     depth_limit: usize,
 }
 
-impl<'de> ReadObject<'de> for ResultReader<'_> {
+impl<'de> Reader<'de> for ResultReader<'_> {
     type Output = Result<ToolResult, CheckError>;
 
-    fn read<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Output, A::Error> {
+    fn object<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Output, A::Error> {
         let mut result = ToolResult::default();
         let mut problem = None;
         // Whether `content` has been read and held no JSON text copy.
@@ -558,7 +568,7 @@ impl<'de> ReadObject<'de> for ResultReader<'_> {
                         result.structured_text = Some(text);
                     })
                 }
-                "content" => map.next_value_seed(Array(ContentReader))?.map(|texts| {
+                "content" => map.next_value_seed(Shape(ContentReader))?.map(|texts| {
                     no_copy = texts.is_empty();
                     result.json_texts = texts;
                 }),
@@ -595,65 +605,16 @@ impl<'de> ReadObject<'de> for ResultReader<'_> {
     }
 }
 
-/// Reads a value that should be an array with `R`; `null` and other values go to
-/// [`ReadArray::wrong`].
-struct Array<R>(R);
-
-trait ReadArray<'de>: Sized {
-    type Output;
-    fn read<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Output, A::Error>;
-    fn wrong(self, found: &'static str) -> Self::Output;
-}
-
-impl<'de, R: ReadArray<'de>> DeserializeSeed<'de> for Array<R> {
-    type Value = R::Output;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<R::Output, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de, R: ReadArray<'de>> Visitor<'de> for Array<R> {
-    type Value = R::Output;
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON array")
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<R::Output, A::Error> {
-        self.0.read(seq)
-    }
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<R::Output, A::Error> {
-        drain_map(map)?;
-        Ok(self.0.wrong("an object"))
-    }
-    fn visit_bool<E>(self, _: bool) -> Result<R::Output, E> {
-        Ok(self.0.wrong("a boolean"))
-    }
-    fn visit_i64<E>(self, _: i64) -> Result<R::Output, E> {
-        Ok(self.0.wrong("a number"))
-    }
-    fn visit_u64<E>(self, _: u64) -> Result<R::Output, E> {
-        Ok(self.0.wrong("a number"))
-    }
-    fn visit_f64<E>(self, _: f64) -> Result<R::Output, E> {
-        Ok(self.0.wrong("a number"))
-    }
-    fn visit_str<E>(self, _: &str) -> Result<R::Output, E> {
-        Ok(self.0.wrong("a string"))
-    }
-    fn visit_unit<E>(self) -> Result<R::Output, E> {
-        Ok(self.0.wrong("null"))
-    }
-}
-
 /// Reads `content`, keeping the text of each text block that holds a JSON object or array.
 struct ContentReader;
 
-impl<'de> ReadArray<'de> for ContentReader {
+impl<'de> Reader<'de> for ContentReader {
     type Output = Result<Vec<String>, CheckError>;
 
-    fn read<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Output, A::Error> {
+    fn array<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Output, A::Error> {
         let mut texts = Vec::new();
         let mut problem = None;
-        while let Some(block) = seq.next_element_seed(Object(BlockReader))? {
+        while let Some(block) = seq.next_element_seed(Shape(BlockReader))? {
             match block {
                 Ok(Some(text)) => texts.push(text),
                 Ok(None) => {}
@@ -680,10 +641,10 @@ impl<'de> ReadArray<'de> for ContentReader {
 /// Reads one content block: its text when it is a text block holding JSON, else nothing.
 struct BlockReader;
 
-impl<'de> ReadObject<'de> for BlockReader {
+impl<'de> Reader<'de> for BlockReader {
     type Output = Result<Option<String>, CheckError>;
 
-    fn read<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Output, A::Error> {
+    fn object<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Output, A::Error> {
         let mut is_text = false;
         let mut json_text = None;
         let mut problem = None;
@@ -760,15 +721,15 @@ struct BatchReader<'b> {
 
 type BatchItems = Result<Vec<BatchItem>, CheckError>;
 
-impl<'de> ReadObject<'de> for BatchReader<'_> {
+impl<'de> Reader<'de> for BatchReader<'_> {
     type Output = BatchItems;
 
-    fn read<A: MapAccess<'de>>(self, mut map: A) -> Result<BatchItems, A::Error> {
+    fn object<A: MapAccess<'de>>(self, mut map: A) -> Result<BatchItems, A::Error> {
         let mut items = None;
         let mut problem = None;
         while let Some(Key(key)) = map.next_key()? {
             if key == "items" && items.is_none() {
-                items = Some(map.next_value_seed(Array(ItemsReader {
+                items = Some(map.next_value_seed(Shape(ItemsReader {
                     body: self.body,
                     depth_limit: self.depth_limit,
                     max_items: self.max_items,
@@ -815,10 +776,10 @@ struct ItemsReader<'b> {
     split_only: bool,
 }
 
-impl<'de> ReadArray<'de> for ItemsReader<'_> {
+impl<'de> Reader<'de> for ItemsReader<'_> {
     type Output = BatchItems;
 
-    fn read<A: SeqAccess<'de>>(self, mut seq: A) -> Result<BatchItems, A::Error> {
+    fn array<A: SeqAccess<'de>>(self, mut seq: A) -> Result<BatchItems, A::Error> {
         let mut checks = Vec::new();
         let mut len = 0usize;
         loop {
@@ -834,7 +795,7 @@ impl<'de> ReadArray<'de> for ItemsReader<'_> {
                     body: self.body,
                     depth_limit: self.depth_limit,
                 };
-                match seq.next_element_seed(Object(reader))? {
+                match seq.next_element_seed(Shape(reader))? {
                     Some(check) => checks.push(BatchItem::Read(check)),
                     None => break,
                 }

@@ -99,9 +99,10 @@ async fn pump(
                 while let Some(read) = next.take() {
                     match read {
                         Ok(Some(msg)) => {
+                            let size = size_of(&msg);
                             in_flight += 1;
-                            in_flight_bytes += size_of(&msg);
-                            if size_of(&msg) > OWN_JOB_BYTES {
+                            in_flight_bytes += size;
+                            if size > OWN_JOB_BYTES {
                                 jobs.spawn(answer(Arc::clone(&gate), vec![msg]));
                             } else {
                                 chunk.push(msg);

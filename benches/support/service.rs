@@ -1,0 +1,35 @@
+//! The service as the benches set it up: its default configuration, with a corpus's tools
+//! registered, and the compile settings a check gets under it.
+
+use bytes::Bytes;
+use schemagate::compile::CompileLimits;
+use schemagate::config::ServeArgs;
+use schemagate::gate::Gate;
+use schemagate::policy::{CompileOptions, Policy};
+use serde_json::Value;
+use std::sync::Arc;
+
+/// A core with the default flags, `threads` workers, and every server of `tools` registered.
+pub fn gate(threads: usize, tools: &Value) -> Arc<Gate> {
+    let gate = bare_gate(threads);
+    for (server, list) in tools["servers"].as_object().expect("servers") {
+        gate.register(server, &Bytes::from(list.to_string()))
+            .expect("register");
+    }
+    gate
+}
+
+/// A core with the default flags and `threads` workers, nothing registered.
+pub fn bare_gate(threads: usize) -> Arc<Gate> {
+    let threads = threads.to_string();
+    let args = <ServeArgs as clap::Parser>::parse_from(["serve", "--worker-threads", &threads]);
+    Gate::new(args.gate_config().expect("config")).expect("gate")
+}
+
+/// The compile options and limits of a check on a registered tool under the default flags and
+/// policy.
+pub fn compile_settings() -> (CompileOptions, CompileLimits) {
+    let config = ServeArgs::default().gate_config().expect("config");
+    let rules = Policy::default().rules_for(Some("server"), Some("tool"));
+    (rules.compile, config.limits.compile())
+}
