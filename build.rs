@@ -14,6 +14,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     )?;
     tonic_prost_build::configure()
         .bytes(".schemagate.v1")
+        // A message that does not decode is the client's error, not INTERNAL.
+        .codec_path("crate::grpc::codec::Codec")
         .compile_fds(fds)?;
     Ok(())
 }

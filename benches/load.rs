@@ -91,6 +91,8 @@ struct Opts {
     /// The leg groups asked for with `--only`; all when `None`.
     only: Option<Vec<String>>,
     memory_only: bool,
+    /// Only the regex part of the memory leg (run by `--memory-only` in a process of its own).
+    regex_memory_only: bool,
     skip_memory: bool,
     pin: bool,
 }
@@ -116,6 +118,7 @@ impl Opts {
                 .unwrap_or(3.0),
             only,
             memory_only: has("--memory-only"),
+            regex_memory_only: has("--regex-memory-only"),
             skip_memory: has("--skip-memory"),
             pin: has("--pin"),
         }
@@ -591,7 +594,16 @@ fn verdict_line(target: &str, figures: String, met: bool) {
 fn main() -> anyhow::Result<()> {
     let opts = Opts::from_args();
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    if opts.regex_memory_only {
+        regex_memory_leg(cores);
+        return Ok(());
+    }
     if opts.only_memory() {
+        // The regex curve first, in a fresh process of its own.
+        let status = std::process::Command::new(std::env::current_exe()?)
+            .arg("--regex-memory-only")
+            .status()?;
+        anyhow::ensure!(status.success(), "regex memory leg failed: {status}");
         memory_leg(cores);
         return Ok(());
     }
@@ -1248,6 +1260,57 @@ async fn rest_leg(
         }
     })
     .await)
+}
+
+/// Resident size while 2,500 distinct schemas with one large compiled pattern each pass through
+/// the cache, and how long hostile regex schemas take to be answered.
+fn regex_memory_leg(cores: usize) {
+    println!();
+    println!("memory, regexes: 2,500 distinct schemas with one large pattern each (default --cache-max-bytes), in a fresh process");
+    let gate = service::bare_gate(cores);
+    let check = |body: Value| {
+        let body = Bytes::from(body.to_string());
+        let start = Instant::now();
+        let answer = Check::from_json(&body, 64).and_then(|c| gate.check(&c, Transport::Rest));
+        (answer, start.elapsed())
+    };
+    println!("{:>8} {:>10}", "schemas", "RSS MiB");
+    println!("{:>8} {:>10.1}", 0, rss_mib());
+    for i in 0..2_500u64 {
+        let schema = json!({"type": "string", "pattern": format!("[^a]{{{}}}", 500 + i)});
+        let (answer, _) = check(json!({"schema": schema, "instance": "b"}));
+        answer.expect("verdict");
+        if (i + 1) % 500 == 0 {
+            println!("{:>8} {:>10.1}", i + 1, rss_mib());
+        }
+    }
+    let many: Vec<Value> = (0..10_000)
+        .map(|n| json!({"pattern": format!("[^a]{{{}}}", 900 + n)}))
+        .collect();
+    let (answer, took) = check(json!({"schema": {"anyOf": many}, "instance": "b"}));
+    println!(
+        "10,000 large patterns in one schema: {} in {:.1} ms, RSS {:.1} MiB",
+        answer.map_or_else(|e| e.code().to_owned(), |v| v.outcome.as_str().to_owned()),
+        took.as_secs_f64() * 1e3,
+        rss_mib()
+    );
+    let patterns: Vec<Value> = (0..1_000)
+        .map(|n| json!({"pattern": format!("[^ab]{{{}}}", 1 + n % 50)}))
+        .collect();
+    let strings = vec!["a".repeat(30_000); 100];
+    let (answer, took) =
+        check(json!({"schema": {"items": {"anyOf": patterns}}, "instance": strings}));
+    println!(
+        "anyOf of 1,000 patterns over 3 MB of strings: {} in {:.1} ms",
+        answer.map_or_else(|e| e.code().to_owned(), |v| v.outcome.as_str().to_owned()),
+        took.as_secs_f64() * 1e3
+    );
+    let text = gate.render_metrics();
+    let entries = text
+        .lines()
+        .find_map(|l| l.strip_prefix("schemagate_cache_entries "))
+        .unwrap_or("?");
+    println!("cache: {entries} entries at the end");
 }
 
 /// Resident size while 100,000 distinct schemas pass through the cache.

@@ -77,8 +77,9 @@ pub struct CacheConfig {
     pub idle: Duration,
 }
 
-/// A compiled validator is estimated at this many times its schema text, plus a fixed overhead
-/// (compiled patterns and formats dominate small schemas). Measured with the load harness's memory
+/// A compiled validator is estimated at this many times its schema text, plus the heap its
+/// compiled patterns report, plus a fixed overhead (formats and small patterns dominate small
+/// schemas). Measured with the load harness's memory
 /// leg: 100,000 small schemas with one pattern each cost about 15 KiB of resident memory apiece.
 const COMPILED_WEIGHT_FACTOR: u64 = 16;
 const ENTRY_OVERHEAD: u64 = 16 * 1024;
@@ -97,8 +98,12 @@ impl SchemaCache {
         let compiled = Cache::builder()
             .max_capacity(config.max_bytes)
             .weigher(|_key, value: &Compiled| {
-                let text = value.as_ref().as_ref().map_or(0, |c| c.source_len as u64);
-                u32::try_from(text * COMPILED_WEIGHT_FACTOR + ENTRY_OVERHEAD).unwrap_or(u32::MAX)
+                let (text, regexes) = value
+                    .as_ref()
+                    .as_ref()
+                    .map_or((0, 0), |c| (c.source_len as u64, c.regex_bytes as u64));
+                u32::try_from(text * COMPILED_WEIGHT_FACTOR + regexes + ENTRY_OVERHEAD)
+                    .unwrap_or(u32::MAX)
             })
             .time_to_idle(config.idle)
             .eviction_listener(move |_k, _v, cause| {

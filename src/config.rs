@@ -21,6 +21,8 @@ pub const DEFAULT_MAX_DEPTH: usize = 64;
 pub const DEFAULT_MAX_ERRORS: usize = 20;
 pub const DEFAULT_MAX_SCHEMA_BYTES: usize = 1024 * 1024;
 pub const DEFAULT_MAX_SCHEMA_COST: u64 = 10_000;
+/// Heap bytes a schema's compiled regular expressions may hold together (16 MiB).
+pub const DEFAULT_MAX_SCHEMA_REGEX_BYTES: usize = 16 << 20;
 pub const DEFAULT_MAX_CHECK_WORK: u64 = 50_000_000;
 pub const DEFAULT_MAX_ERROR_WORK: u64 = 500_000;
 /// 256 MiB of estimated compiled-schema weight.
@@ -92,7 +94,12 @@ pub struct ServeArgs {
     /// Most subschema evaluations a schema may imply at one position of an instance.
     #[arg(long, env = "SCHEMAGATE_MAX_SCHEMA_COST", default_value_t = DEFAULT_MAX_SCHEMA_COST)]
     pub max_schema_cost: u64,
-    /// Most work (schema cost times payload size) one check may cost.
+    /// Most heap bytes a schema's compiled regular expressions may hold together; a schema past
+    /// it is refused before its patterns are compiled by the validator.
+    #[arg(long, env = "SCHEMAGATE_MAX_SCHEMA_REGEX_BYTES", default_value_t = DEFAULT_MAX_SCHEMA_REGEX_BYTES)]
+    pub max_schema_regex_bytes: usize,
+    /// Most work (schema cost times payload size, plus regular expressions times string bytes)
+    /// one check may cost.
     #[arg(long, env = "SCHEMAGATE_MAX_CHECK_WORK", default_value_t = DEFAULT_MAX_CHECK_WORK)]
     pub max_check_work: u64,
     /// Most work for which every error is collected; past it one summary error is reported.
@@ -150,6 +157,7 @@ impl ServeArgs {
             ("--max-batch-items", self.max_batch_items),
             ("--max-errors", self.max_errors),
             ("--max-schema-bytes", self.max_schema_bytes),
+            ("--max-schema-regex-bytes", self.max_schema_regex_bytes),
             ("--metrics-label-limit", self.metrics_label_limit),
         ] {
             anyhow::ensure!(value > 0, "{name} must be at least 1");
@@ -166,6 +174,7 @@ impl ServeArgs {
                 max_errors: self.max_errors,
                 max_schema_bytes: self.max_schema_bytes,
                 max_schema_cost: self.max_schema_cost,
+                max_schema_regex_bytes: self.max_schema_regex_bytes,
                 max_check_work: self.max_check_work,
                 max_error_work: self.max_error_work,
             },

@@ -31,6 +31,10 @@ pub enum CheckError {
     MalformedJson(String),
     #[error("{0}")]
     InvalidField(String),
+    /// A request message that cannot be decoded at all (truncated, or a string field that is not
+    /// UTF-8).
+    #[error("the request message cannot be decoded ({0}): send a complete, well-formed message")]
+    MalformedMessage(String),
     #[error("{0}")]
     InvalidName(#[from] NameError),
     #[error("no payload: send exactly one of `instance`, `result` or `arguments`")]
@@ -65,6 +69,8 @@ pub enum CheckError {
     SchemaTooComplex(String),
     #[error("this check would cost about {work} schema evaluations, over the limit of {limit} (see --max-check-work): send a smaller payload or a simpler schema")]
     WorkLimitExceeded { work: u64, limit: u64 },
+    #[error("the payload holds the number {0:e}, which schemagate cannot judge exactly: integers beyond the 64-bit range and other numbers of magnitude 2^53 or more may have been rounded when read, and a rounded number must never pass a check; send it as a string (and type it as one in the schema)")]
+    InexactNumber(f64),
     #[error("outputSchema root must be an object schema (\"type\": \"object\") under MCP 2025-06-18; fix the tool's outputSchema, or set require_object_root = false in the policy")]
     SchemaRootNotObject,
     #[error("schemagate is shutting down; retry on another instance")]
@@ -80,6 +86,7 @@ impl CheckError {
         match self {
             CheckError::MalformedJson(_) => "malformed_json",
             CheckError::InvalidField(_) | CheckError::InvalidName(_) => "invalid_field",
+            CheckError::MalformedMessage(_) => "malformed_message",
             CheckError::MissingPayload => "missing_payload",
             CheckError::ConflictingPayloads => "conflicting_payloads",
             CheckError::MissingSchema => "missing_schema",
@@ -95,6 +102,7 @@ impl CheckError {
             CheckError::SchemaTooComplex(_) => "schema_too_complex",
             CheckError::WorkLimitExceeded { .. } => "work_limit_exceeded",
             CheckError::SchemaRootNotObject => "schema_root_not_object",
+            CheckError::InexactNumber(_) => "number_not_exact",
             CheckError::Unavailable => "unavailable",
             CheckError::Internal => "internal",
         }
@@ -103,6 +111,7 @@ impl CheckError {
     pub fn class(&self) -> ErrorClass {
         match self {
             CheckError::MalformedJson(_)
+            | CheckError::MalformedMessage(_)
             | CheckError::InvalidField(_)
             | CheckError::InvalidName(_)
             | CheckError::MissingPayload
@@ -120,7 +129,8 @@ impl CheckError {
             | CheckError::RemoteRef(_)
             | CheckError::SchemaTooComplex(_)
             | CheckError::WorkLimitExceeded { .. }
-            | CheckError::SchemaRootNotObject => ErrorClass::Unprocessable,
+            | CheckError::SchemaRootNotObject
+            | CheckError::InexactNumber(_) => ErrorClass::Unprocessable,
             CheckError::Unavailable => ErrorClass::Unavailable,
             CheckError::Internal => ErrorClass::Internal,
         }

@@ -23,6 +23,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 use serde_json::Value;
 use std::borrow::Cow;
+use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -38,7 +39,10 @@ pub struct Limits {
     pub max_schema_bytes: usize,
     /// Most subschema evaluations a schema may imply at one instance position.
     pub max_schema_cost: u64,
-    /// Most subschema evaluations (schema cost times payload nodes) one check may cost.
+    /// Most heap bytes a schema's compiled regular expressions may hold together.
+    pub max_schema_regex_bytes: usize,
+    /// Most subschema evaluations (schema cost times payload nodes, plus regular expressions
+    /// times string bytes) one check may cost.
     pub max_check_work: u64,
     /// Most work for which every error is collected; past it, one summary error is reported.
     pub max_error_work: u64,
@@ -51,6 +55,7 @@ impl Limits {
             max_schema_bytes: self.max_schema_bytes,
             max_depth: self.max_depth,
             max_schema_cost: self.max_schema_cost,
+            max_schema_regex_bytes: self.max_schema_regex_bytes,
         }
     }
 }
@@ -224,7 +229,7 @@ impl Gate {
         mode: Mode,
     ) -> Result<Verdict, CheckError> {
         let start = Instant::now();
-        let result = match self.evaluate(check, mode) {
+        let result = match self.evaluate_guarded(check, mode) {
             Ok(v) => Ok(v),
             Err(Deferred::Refused(e)) => Err(e),
             Err(Deferred::Offload(_)) => Err(CheckError::Internal),
@@ -246,7 +251,7 @@ impl Gate {
     {
         let start = Instant::now();
         if size_hint <= INLINE_PARSE_BYTES {
-            let check = match build(&self.limits) {
+            let check = match guarded(|| build(&self.limits)) {
                 Ok(c) => c,
                 Err(e) => {
                     let result = Err(e);
@@ -254,7 +259,7 @@ impl Gate {
                     return result;
                 }
             };
-            match self.evaluate(&check, Mode::Inline) {
+            match self.evaluate_guarded(&check, Mode::Inline) {
                 Ok(v) => {
                     let result = Ok(v);
                     self.account(&result, transport, start);
@@ -277,7 +282,7 @@ impl Gate {
         }
         let gate = Arc::clone(self);
         let outcome = self
-            .offload(move || match build(&gate.limits) {
+            .offload(move || match guarded(|| build(&gate.limits)) {
                 Ok(check) => gate.check(&check, transport),
                 Err(e) => {
                     let result = Err(e);
@@ -334,7 +339,8 @@ impl Gate {
     {
         let one = |item: T| {
             let start = Instant::now();
-            let result = match build(item, &self.limits) {
+            let read = guarded(|| build(item, &self.limits));
+            let result = match read {
                 Ok(check) => self.check(&check, transport),
                 Err(e) => {
                     let result = Err(e);
@@ -390,6 +396,23 @@ impl Gate {
             .record(start.elapsed().as_secs_f64());
         if let Err(e) = result {
             self.metrics.request_error(transport, e.code());
+        }
+    }
+
+    /// [`Gate::evaluate`], with a panic turned into this check's own `internal` error, so one
+    /// check can never take a batch, a stream or the process down with it.
+    fn evaluate_guarded(&self, check: &Check, mode: Mode) -> Result<Verdict, Deferred> {
+        match std::panic::catch_unwind(AssertUnwindSafe(|| self.evaluate(check, mode))) {
+            Ok(result) => result,
+            Err(_) => {
+                tracing::error!(
+                    server = check.server.as_deref().unwrap_or(""),
+                    tool = check.tool.as_deref().unwrap_or(""),
+                    call_id = check.call_id.as_deref().unwrap_or(""),
+                    "a check panicked; it was answered as internal"
+                );
+                Err(Deferred::Refused(CheckError::Internal))
+            }
         }
     }
 
@@ -483,7 +506,7 @@ impl Gate {
                     }
                     .into());
                 }
-                let work = doc.nodes.saturating_mul(compiled.cost_per_position);
+                let work = compiled.work(doc.nodes, doc.string_bytes);
                 if work > self.limits.max_check_work {
                     return Err(CheckError::WorkLimitExceeded {
                         work,
@@ -738,6 +761,14 @@ impl Gate {
     pub fn policy_path(&self) -> Option<&PathBuf> {
         self.policy_path.as_ref()
     }
+}
+
+/// Runs `read`, turning a panic into an `internal` error for this item alone.
+fn guarded<T>(read: impl FnOnce() -> Result<T, CheckError>) -> Result<T, CheckError> {
+    std::panic::catch_unwind(AssertUnwindSafe(read)).unwrap_or_else(|_| {
+        tracing::error!("reading a check panicked; it was answered as internal");
+        Err(CheckError::Internal)
+    })
 }
 
 /// A text block of `content` that parses as JSON and differs from `structuredContent`.

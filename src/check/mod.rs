@@ -24,25 +24,49 @@ pub enum SchemaSource {
     Registered,
 }
 
-/// A JSON document from a request, measured as it was read: its nesting depth and its node
-/// count, which bounds the work of validating it.
+/// A JSON document from a request, measured as it was read: its nesting depth, its node count
+/// and the bytes of its strings and keys, which bound the work of validating it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Document {
     pub value: Value,
     pub nodes: u64,
     pub depth: usize,
+    /// Bytes of every string and object key: what regular expressions run over.
+    pub string_bytes: u64,
 }
 
 impl Document {
     /// Wraps a document built elsewhere, measuring it.
     pub fn new(value: Value) -> Self {
         let (depth, nodes) = measure(&value);
+        let string_bytes = string_bytes(&value);
         Self {
             value,
             nodes,
             depth,
+            string_bytes,
         }
     }
+}
+
+/// Bytes of every string and object key in `value`.
+fn string_bytes(value: &Value) -> u64 {
+    let mut total = 0u64;
+    let mut stack = vec![value];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::String(s) => total += s.len() as u64,
+            Value::Array(items) => stack.extend(items),
+            Value::Object(map) => {
+                for (key, child) in map {
+                    total += key.len() as u64;
+                    stack.push(child);
+                }
+            }
+            _ => {}
+        }
+    }
+    total
 }
 
 /// An MCP `CallToolResult`, reduced to what a check looks at.
@@ -115,6 +139,9 @@ impl Check {
 
 /// One item of a batch: read already, or still JSON text to read when it is checked.
 #[derive(Debug)]
+// Not boxed: a batch's items are all read or all unread, and a box would cost an allocation per
+// item on the hot path.
+#[allow(clippy::large_enum_variant)]
 pub enum BatchItem {
     Read(Result<Check, CheckError>),
     Unread(Bytes),

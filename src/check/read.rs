@@ -274,8 +274,15 @@ struct DocumentSeed<'s> {
 struct DocumentStats {
     nodes: u64,
     depth: usize,
+    string_bytes: u64,
     too_deep: bool,
+    /// The first number that may not be held exactly (see [`CheckError::InexactNumber`]).
+    inexact: Option<f64>,
 }
+
+/// From this magnitude on, a 64-bit float no longer holds every integer, so a number read as one
+/// may have been rounded (integers beyond the 64-bit range are read as floats too).
+const EXACT_FLOAT_LIMIT: f64 = 9_007_199_254_740_992.0;
 
 impl DocumentSeed<'_> {
     /// A seed for a whole document; its value is the document, or TooDeep.
@@ -319,10 +326,14 @@ impl<'de> DeserializeSeed<'de> for RootDocument {
                 limit: self.limit,
             }));
         }
+        if let Some(number) = stats.inexact {
+            return Ok(Err(CheckError::InexactNumber(number)));
+        }
         Ok(Ok(Document {
             value,
             nodes: stats.nodes,
             depth: stats.depth,
+            string_bytes: stats.string_bytes,
         }))
     }
 }
@@ -354,12 +365,17 @@ impl<'de> Visitor<'de> for DocumentSeed<'_> {
         Ok(self.leaf(Value::Number(v.into())))
     }
     fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        if v.abs() >= EXACT_FLOAT_LIMIT && self.stats.inexact.is_none() {
+            self.stats.inexact = Some(v);
+        }
         Ok(self.leaf(Number::from_f64(v).map_or(Value::Null, Value::Number)))
     }
     fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        self.stats.string_bytes += v.len() as u64;
         Ok(self.leaf(Value::String(v.to_owned())))
     }
     fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        self.stats.string_bytes += v.len() as u64;
         Ok(self.leaf(Value::String(v)))
     }
     fn visit_unit<E>(self) -> Result<Value, E> {
@@ -375,6 +391,7 @@ impl<'de> Visitor<'de> for DocumentSeed<'_> {
     fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> Result<Value, A::Error> {
         let mut object = Map::new();
         while let Some(key) = map.next_key::<String>()? {
+            self.stats.string_bytes += key.len() as u64;
             let value = map.next_value_seed(self.child())?;
             object.insert(key, value);
         }

@@ -77,6 +77,11 @@ mod tests {
             (CheckError::SchemaRootNotObject, Code::InvalidArgument),
             (CheckError::MissingSchema, Code::InvalidArgument),
             (CheckError::ConflictingSchemas, Code::InvalidArgument),
+            (CheckError::InexactNumber(1e20), Code::InvalidArgument),
+            (
+                CheckError::MalformedMessage("x".into()),
+                Code::InvalidArgument,
+            ),
             (CheckError::Unavailable, Code::Unavailable),
             (CheckError::Internal, Code::Internal),
         ];

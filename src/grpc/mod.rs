@@ -1,6 +1,7 @@
 //! The gRPC adapter (tonic): decodes messages, calls the same core as REST, maps the answers.
 //! No validation logic lives here.
 
+pub mod codec;
 mod convert;
 mod error;
 mod health;

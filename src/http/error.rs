@@ -91,6 +91,8 @@ mod tests {
                 },
                 422,
             ),
+            (CheckError::InexactNumber(1e20), 422),
+            (CheckError::MalformedMessage("x".into()), 400),
             (CheckError::Unavailable, 503),
             (CheckError::Internal, 500),
         ];
