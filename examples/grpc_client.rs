@@ -32,6 +32,7 @@ async fn main() -> anyhow::Result<()> {
         .register_tools(proto::RegisterToolsRequest {
             server: "payments".into(),
             tools_list: tools.to_string().into(),
+            ..Default::default()
         })
         .await?
         .into_inner();

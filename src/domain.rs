@@ -172,9 +172,64 @@ impl Tier {
     }
 }
 
+/// An MCP revision whose result rules schemagate applies; where they differ, the revision a
+/// registration or check names decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ProtocolVersion {
+    V2025_06_18,
+    V2025_11_25,
+    V2026_07_28,
+}
+
+impl ProtocolVersion {
+    /// The newest revision schemagate knows: what a check or registration that names none follows.
+    pub const NEWEST: ProtocolVersion = ProtocolVersion::V2026_07_28;
+    pub const ALL: [ProtocolVersion; 3] = [
+        ProtocolVersion::V2025_06_18,
+        ProtocolVersion::V2025_11_25,
+        ProtocolVersion::V2026_07_28,
+    ];
+
+    pub fn parse(value: &str) -> Result<Self, crate::error::CheckError> {
+        Self::ALL
+            .into_iter()
+            .find(|v| v.as_str() == value)
+            .ok_or_else(|| {
+                crate::error::CheckError::InvalidField(format!(
+                    "unknown MCP protocol version {value:?}: expected \"2025-06-18\", \"2025-11-25\" or \"2026-07-28\" (or none, for the newest)"
+                ))
+            })
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProtocolVersion::V2025_06_18 => "2025-06-18",
+            ProtocolVersion::V2025_11_25 => "2025-11-25",
+            ProtocolVersion::V2026_07_28 => "2026-07-28",
+        }
+    }
+
+    /// Whether an outputSchema's root must be an object schema: so before 2026-07-28, which
+    /// allows any root (SEP-2106).
+    pub fn requires_object_root(self) -> bool {
+        self < ProtocolVersion::V2026_07_28
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn protocol_versions_parse_and_decide_the_root_rule() {
+        for v in ProtocolVersion::ALL {
+            assert_eq!(ProtocolVersion::parse(v.as_str()).ok(), Some(v));
+        }
+        assert!(ProtocolVersion::parse("2025-03-26").is_err());
+        assert!(ProtocolVersion::V2025_06_18.requires_object_root());
+        assert!(ProtocolVersion::V2025_11_25.requires_object_root());
+        assert!(!ProtocolVersion::NEWEST.requires_object_root());
+    }
 
     #[test]
     fn names_refuse_empty_long_and_blank() {

@@ -47,12 +47,8 @@ pub enum CheckError {
     ConflictingSchemas,
     #[error("schema_hash {0} is not known to this instance: send the schema inline once as `schema` (its answer carries the hash), or register the tool")]
     UnknownSchemaHash(String),
-    #[error("tool {tool:?} of server {server:?} is not registered{detail}: register it with PUT /v1/servers/{server}/tools or send the schema inline")]
-    UnknownTool {
-        server: String,
-        tool: String,
-        detail: &'static str,
-    },
+    #[error("tool {tool:?} of server {server:?} is not registered: register it with PUT /v1/servers/{server}/tools or send the schema inline")]
+    UnknownTool { server: String, tool: String },
     #[error("request body is larger than the limit of {limit} bytes (see --max-body-bytes): split the batch or send less")]
     BodyTooLarge { limit: usize },
     #[error("batch has {len} items; the limit is {limit} (see --max-batch-items): split it")]
@@ -71,8 +67,8 @@ pub enum CheckError {
     WorkLimitExceeded { work: u64, limit: u64 },
     #[error("the payload holds the number {0:e}, which schemagate cannot judge exactly: integers beyond the 64-bit range and other numbers of magnitude 2^53 or more may have been rounded when read, and a rounded number must never pass a check; send it as a string (and type it as one in the schema)")]
     InexactNumber(f64),
-    #[error("outputSchema root must be an object schema (\"type\": \"object\") under MCP 2025-06-18; fix the tool's outputSchema, or set require_object_root = false in the policy")]
-    SchemaRootNotObject,
+    #[error("outputSchema root must be an object schema (\"type\": \"object\") under MCP {version}; fix the tool's outputSchema, follow MCP 2026-07-28 (`protocol_version`), which allows any root, or set require_object_root = false in the policy")]
+    SchemaRootNotObject { version: &'static str },
     #[error("schemagate is shutting down; retry on another instance")]
     Unavailable,
     #[error("internal error; the details are in schemagate's log")]
@@ -101,7 +97,7 @@ impl CheckError {
             CheckError::RemoteRef(_) => "schema_ref_not_allowed",
             CheckError::SchemaTooComplex(_) => "schema_too_complex",
             CheckError::WorkLimitExceeded { .. } => "work_limit_exceeded",
-            CheckError::SchemaRootNotObject => "schema_root_not_object",
+            CheckError::SchemaRootNotObject { .. } => "schema_root_not_object",
             CheckError::InexactNumber(_) => "number_not_exact",
             CheckError::Unavailable => "unavailable",
             CheckError::Internal => "internal",
@@ -129,7 +125,7 @@ impl CheckError {
             | CheckError::RemoteRef(_)
             | CheckError::SchemaTooComplex(_)
             | CheckError::WorkLimitExceeded { .. }
-            | CheckError::SchemaRootNotObject
+            | CheckError::SchemaRootNotObject { .. }
             | CheckError::InexactNumber(_) => ErrorClass::Unprocessable,
             CheckError::Unavailable => ErrorClass::Unavailable,
             CheckError::Internal => ErrorClass::Internal,

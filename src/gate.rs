@@ -8,14 +8,15 @@
 use crate::cache::{CacheConfig, CacheKey, SchemaCache};
 use crate::check::{batch_from_json, Check, Document, Payload, SchemaSource, ToolResult};
 use crate::compile::CompileLimits;
-use crate::domain::{SchemaHash, ServerId, Tier, ToolName};
+use crate::domain::{ProtocolVersion, SchemaHash, ServerId, Tier, ToolName};
 use crate::error::CheckError;
 use crate::metrics::{Attempt, Metrics, TargetMetrics, Transport};
 use crate::policy::CompileOptions;
 use crate::policy::{Policy, PolicyError, Rules};
 use crate::registry::{parse_tools_list, Registry, Servers};
 use crate::verdict::{
-    clip, feedback, fold_indices, Action, Finding, Outcome, ValidationFailure, Verdict,
+    clip, feedback, fold_indices, schema_keyword, with_article, Action, Finding, Outcome,
+    ValidationFailure, Verdict,
 };
 use arc_swap::ArcSwap;
 use bytes::Bytes;
@@ -82,11 +83,26 @@ pub struct GateConfig {
     pub worker_threads: usize,
 }
 
+/// How a registration applies.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RegisterOptions {
+    /// Add the tools to the server's registration instead of replacing it.
+    pub merge: bool,
+    /// The MCP revision the server speaks; none: the newest.
+    pub protocol_version: Option<ProtocolVersion>,
+}
+
 /// The result of registering a server's tools.
 #[derive(Debug, Serialize)]
 pub struct Registration {
     pub server: String,
+    /// The MCP revision the tools were registered under.
+    pub protocol_version: ProtocolVersion,
     pub tools: Vec<RegisteredTool>,
+    /// The tools/list result's `nextCursor`: it was one page of several; register the next with
+    /// `merge` so this one is kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
 }
 
 /// One registered tool: its schema hashes, and the compile error of a schema that is broken
@@ -99,12 +115,12 @@ pub struct RegisteredTool {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output_schema_hash: Option<SchemaHash>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub errors: Vec<ToolError>,
+    pub errors: Vec<SchemaProblem>,
 }
 
 /// Why one of a tool's schemas cannot be used.
 #[derive(Debug, Serialize)]
-pub struct ToolError {
+pub struct SchemaProblem {
     /// `inputSchema` or `outputSchema`.
     pub schema: &'static str,
     pub code: &'static str,
@@ -140,11 +156,29 @@ impl Drop for PendingJob {
     }
 }
 
-/// The schema a check is validated against: its hash, its cache key, and its text for a compile.
+/// The schema a check is validated against: its hash, its cache key, its text for a compile, and
+/// for a registered schema the MCP revision it was registered under.
 struct SchemaRef<'a> {
     hash: SchemaHash,
     key: CacheKey,
     text: Cow<'a, Bytes>,
+    protocol: Option<ProtocolVersion>,
+}
+
+/// A verdict before anything is concluded: nothing validated, action `pass`.
+fn unvalidated_verdict(tier: Tier, check: &Check) -> Verdict {
+    Verdict {
+        valid: None,
+        action: Action::Pass,
+        tier,
+        outcome: Outcome::Valid,
+        schema_hash: None,
+        errors: Vec::new(),
+        truncated: false,
+        feedback: String::new(),
+        findings: Vec::new(),
+        call_id: check.call_id.clone(),
+    }
 }
 
 /// Where a check is being evaluated.
@@ -431,36 +465,38 @@ impl Gate {
         let rules = self.policy.load().rules_for(server, tool);
         let target = self.metrics.target(server, tool);
         let attempt = Attempt::of(check.attempt);
-        let base = |outcome: Outcome| Verdict {
-            valid: true,
-            action: Action::Pass,
-            tier: rules.tier,
-            outcome,
-            schema_hash: None,
-            errors: Vec::new(),
-            truncated: false,
-            feedback: String::new(),
-            findings: Vec::new(),
-            call_id: check.call_id.clone(),
+        // Nothing validated (yet): `valid` stays unset unless a validation sets it.
+        let unvalidated = |outcome: Outcome| {
+            target.validation(rules.tier, attempt, outcome).increment(1);
+            Verdict {
+                outcome,
+                ..unvalidated_verdict(rules.tier, check)
+            }
         };
 
         if let Payload::Result(r) = &check.payload {
             if r.is_error {
-                target
-                    .validation(rules.tier, attempt, Outcome::ToolError)
-                    .increment(1);
-                return Ok(base(Outcome::ToolError));
+                return Ok(unvalidated(Outcome::ToolError));
             }
         }
         if rules.tier == Tier::Trusted {
-            target
-                .validation(rules.tier, attempt, Outcome::Skipped)
-                .increment(1);
-            return Ok(base(Outcome::Skipped));
+            return Ok(unvalidated(Outcome::Skipped));
         }
 
         let registered = self.registry.load();
-        let SchemaRef { hash, key, text } = self.schema_of(check, &registered, rules.compile)?;
+        let Some(SchemaRef {
+            hash,
+            key,
+            text,
+            protocol,
+        }) = self.schema_of(check, &registered, rules.compile)?
+        else {
+            return Ok(unvalidated(Outcome::Unchecked));
+        };
+        let version = check
+            .protocol_version
+            .or(protocol)
+            .unwrap_or(ProtocolVersion::NEWEST);
         let compiled = match mode {
             Mode::Blocking { hit_counted } => {
                 let (compiled, missed) =
@@ -479,13 +515,16 @@ impl Gate {
             Err(e) => return Err(e.clone().into()),
         };
 
-        let mut verdict = base(Outcome::Valid);
+        let mut verdict = unvalidated_verdict(rules.tier, check);
         verdict.schema_hash = Some(hash);
         let document: Option<&Document> = match &check.payload {
             Payload::Instance(v) | Payload::Arguments(v) => Some(v),
             Payload::Result(r) => {
-                if rules.require_object_root && !compiled.root_is_object {
-                    return Err(CheckError::SchemaRootNotObject.into());
+                if rules.object_root_required(version) && !compiled.root_is_object {
+                    return Err(CheckError::SchemaRootNotObject {
+                        version: version.as_str(),
+                    }
+                    .into());
                 }
                 r.structured_content.as_ref()
             }
@@ -532,7 +571,7 @@ impl Gate {
                 target.drift().increment(1);
                 if rules.drift_fails {
                     verdict.errors.push(ValidationFailure {
-                        instance_path: String::new(),
+                        instance_path: finding.instance_path.clone(),
                         schema_path: String::new(),
                         keyword: "content".into(),
                         message: finding.message.clone(),
@@ -540,28 +579,41 @@ impl Gate {
                 }
                 verdict.findings.push(finding);
             }
+            if version >= ProtocolVersion::V2026_07_28
+                && !structured.value.is_object()
+                && !r.has_text_block
+            {
+                verdict.findings.push(Finding {
+                    kind: "missing_text_copy",
+                    instance_path: String::new(),
+                    message: "structuredContent is not an object, and MCP 2026-07-28 asks for a TextContent block beside it in content: add one".into(),
+                });
+            }
         }
 
         self.conclude(&mut verdict, &rules, check, &target, attempt);
         Ok(verdict)
     }
 
-    /// The schema `check` is validated against under `options`.
+    /// The schema `check` is validated against under `options`; `None` for a registered tool
+    /// that declares no schema for the payload (nothing to check). A registered schema comes
+    /// with the MCP revision it was registered under.
     fn schema_of<'a>(
         &self,
         check: &'a Check,
         registered: &'a Servers,
         options: CompileOptions,
-    ) -> Result<SchemaRef<'a>, CheckError> {
+    ) -> Result<Option<SchemaRef<'a>>, CheckError> {
         let (server, tool) = (check.server.as_deref(), check.tool.as_deref());
         match &check.schema {
             SchemaSource::Inline(text) => {
                 let hash = SchemaHash::of(text);
-                Ok(SchemaRef {
+                Ok(Some(SchemaRef {
                     hash,
                     key: CacheKey::new(server, tool, &hash, options),
                     text: Cow::Borrowed(text),
-                })
+                    protocol: None,
+                }))
             }
             SchemaSource::Hash(h) => {
                 let hash = SchemaHash::parse(h)?;
@@ -569,37 +621,34 @@ impl Gate {
                     .cache
                     .source(&hash)
                     .ok_or_else(|| CheckError::UnknownSchemaHash(hash.to_string()))?;
-                Ok(SchemaRef {
+                Ok(Some(SchemaRef {
                     hash,
                     key: CacheKey::new(server, tool, &hash, options),
                     text: Cow::Owned(text),
-                })
+                    protocol: None,
+                }))
             }
             SchemaSource::Registered => {
                 let (Some(server), Some(tool)) = (server, tool) else {
                     return Err(CheckError::MissingSchema);
                 };
-                let unknown = |detail| CheckError::UnknownTool {
-                    server: server.to_owned(),
-                    tool: tool.to_owned(),
-                    detail,
-                };
-                let schemas = registered.tool(server, tool).ok_or_else(|| unknown(""))?;
+                let schemas =
+                    registered
+                        .tool(server, tool)
+                        .ok_or_else(|| CheckError::UnknownTool {
+                            server: server.to_owned(),
+                            tool: tool.to_owned(),
+                        })?;
                 let schema = match check.payload {
-                    Payload::Arguments(_) => schemas
-                        .input
-                        .as_ref()
-                        .ok_or_else(|| unknown(" with an inputSchema"))?,
-                    _ => schemas
-                        .output
-                        .as_ref()
-                        .ok_or_else(|| unknown(" with an outputSchema"))?,
+                    Payload::Arguments(_) => schemas.input.as_ref(),
+                    _ => schemas.output.as_ref(),
                 };
-                Ok(SchemaRef {
+                Ok(schema.map(|schema| SchemaRef {
                     hash: schema.hash,
                     key: schema.key(options),
                     text: Cow::Borrowed(&schema.text),
-                })
+                    protocol: Some(schemas.protocol),
+                }))
             }
         }
     }
@@ -632,11 +681,12 @@ impl Gate {
                 verdict.truncated = true;
                 break;
             }
+            let schema_path = error.schema_path().as_str();
             verdict.errors.push(ValidationFailure {
                 instance_path: error.instance_path().as_str().to_owned(),
-                schema_path: error.schema_path().as_str().to_owned(),
-                keyword: error.kind().keyword().to_owned(),
-                message: clip(error.to_string(), MAX_MESSAGE_BYTES),
+                keyword: schema_keyword(error.kind().keyword(), schema_path).to_owned(),
+                schema_path: schema_path.to_owned(),
+                message: clip(with_article(error.to_string()), MAX_MESSAGE_BYTES),
             });
         }
     }
@@ -651,7 +701,7 @@ impl Gate {
         attempt: Attempt,
     ) {
         let valid = verdict.errors.is_empty();
-        verdict.valid = valid;
+        verdict.valid = Some(valid);
         verdict.outcome = if valid {
             Outcome::Valid
         } else {
@@ -686,13 +736,21 @@ impl Gate {
     }
 
     /// Registers a server's tools (an MCP tools/list result) and compiles their schemas, so the
-    /// first checks hit the cache. A broken schema is reported for its tool alone.
-    pub fn register(&self, server: &str, body: &Bytes) -> Result<Registration, CheckError> {
+    /// first checks hit the cache. A broken schema is reported for its tool alone. The tools
+    /// replace the server's registration, or with `merge` are added to it (one page of a
+    /// paginated tools/list).
+    pub fn register(
+        &self,
+        server: &str,
+        body: &Bytes,
+        how: RegisterOptions,
+    ) -> Result<Registration, CheckError> {
         let server_id = ServerId::parse(server)?;
-        let tools = parse_tools_list(&server_id, body, self.limits.max_depth)?;
+        let protocol = how.protocol_version.unwrap_or(ProtocolVersion::NEWEST);
+        let list = parse_tools_list(&server_id, body, self.limits.max_depth, protocol)?;
         let policy = self.policy.load();
-        let mut report = Vec::with_capacity(tools.len());
-        for tool in &tools {
+        let mut report = Vec::with_capacity(list.tools.len());
+        for tool in &list.tools {
             let rules = policy.rules_for(Some(server), Some(tool.name.as_str()));
             let mut errors = Vec::new();
             for (label, schema, is_output) in [
@@ -706,13 +764,19 @@ impl Gate {
                         .get_or_compile(key, &schema.text, rules.compile, true);
                 let problem = match compiled.as_ref() {
                     Err(e) => Some(e.clone()),
-                    Ok(c) if is_output && rules.require_object_root && !c.root_is_object => {
-                        Some(CheckError::SchemaRootNotObject)
+                    Ok(c)
+                        if is_output
+                            && rules.object_root_required(protocol)
+                            && !c.root_is_object =>
+                    {
+                        Some(CheckError::SchemaRootNotObject {
+                            version: protocol.as_str(),
+                        })
                     }
                     Ok(_) => None,
                 };
                 if let Some(e) = problem {
-                    errors.push(ToolError {
+                    errors.push(SchemaProblem {
                         schema: label,
                         code: e.code(),
                         message: e.to_string(),
@@ -727,11 +791,20 @@ impl Gate {
                 errors,
             });
         }
-        self.registry.replace(&server_id, tools)?;
-        tracing::info!(server, tools = report.len(), "registered tools");
+        self.registry.register(&server_id, list.tools, how.merge)?;
+        tracing::info!(
+            server,
+            tools = report.len(),
+            merge = how.merge,
+            protocol_version = protocol.as_str(),
+            next_cursor = list.next_cursor.as_deref().unwrap_or(""),
+            "registered tools"
+        );
         Ok(Registration {
             server: server.to_owned(),
+            protocol_version: protocol,
             tools: report,
+            next_cursor: list.next_cursor,
         })
     }
 
@@ -771,19 +844,32 @@ fn guarded<T>(read: impl FnOnce() -> Result<T, CheckError>) -> Result<T, CheckEr
     })
 }
 
-/// A text block of `content` that parses as JSON and differs from `structuredContent`.
+/// A text block of `content` that parses as JSON and is a different JSON value from
+/// `structuredContent` (numbers compared by value), with where they first differ. A text holding
+/// a JSON scalar is compared only with a scalar `structuredContent`: beside an object it is
+/// prose that happens to parse (a count, a word), not a copy.
 fn text_drift(result: &ToolResult, structured: &Value) -> Option<Finding> {
+    let structured_is_scalar = !structured.is_object() && !structured.is_array();
+    let mut sent: Option<Cow<'_, [u8]>> = result.structured_text.as_deref().map(Cow::Borrowed);
     for text in &result.json_texts {
-        let same_text = result
-            .structured_text
-            .as_ref()
-            .is_some_and(|sent| crate::drift::same_tokens(text.as_bytes(), sent));
-        if !same_text && crate::drift::json_text_equals(text, structured) == Some(false) {
+        if crate::drift::is_scalar_text(text) && !structured_is_scalar {
+            continue;
+        }
+        let sent = sent.get_or_insert_with(|| {
+            // Kept whenever a text copy may follow; rebuilt from the value otherwise.
+            Cow::Owned(serde_json::to_vec(structured).unwrap_or_default())
+        });
+        if crate::drift::same_tokens(text.as_bytes(), sent) {
+            continue;
+        }
+        if let Some(Some(path)) = crate::drift::first_difference(text.as_bytes(), sent) {
+            let at = if path.is_empty() { "/" } else { path.as_str() };
             return Some(Finding {
                 kind: "text_drift",
-                message:
-                    "the text copy in content parses as JSON but differs from structuredContent"
-                        .into(),
+                message: format!(
+                    "the text copy in content parses as JSON but is a different value from structuredContent, first at {at}"
+                ),
+                instance_path: path,
             });
         }
     }

@@ -59,8 +59,19 @@ pub struct Rules {
     pub compile: CompileOptions,
     /// A text copy in `content` that disagrees with `structuredContent` fails the check.
     pub drift_fails: bool,
-    /// An outputSchema's root must be an object schema.
-    pub require_object_root: bool,
+    /// Whether an outputSchema's root must be an object schema, when the policy says so; unset,
+    /// the MCP revision decides ([`Rules::object_root_required`]).
+    pub require_object_root: Option<bool>,
+}
+
+impl Rules {
+    /// Whether an outputSchema's root must be an object schema under `version`: the policy's
+    /// `require_object_root` when it sets one, else the revision's rule (required before
+    /// 2026-07-28).
+    pub fn object_root_required(&self, version: crate::domain::ProtocolVersion) -> bool {
+        self.require_object_root
+            .unwrap_or_else(|| version.requires_object_root())
+    }
 }
 
 /// Why a policy could not be loaded; the message names the file, the key and what to fix.
@@ -271,7 +282,7 @@ impl Policy {
                     .unwrap_or(RegexEngine::BoundedBacktracking),
             },
             drift_fails: switches.drift_fails.unwrap_or(false),
-            require_object_root: switches.require_object_root.unwrap_or(true),
+            require_object_root: switches.require_object_root,
         }
     }
 }
@@ -315,7 +326,7 @@ tools = { charge_card = "untrusted" }
         assert_eq!(rules.tier, Tier::Untrusted);
         assert!(rules.compile.assert_formats);
         assert!(!rules.drift_fails);
-        assert!(rules.require_object_root);
+        assert_eq!(rules.require_object_root, None, "the MCP revision decides");
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! find its validator.
 
 use crate::cache::CacheKey;
-use crate::domain::{SchemaHash, ServerId, ToolName};
+use crate::domain::{ProtocolVersion, SchemaHash, ServerId, ToolName};
 use crate::error::{from_json_error, CheckError};
 use crate::policy::CompileOptions;
 use arc_swap::{ArcSwap, Guard};
@@ -49,19 +49,32 @@ pub struct ToolSchemas {
     pub name: ToolName,
     pub input: Option<RegisteredSchema>,
     pub output: Option<RegisteredSchema>,
+    /// The MCP revision the tool was registered under: checks that name none follow it.
+    pub protocol: ProtocolVersion,
+}
+
+/// One `tools/list` result: its tools, and its `nextCursor` when it is one page of several.
+#[derive(Debug)]
+pub struct ToolsList {
+    pub tools: Vec<ToolSchemas>,
+    pub next_cursor: Option<String>,
 }
 
 /// Reads the body of an MCP `tools/list` result for `server`:
-/// `{"tools": [{"name", "inputSchema", "outputSchema"}]}`.
+/// `{"tools": [{"name", "inputSchema", "outputSchema"}], "nextCursor"}`. Other fields (`_meta`,
+/// 2026-07-28's `ttlMs` and `cacheScope`, a tool's `title`, `annotations`, ...) are read through.
 pub fn parse_tools_list(
     server: &ServerId,
     body: &Bytes,
     depth_limit: usize,
-) -> Result<Vec<ToolSchemas>, CheckError> {
+    protocol: ProtocolVersion,
+) -> Result<ToolsList, CheckError> {
     #[derive(Deserialize)]
     struct WireList<'a> {
         #[serde(borrow)]
         tools: Vec<WireTool<'a>>,
+        #[serde(rename = "nextCursor", default)]
+        next_cursor: Option<String>,
     }
     #[derive(Deserialize)]
     struct WireTool<'a> {
@@ -74,7 +87,8 @@ pub fn parse_tools_list(
     let list: WireList<'_> =
         serde_json::from_slice(body).map_err(|e| from_json_error(&e, depth_limit))?;
     let mut seen = std::collections::HashSet::new();
-    list.tools
+    let tools = list
+        .tools
         .into_iter()
         .map(|t| {
             let name = ToolName::parse(&t.name)?;
@@ -95,9 +109,14 @@ pub fn parse_tools_list(
                 input: schema(t.input),
                 output: schema(t.output),
                 name,
+                protocol,
             })
         })
-        .collect()
+        .collect::<Result<_, _>>()?;
+    Ok(ToolsList {
+        tools,
+        next_cursor: list.next_cursor.filter(|c| !c.is_empty()),
+    })
 }
 
 /// Every registered tool, by server and then by name. A registration replaces one server's map
@@ -134,28 +153,38 @@ impl Registry {
         }
     }
 
-    /// Replaces the tools of `server` with `tools` (a tools/list result is the whole list).
-    pub fn replace(&self, server: &ServerId, tools: Vec<ToolSchemas>) -> Result<(), CheckError> {
+    /// Replaces the tools of `server` with `tools` (a tools/list result is the whole list), or
+    /// with `merge` adds them to its registered tools (one page of a paginated tools/list): a
+    /// tool of the same name is replaced, the others are kept.
+    pub fn register(
+        &self,
+        server: &ServerId,
+        tools: Vec<ToolSchemas>,
+        merge: bool,
+    ) -> Result<(), CheckError> {
         let _writing = self.writing.lock().map_err(|_| CheckError::Internal)?;
         let current = self.servers.load();
+        let mut own: HashMap<String, ToolSchemas> = match current.0.get(server.as_str()) {
+            Some(existing) if merge => existing.as_ref().clone(),
+            _ => HashMap::new(),
+        };
+        for tool in tools {
+            own.insert(tool.name.as_str().to_owned(), tool);
+        }
         let others = current.tool_count()
             - current
                 .0
                 .get(server.as_str())
                 .map_or(0, |tools| tools.len());
-        if others + tools.len() > self.max_tools {
+        if others + own.len() > self.max_tools {
             return Err(CheckError::InvalidField(format!(
-                "registering {} tools would pass the limit of {} registered tools (see --max-registered-tools)",
-                tools.len(),
+                "registering would bring server {server:?} to {} tools, past the limit of {} registered tools (see --max-registered-tools)",
+                own.len(),
                 self.max_tools
             )));
         }
         let mut next = current.0.clone();
-        let tools = tools
-            .into_iter()
-            .map(|t| (t.name.as_str().to_owned(), t))
-            .collect();
-        next.insert(server.as_str().to_owned(), Arc::new(tools));
+        next.insert(server.as_str().to_owned(), Arc::new(own));
         self.servers.store(Arc::new(Servers(next)));
         Ok(())
     }
@@ -181,14 +210,16 @@ mod tests {
             br#"{"tools": [{"name": "get", "inputSchema": {"type":"object"}, "outputSchema": {"type": "object"}},
                            {"name": "ping", "inputSchema": {}}]}"#,
         );
-        let tools = parse_tools_list(&crm(), &body, 64).expect("parses");
+        let tools = parse_tools_list(&crm(), &body, 64, ProtocolVersion::NEWEST)
+            .expect("parses")
+            .tools;
         assert_eq!(tools.len(), 2);
         let out = tools[0].output.as_ref().expect("output schema");
         assert_eq!(&out.text[..], br#"{"type": "object"}"#);
         assert!(tools[1].output.is_none());
 
         let registry = Registry::new(2);
-        registry.replace(&crm(), tools).expect("fits");
+        registry.register(&crm(), tools, false).expect("fits");
         assert!(registry.load().tool("crm", "get").is_some());
         assert!(registry.load().tool("crm", "nope").is_none());
         let shop = ServerId::parse("shop").expect("name");
@@ -196,14 +227,16 @@ mod tests {
             &shop,
             &Bytes::from_static(br#"{"tools": [{"name": "x"}]}"#),
             64,
+            ProtocolVersion::NEWEST,
         )
-        .expect("parses");
+        .expect("parses")
+        .tools;
         assert!(
-            registry.replace(&shop, more.clone()).is_err(),
+            registry.register(&shop, more.clone(), false).is_err(),
             "limit of 2 tools"
         );
         registry
-            .replace(&crm(), more)
+            .register(&crm(), more, false)
             .expect("replacing crm's own tools fits");
         assert!(registry.load().tool("crm", "get").is_none());
         assert!(registry.load().tool("crm", "x").is_some());
@@ -214,7 +247,9 @@ mod tests {
         let body = Bytes::from_static(
             br#"{"tools": [{"name": "get", "outputSchema": {"type": "object"}}]}"#,
         );
-        let tools = parse_tools_list(&crm(), &body, 64).expect("parses");
+        let tools = parse_tools_list(&crm(), &body, 64, ProtocolVersion::NEWEST)
+            .expect("parses")
+            .tools;
         let out = tools[0].output.as_ref().expect("output schema");
         for options in CompileOptions::ALL {
             assert_eq!(
@@ -231,12 +266,43 @@ mod tests {
     }
 
     #[test]
+    fn pages_merge_and_2026_fields_are_read_through() {
+        let page = |body: &'static [u8]| {
+            parse_tools_list(
+                &crm(),
+                &Bytes::from_static(body),
+                64,
+                ProtocolVersion::NEWEST,
+            )
+            .expect("parses")
+        };
+        let first = page(br#"{"tools": [{"name": "a"}, {"name": "b"}], "nextCursor": "p2", "ttlMs": 60000, "cacheScope": "session"}"#);
+        assert_eq!(first.next_cursor.as_deref(), Some("p2"));
+        let second = page(br#"{"tools": [{"name": "c", "title": "C", "annotations": {}}]}"#);
+        assert_eq!(second.next_cursor, None);
+        let registry = Registry::new(10);
+        registry.register(&crm(), first.tools, false).expect("fits");
+        registry.register(&crm(), second.tools, true).expect("fits");
+        for name in ["a", "b", "c"] {
+            assert!(registry.load().tool("crm", name).is_some(), "{name}");
+        }
+        let again = page(br#"{"tools": [{"name": "c"}]}"#);
+        registry.register(&crm(), again.tools, false).expect("fits");
+        assert!(
+            registry.load().tool("crm", "a").is_none(),
+            "a whole list replaces"
+        );
+    }
+
+    #[test]
     fn duplicate_and_bad_names_are_refused() {
         let dup = Bytes::from_static(br#"{"tools": [{"name": "a"}, {"name": "a"}]}"#);
-        assert!(parse_tools_list(&crm(), &dup, 64).is_err());
+        assert!(parse_tools_list(&crm(), &dup, 64, ProtocolVersion::NEWEST).is_err());
         let blank = Bytes::from_static(br#"{"tools": [{"name": ""}]}"#);
         assert_eq!(
-            parse_tools_list(&crm(), &blank, 64).unwrap_err().code(),
+            parse_tools_list(&crm(), &blank, 64, ProtocolVersion::NEWEST)
+                .unwrap_err()
+                .code(),
             "invalid_field"
         );
     }

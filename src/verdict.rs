@@ -31,14 +31,17 @@ pub enum Outcome {
     Skipped,
     /// The tool reported its own failure (`isError: true`); not validated.
     ToolError,
+    /// The registered tool declares no schema for the payload; not validated.
+    Unchecked,
 }
 
 impl Outcome {
-    pub const ALL: [Outcome; 4] = [
+    pub const ALL: [Outcome; 5] = [
         Outcome::Valid,
         Outcome::Invalid,
         Outcome::Skipped,
         Outcome::ToolError,
+        Outcome::Unchecked,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -47,6 +50,7 @@ impl Outcome {
             Outcome::Invalid => "invalid",
             Outcome::Skipped => "skipped",
             Outcome::ToolError => "tool_error",
+            Outcome::Unchecked => "unchecked",
         }
     }
 }
@@ -67,8 +71,12 @@ pub struct ValidationFailure {
 /// Something worth knowing that is not itself a schema failure.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Finding {
-    /// `text_drift`: a text block of `content` parses as JSON and differs from `structuredContent`.
+    /// `text_drift`: a text block of `content` parses as JSON and is a different JSON value from
+    /// `structuredContent`; `missing_text_copy`: under MCP 2026-07-28, a `structuredContent` that
+    /// is not an object came without a text block.
     pub kind: &'static str,
+    /// Where in `structuredContent` it applies (for drift: where the copies first differ).
+    pub instance_path: String,
     pub message: String,
 }
 
@@ -76,7 +84,10 @@ pub struct Finding {
 /// [`Verdict::write_json`], which must follow any field added here.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Verdict {
-    pub valid: bool,
+    /// `Some(true)` only for a payload validated and conforming; `None` when nothing was
+    /// validated (`skipped`, `tool_error`, `unchecked`), so it is left out of the answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub valid: Option<bool>,
     pub action: Action,
     pub tier: Tier,
     pub outcome: Outcome,
@@ -107,7 +118,11 @@ impl Verdict {
                     + e.message.len() * 2
             })
             .sum();
-        let findings: usize = self.findings.iter().map(|f| 40 + f.message.len()).sum();
+        let findings: usize = self
+            .findings
+            .iter()
+            .map(|f| 64 + f.instance_path.len() * 2 + f.message.len() * 2)
+            .sum();
         let call_id = self.call_id.as_ref().map_or(0, |c| 16 + c.len() * 2);
         200 + errors + findings + call_id + self.feedback.len() * 2
     }
@@ -120,8 +135,9 @@ impl Verdict {
     /// serde_json's string escaping. The answer is a tenth of a valid check's work otherwise.
     pub fn write_json(&self, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
         out.extend_from_slice(match self.valid {
-            true => b"{\"valid\":true,\"action\":\"",
-            false => b"{\"valid\":false,\"action\":\"",
+            Some(true) => b"{\"valid\":true,\"action\":\"",
+            Some(false) => b"{\"valid\":false,\"action\":\"",
+            None => b"{\"action\":\"",
         });
         out.extend_from_slice(self.action.as_str().as_bytes());
         out.extend_from_slice(b"\",\"tier\":\"");
@@ -162,6 +178,8 @@ impl Verdict {
                 }
                 out.extend_from_slice(b"{\"kind\":");
                 json_string(out, f.kind)?;
+                out.extend_from_slice(b",\"instance_path\":");
+                json_string(out, &f.instance_path)?;
                 out.extend_from_slice(b",\"message\":");
                 json_string(out, &f.message)?;
                 out.push(b'}');
@@ -189,6 +207,12 @@ fn json_string(out: &mut Vec<u8>, text: &str) -> Result<(), serde_json::Error> {
 impl Serialize for SchemaHash {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&self.to_hex())
+    }
+}
+
+impl Serialize for crate::domain::ProtocolVersion {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
     }
 }
 
@@ -220,6 +244,46 @@ pub fn feedback(subject: &str, errors: &[ValidationFailure], truncated: bool) ->
         line.push_str("; and more");
     }
     line
+}
+
+/// The JSON Schema keyword a failure belongs to. The validator reports a `false` subschema under
+/// its own name (`falseSchema`); the keyword is the one that holds that subschema (`items`,
+/// `additionalProperties`, `properties`, `prefixItems`, `allOf`, ...), read off its schema path,
+/// and `false` for a schema that is `false` at its root.
+pub fn schema_keyword<'a>(reported: &'a str, schema_path: &'a str) -> &'a str {
+    if reported != "falseSchema" {
+        return reported;
+    }
+    let segments: Vec<&str> = schema_path.split('/').skip(1).collect();
+    match segments.as_slice() {
+        [] => "false",
+        [.., holder, last]
+            if matches!(
+                *holder,
+                "properties" | "patternProperties" | "$defs" | "definitions" | "dependentSchemas"
+            ) || last.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            holder
+        }
+        [.., last] => last,
+    }
+}
+
+/// `message` with "a" before a quoted word that starts with a vowel sound made "an": the
+/// validator writes `"x" is not a "email"`.
+pub fn with_article(message: String) -> String {
+    const A_QUOTE: &str = " a \"";
+    let Some(at) = message.find(A_QUOTE) else {
+        return message;
+    };
+    let next = message[at + A_QUOTE.len()..].chars().next();
+    if matches!(next, Some('a' | 'e' | 'i' | 'o' | 'A' | 'E' | 'I' | 'O')) {
+        let mut fixed = message;
+        fixed.insert(at + 2, 'n');
+        fixed
+    } else {
+        message
+    }
 }
 
 /// The instance path with array indices folded to `*`, so `/items/3/id` counts as `/items/*/id`.
@@ -280,6 +344,42 @@ mod tests {
     }
 
     #[test]
+    fn false_subschemas_report_the_keyword_that_holds_them() {
+        for (path, keyword) in [
+            ("/items", "items"),
+            ("/properties/a", "properties"),
+            ("/additionalProperties", "additionalProperties"),
+            ("/prefixItems/1", "prefixItems"),
+            ("/allOf/1", "allOf"),
+            ("/$defs/x/properties/b", "properties"),
+            ("", "false"),
+        ] {
+            assert_eq!(schema_keyword("falseSchema", path), keyword, "{path}");
+        }
+        assert_eq!(schema_keyword("type", "/items/type"), "type");
+    }
+
+    #[test]
+    fn articles_agree_with_the_word() {
+        assert_eq!(
+            with_article(r#""x" is not a "email""#.into()),
+            r#""x" is not an "email""#
+        );
+        assert_eq!(
+            with_article(r#""x" is not a "ipv4""#.into()),
+            r#""x" is not an "ipv4""#
+        );
+        assert_eq!(
+            with_article(r#""x" is not a "date-time""#.into()),
+            r#""x" is not a "date-time""#
+        );
+        assert_eq!(
+            with_article(r#""x" is not a "uuid""#.into()),
+            r#""x" is not a "uuid""#
+        );
+    }
+
+    #[test]
     fn indices_fold_to_a_star() {
         assert_eq!(fold_indices("/items/3/id"), "/items/*/id");
         assert_eq!(fold_indices(""), "/");
@@ -290,7 +390,7 @@ mod tests {
     #[test]
     fn size_hint_covers_the_json() {
         let mut verdict = Verdict {
-            valid: false,
+            valid: Some(false),
             action: Action::Reject,
             tier: Tier::Untrusted,
             outcome: Outcome::Invalid,
@@ -314,7 +414,7 @@ mod tests {
     #[test]
     fn written_json_is_what_serde_writes() {
         let base = Verdict {
-            valid: true,
+            valid: Some(true),
             action: Action::Pass,
             tier: Tier::SemiTrusted,
             outcome: Outcome::Valid,
@@ -332,13 +432,14 @@ mod tests {
         let variants = [
             base.clone(),
             Verdict {
+                valid: None,
                 schema_hash: None,
                 tier: Tier::Trusted,
                 outcome: Outcome::Skipped,
                 ..base.clone()
             },
             Verdict {
-                valid: false,
+                valid: Some(false),
                 action: Action::Reject,
                 tier: Tier::Untrusted,
                 outcome: Outcome::Invalid,
@@ -349,14 +450,17 @@ mod tests {
                 ..base.clone()
             },
             Verdict {
+                valid: None,
                 outcome: Outcome::ToolError,
                 findings: vec![
                     Finding {
                         kind: "text_drift",
+                        instance_path: "/a/\"b\"".into(),
                         message: "the copy \"differs\"".into(),
                     },
                     Finding {
                         kind: "other",
+                        instance_path: String::new(),
                         message: String::new(),
                     },
                 ],

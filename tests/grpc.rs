@@ -3,118 +3,13 @@
 
 mod common;
 
-use common::{spawn_app, spawn_app_with, TestApp};
+use common::{
+    as_rest, client, grpc_check, registration_as_rest, spawn_app, spawn_app_with, TestApp,
+};
 use schemagate::grpc::proto::{self, validator_client::ValidatorClient};
 use serde_json::{json, Value};
 use tonic::transport::Channel;
 use tonic::Code;
-
-async fn client(app: &TestApp) -> ValidatorClient<Channel> {
-    ValidatorClient::connect(format!("http://{}", app.grpc_addr))
-        .await
-        .expect("connect")
-        .max_decoding_message_size(64 << 20)
-}
-
-/// The gRPC form of a REST check body.
-fn grpc_check(rest: &Value) -> proto::Check {
-    use proto::check::{Payload as P, SchemaSource as S};
-    let text = |v: &Value| bytes::Bytes::from(v.to_string());
-    let field = |name: &str| rest.get(name).map(text);
-    let schema_source = match (rest.get("schema"), rest.get("schema_hash")) {
-        (Some(s), _) => Some(S::Schema(text(s))),
-        (None, Some(h)) => Some(S::SchemaHash(h.as_str().expect("hash").to_owned())),
-        (None, None) => None,
-    };
-    let payload = field("instance")
-        .map(P::Instance)
-        .or_else(|| field("result").map(P::Result))
-        .or_else(|| field("arguments").map(P::Arguments));
-    let string = |name: &str| {
-        rest.get(name)
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned()
-    };
-    proto::Check {
-        server: string("server"),
-        tool: string("tool"),
-        schema_source,
-        payload,
-        attempt: rest.get("attempt").and_then(Value::as_u64).unwrap_or(0) as u32,
-        call_id: string("call_id"),
-    }
-}
-
-/// A gRPC verdict in REST's JSON shape, for comparison.
-fn as_rest(v: &proto::Verdict) -> Value {
-    let action = match proto::Action::try_from(v.action) {
-        Ok(proto::Action::Pass) => "pass",
-        Ok(proto::Action::Reject) => "reject",
-        _ => "?",
-    };
-    let tier = match proto::Tier::try_from(v.tier) {
-        Ok(proto::Tier::Trusted) => "trusted",
-        Ok(proto::Tier::SemiTrusted) => "semi-trusted",
-        Ok(proto::Tier::Untrusted) => "untrusted",
-        _ => "?",
-    };
-    let outcome = match proto::Outcome::try_from(v.outcome) {
-        Ok(proto::Outcome::Valid) => "valid",
-        Ok(proto::Outcome::Invalid) => "invalid",
-        Ok(proto::Outcome::Skipped) => "skipped",
-        Ok(proto::Outcome::ToolError) => "tool_error",
-        _ => "?",
-    };
-    let mut out = json!({
-        "valid": v.valid, "action": action, "tier": tier, "outcome": outcome,
-        "errors": v.errors.iter().map(|e| json!({"instance_path": e.instance_path,
-            "schema_path": e.schema_path, "keyword": e.keyword, "message": e.message})).collect::<Vec<_>>(),
-        "truncated": v.truncated, "feedback": v.feedback,
-    });
-    if !v.schema_hash.is_empty() {
-        out["schema_hash"] = json!(v.schema_hash);
-    }
-    if !v.findings.is_empty() {
-        out["findings"] = json!(v
-            .findings
-            .iter()
-            .map(|f| json!({"kind": f.kind, "message": f.message}))
-            .collect::<Vec<_>>());
-    }
-    if !v.call_id.is_empty() {
-        out["call_id"] = json!(v.call_id);
-    }
-    out
-}
-
-/// A gRPC registration in REST's JSON shape, for comparison.
-fn registration_as_rest(r: &proto::RegisterToolsResponse) -> Value {
-    let tools: Vec<Value> = r
-        .tools
-        .iter()
-        .map(|t| {
-            let mut tool = json!({"name": t.name});
-            for (key, hash) in [
-                ("input_schema_hash", &t.input_schema_hash),
-                ("output_schema_hash", &t.output_schema_hash),
-            ] {
-                if !hash.is_empty() {
-                    tool[key] = json!(hash);
-                }
-            }
-            if !t.errors.is_empty() {
-                tool["errors"] = json!(t
-                    .errors
-                    .iter()
-                    .map(|e| json!({"schema": e.schema, "code": e.code, "message": e.message}))
-                    .collect::<Vec<_>>());
-            }
-            tool
-        })
-        .collect();
-    json!({"server": r.server, "tools": tools})
-}
 
 fn schema() -> Value {
     json!({"type": "object", "properties": {
@@ -186,7 +81,7 @@ async fn large_integers_and_integer_types_judge_the_same_over_both() {
             .expect("verdict")
             .into_inner();
         assert_eq!(rest["valid"], valid, "{instance}: {rest}");
-        assert_eq!(answer.valid, valid, "{instance}");
+        assert_eq!(answer.valid, Some(valid), "{instance}");
         assert_eq!(as_rest(&answer), rest);
     }
     // Raw JSON text keeps 64-bit ids exact, with no double in between.
@@ -199,13 +94,13 @@ async fn large_integers_and_integer_types_judge_the_same_over_both() {
         )),
         ..Default::default()
     };
-    assert!(
-        !grpc
-            .validate(check)
+    assert_eq!(
+        grpc.validate(check)
             .await
             .expect("verdict")
             .into_inner()
-            .valid
+            .valid,
+        Some(false)
     );
 }
 
@@ -221,6 +116,7 @@ async fn registered_tools_over_grpc() {
         .register_tools(proto::RegisterToolsRequest {
             server: "crm".into(),
             tools_list: tools.to_string().into(),
+            ..Default::default()
         })
         .await
         .expect("registered")
@@ -240,7 +136,7 @@ async fn registered_tools_over_grpc() {
         .await
         .expect("verdict")
         .into_inner();
-    assert!(v.valid);
+    assert_eq!(v.valid, Some(true));
     assert_eq!(v.schema_hash, reg.tools[0].output_schema_hash);
     let args = json!({"server": "crm", "tool": "get", "arguments": {}});
     let v = grpc
@@ -248,7 +144,7 @@ async fn registered_tools_over_grpc() {
         .await
         .expect("verdict")
         .into_inner();
-    assert!(!v.valid);
+    assert_eq!(v.valid, Some(false));
     assert!(
         v.feedback.starts_with("Arguments failed schema"),
         "{}",
@@ -262,6 +158,7 @@ async fn registered_tools_over_grpc() {
         .register_tools(proto::RegisterToolsRequest {
             server: "crm".into(),
             tools_list: "{".into(),
+            ..Default::default()
         })
         .await
         .expect_err("malformed");
@@ -335,12 +232,13 @@ async fn messages_over_the_size_limit_are_refused_by_the_grpc_layer() {
     // tonic's code for a message over its limit; the check never reached schemagate.
     assert_eq!(status.code(), Code::OutOfRange, "{status:?}");
     let small = json!({"schema": {"type": "string"}, "instance": "x"});
-    assert!(
+    assert_eq!(
         grpc.validate(grpc_check(&small))
             .await
             .expect("verdict")
             .into_inner()
-            .valid
+            .valid,
+        Some(true)
     );
 }
 
@@ -424,7 +322,7 @@ async fn streams_answer_every_id_once_and_survive_bad_checks() {
                 assert_eq!(e.code, "malformed_json")
             }
             (Some(proto::stream_answer::Answer::Verdict(v)), i) if i % 500 != 250 => {
-                assert_eq!(v.valid, i % 5 != 0, "c{i}")
+                assert_eq!(v.valid, Some(i % 5 != 0), "c{i}")
             }
             other => panic!("c{i}: unexpected {other:?}"),
         }
@@ -456,7 +354,7 @@ async fn a_slow_check_does_not_hold_up_the_quick_ones_of_its_stream() {
     let mut order = Vec::new();
     while let Some(answer) = answers.message().await.expect("answer") {
         assert!(
-            matches!(answer.answer, Some(proto::stream_answer::Answer::Verdict(ref v)) if v.valid),
+            matches!(answer.answer, Some(proto::stream_answer::Answer::Verdict(ref v)) if v.valid == Some(true)),
             "{answer:?}"
         );
         order.push(answer.id);
@@ -546,7 +444,7 @@ async fn a_stream_nobody_reads_is_held_back_and_one_left_behind_stops() {
         .await
         .expect("still serving")
         .into_inner();
-    assert!(v.valid);
+    assert_eq!(v.valid, Some(true));
 }
 
 #[tokio::test]
@@ -675,6 +573,7 @@ async fn the_shared_corpus_judges_the_same_over_both() {
             .register_tools(proto::RegisterToolsRequest {
                 server: server.clone(),
                 tools_list: list.to_string().into(),
+                ..Default::default()
             })
             .await
             .expect("registered")

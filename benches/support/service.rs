@@ -4,7 +4,7 @@
 use bytes::Bytes;
 use schemagate::compile::CompileLimits;
 use schemagate::config::ServeArgs;
-use schemagate::gate::Gate;
+use schemagate::gate::{Gate, RegisterOptions};
 use schemagate::policy::{CompileOptions, Policy};
 use serde_json::Value;
 use std::sync::Arc;
@@ -13,8 +13,12 @@ use std::sync::Arc;
 pub fn gate(threads: usize, tools: &Value) -> Arc<Gate> {
     let gate = bare_gate(threads);
     for (server, list) in tools["servers"].as_object().expect("servers") {
-        gate.register(server, &Bytes::from(list.to_string()))
-            .expect("register");
+        gate.register(
+            server,
+            &Bytes::from(list.to_string()),
+            RegisterOptions::default(),
+        )
+        .expect("register");
     }
     gate
 }

@@ -6,9 +6,9 @@
 
 mod read;
 
-pub(crate) use read::Key;
 pub use read::ONE_PASS_MAX_BYTES;
 
+use crate::domain::ProtocolVersion;
 use crate::error::CheckError;
 use bytes::Bytes;
 use serde_json::Value;
@@ -74,9 +74,12 @@ fn string_bytes(value: &Value) -> u64 {
 pub struct ToolResult {
     /// `None` when the field is absent; a `null` document when it is `null`.
     pub structured_content: Option<Document>,
-    /// The text of each text block of `content` that holds a JSON object or array: the copies
-    /// compared with `structuredContent` for drift. Other blocks are not kept.
+    /// The text of each text block of `content` that may hold a JSON value (it starts as one
+    /// does): the copies compared with `structuredContent` for drift. Other blocks are not kept.
     pub json_texts: Vec<String>,
+    /// `content` holds at least one text block (MCP 2026-07-28 asks for one beside a
+    /// `structuredContent` that is not an object).
+    pub has_text_block: bool,
     /// `structuredContent`'s JSON text as sent (a slice of the request), kept when a text copy
     /// may need comparing: a copy that is the same text, white space aside, is the same value.
     pub structured_text: Option<Bytes>,
@@ -128,6 +131,8 @@ pub struct Check {
     /// 1 for a first attempt; 2 and above are retries.
     pub attempt: u32,
     pub call_id: Option<String>,
+    /// The MCP revision the payload follows, when the check names one.
+    pub protocol_version: Option<ProtocolVersion>,
 }
 
 impl Check {

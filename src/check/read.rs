@@ -9,6 +9,7 @@
 //! second time. Only broken JSON fails a whole body.
 
 use super::{attempt, BatchItem, Check, Document, Payload, SchemaSource, ToolResult};
+use crate::domain::ProtocolVersion;
 use crate::error::{from_json_error, CheckError};
 use bytes::Bytes;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -417,6 +418,7 @@ struct CheckFields<'de> {
     arguments: Option<Document>,
     attempt: Option<u32>,
     call_id: Option<Cow<'de, str>>,
+    protocol_version: Option<Cow<'de, str>>,
 }
 
 impl<'de> Reader<'de> for CheckReader<'_> {
@@ -452,6 +454,9 @@ impl<'de> Reader<'de> for CheckReader<'_> {
                 "tool" => text("tool", map.next_value()?).map(|v| f.tool = v),
                 "schema_hash" => text("schema_hash", map.next_value()?).map(|v| f.schema_hash = v),
                 "call_id" => text("call_id", map.next_value()?).map(|v| f.call_id = v),
+                "protocol_version" => {
+                    text("protocol_version", map.next_value()?).map(|v| f.protocol_version = v)
+                }
                 "schema" => {
                     f.schema = Some(map.next_value()?);
                     Ok(())
@@ -504,7 +509,7 @@ impl<'de> Reader<'de> for CheckReader<'_> {
 }
 
 /// The fields of a check, in the order of their bits in `seen`.
-const CHECK_FIELD_NAMES: [&str; 9] = [
+const CHECK_FIELD_NAMES: [&str; 10] = [
     "server",
     "tool",
     "schema",
@@ -514,6 +519,7 @@ const CHECK_FIELD_NAMES: [&str; 9] = [
     "arguments",
     "attempt",
     "call_id",
+    "protocol_version",
 ];
 
 /// The fields of a check, for the messages about a body that is not one: `` `server`, `tool`, ...``.
@@ -543,6 +549,10 @@ impl CheckReader<'_> {
             payload,
             attempt: attempt(f.attempt)?,
             call_id: f.call_id.map(Cow::into_owned),
+            protocol_version: f
+                .protocol_version
+                .map(|v| ProtocolVersion::parse(&v))
+                .transpose()?,
         })
     }
 }
@@ -585,10 +595,13 @@ impl<'de> Reader<'de> for ResultReader<'_> {
                         result.structured_text = Some(text);
                     })
                 }
-                "content" => map.next_value_seed(Shape(ContentReader))?.map(|texts| {
-                    no_copy = texts.is_empty();
-                    result.json_texts = texts;
-                }),
+                "content" => map
+                    .next_value_seed(Shape(ContentReader))?
+                    .map(|(texts, has_text)| {
+                        no_copy = texts.is_empty();
+                        result.json_texts = texts;
+                        result.has_text_block = has_text;
+                    }),
                 "isError" => match map.next_value()? {
                     Scalar::Bool(b) => {
                         result.is_error = b;
@@ -626,28 +639,34 @@ impl<'de> Reader<'de> for ResultReader<'_> {
 struct ContentReader;
 
 impl<'de> Reader<'de> for ContentReader {
-    type Output = Result<Vec<String>, CheckError>;
+    /// The JSON-looking texts, and whether any block is a text block.
+    type Output = Result<(Vec<String>, bool), CheckError>;
 
     fn array<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Output, A::Error> {
         let mut texts = Vec::new();
+        let mut has_text = false;
         let mut problem = None;
         while let Some(block) = seq.next_element_seed(Shape(BlockReader))? {
             match block {
-                Ok(Some(text)) => texts.push(text),
-                Ok(None) => {}
+                Ok(Block::Json(text)) => {
+                    has_text = true;
+                    texts.push(text);
+                }
+                Ok(Block::Text) => has_text = true,
+                Ok(Block::Other) => {}
                 Err(e) => note(&mut problem, e),
             }
         }
         Ok(match problem {
             Some(e) => Err(e),
-            None => Ok(texts),
+            None => Ok((texts, has_text)),
         })
     }
 
     fn wrong(self, found: &'static str) -> Self::Output {
         match found {
             // As if absent: no text copy to compare.
-            "null" => Ok(Vec::new()),
+            "null" => Ok((Vec::new(), false)),
             _ => Err(invalid(format!(
                 "`result.content` must be an array of content blocks, not {found}"
             ))),
@@ -655,11 +674,21 @@ impl<'de> Reader<'de> for ContentReader {
     }
 }
 
-/// Reads one content block: its text when it is a text block holding JSON, else nothing.
+/// One block of `content`, as far as drift and the 2026-07-28 text rule care.
+enum Block {
+    /// A text block whose text may be JSON.
+    Json(String),
+    /// A text block of prose.
+    Text,
+    /// Any other block (image, resource, ...).
+    Other,
+}
+
+/// Reads one content block.
 struct BlockReader;
 
 impl<'de> Reader<'de> for BlockReader {
-    type Output = Result<Option<String>, CheckError>;
+    type Output = Result<Block, CheckError>;
 
     fn object<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Output, A::Error> {
         let mut is_text = false;
@@ -692,9 +721,11 @@ impl<'de> Reader<'de> for BlockReader {
                 }
             }
         }
-        Ok(match problem {
-            Some(e) => Err(e),
-            None => Ok(json_text.filter(|_| is_text)),
+        Ok(match (problem, is_text, json_text) {
+            (Some(e), _, _) => Err(e),
+            (None, false, _) => Ok(Block::Other),
+            (None, true, Some(text)) => Ok(Block::Json(text)),
+            (None, true, None) => Ok(Block::Text),
         })
     }
 
@@ -706,7 +737,8 @@ impl<'de> Reader<'de> for BlockReader {
 }
 
 /// A text block's `text`, kept only when it may be a JSON copy of the structured content (it
-/// starts, after white space, with `{` or `[`); prose is read and dropped without a copy.
+/// starts, after white space, as a JSON value does); other prose is read and dropped without a
+/// copy.
 enum JsonText {
     Json(String),
     Prose,
@@ -717,12 +749,18 @@ impl<'de> Deserialize<'de> for JsonText {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         match Scalar::deserialize(d)? {
             Scalar::Str(text) => {
+                // Starts as a JSON value does: an object, array, string, number or literal.
                 let start = text.trim_start().as_bytes().first().copied();
-                Ok(if matches!(start, Some(b'{' | b'[')) {
-                    JsonText::Json(text.into_owned())
-                } else {
-                    JsonText::Prose
-                })
+                Ok(
+                    if matches!(
+                        start,
+                        Some(b'{' | b'[' | b'"' | b'-' | b'0'..=b'9' | b't' | b'f' | b'n')
+                    ) {
+                        JsonText::Json(text.into_owned())
+                    } else {
+                        JsonText::Prose
+                    },
+                )
             }
             other => Ok(JsonText::Wrong(other.kind())),
         }

@@ -2,7 +2,7 @@
 
 use super::proto;
 use crate::check::{self, Check, Payload, SchemaSource};
-use crate::domain::Tier;
+use crate::domain::{ProtocolVersion, Tier};
 use crate::error::CheckError;
 use crate::gate::{Limits, Registration};
 use crate::verdict::{Action, Outcome, Verdict};
@@ -37,7 +37,15 @@ pub fn check(msg: &proto::Check, limits: &Limits) -> Result<Check, CheckError> {
         payload,
         attempt: check::attempt((msg.attempt != 0).then_some(msg.attempt))?,
         call_id: non_empty(&msg.call_id),
+        protocol_version: protocol_version(&msg.protocol_version)?,
     })
+}
+
+/// A message's `protocol_version`: empty means none named.
+pub fn protocol_version(text: &str) -> Result<Option<ProtocolVersion>, CheckError> {
+    non_empty(text)
+        .map(|v| ProtocolVersion::parse(&v))
+        .transpose()
 }
 
 pub fn verdict(v: Verdict) -> proto::Verdict {
@@ -57,6 +65,7 @@ pub fn verdict(v: Verdict) -> proto::Verdict {
             Outcome::Invalid => proto::Outcome::Invalid,
             Outcome::Skipped => proto::Outcome::Skipped,
             Outcome::ToolError => proto::Outcome::ToolError,
+            Outcome::Unchecked => proto::Outcome::Unchecked,
         } as i32,
         schema_hash: v.schema_hash.map(|h| h.to_string()).unwrap_or_default(),
         errors: v
@@ -77,6 +86,7 @@ pub fn verdict(v: Verdict) -> proto::Verdict {
             .map(|f| proto::Finding {
                 kind: f.kind.to_owned(),
                 message: f.message,
+                instance_path: f.instance_path,
             })
             .collect(),
         call_id: v.call_id.unwrap_or_default(),
@@ -93,6 +103,8 @@ pub fn error(e: &CheckError) -> proto::Error {
 pub fn registration(r: Registration) -> proto::RegisterToolsResponse {
     proto::RegisterToolsResponse {
         server: r.server,
+        next_cursor: r.next_cursor.unwrap_or_default(),
+        protocol_version: r.protocol_version.as_str().to_owned(),
         tools: r
             .tools
             .into_iter()

@@ -54,7 +54,6 @@ mod tests {
                 CheckError::UnknownTool {
                     server: "s".into(),
                     tool: "t".into(),
-                    detail: "",
                 },
                 Code::NotFound,
             ),
@@ -74,7 +73,12 @@ mod tests {
                 CheckError::WorkLimitExceeded { work: 2, limit: 1 },
                 Code::InvalidArgument,
             ),
-            (CheckError::SchemaRootNotObject, Code::InvalidArgument),
+            (
+                CheckError::SchemaRootNotObject {
+                    version: "2025-06-18",
+                },
+                Code::InvalidArgument,
+            ),
             (CheckError::MissingSchema, Code::InvalidArgument),
             (CheckError::ConflictingSchemas, Code::InvalidArgument),
             (CheckError::InexactNumber(1e20), Code::InvalidArgument),

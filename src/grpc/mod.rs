@@ -10,7 +10,7 @@ mod stream;
 pub use error::{code_of, status, ERROR_CODE_KEY};
 
 use crate::error::CheckError;
-use crate::gate::Gate;
+use crate::gate::{Gate, RegisterOptions};
 use crate::metrics::Transport;
 use proto::validator_server::{Validator, ValidatorServer};
 use std::sync::Arc;
@@ -130,10 +130,15 @@ impl Validator for ValidatorService {
         request: Request<proto::RegisterToolsRequest>,
     ) -> Result<Response<proto::RegisterToolsResponse>, Status> {
         let msg = request.into_inner();
+        let how = RegisterOptions {
+            merge: msg.merge,
+            protocol_version: convert::protocol_version(&msg.protocol_version)
+                .map_err(|e| self.refuse(&e))?,
+        };
         let gate = Arc::clone(&self.gate);
         let registration = self
             .gate
-            .offload(move || gate.register(&msg.server, &msg.tools_list))
+            .offload(move || gate.register(&msg.server, &msg.tools_list, how))
             .await
             .and_then(|r| r)
             .map_err(|e| self.refuse(&e))?;

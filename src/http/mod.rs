@@ -6,18 +6,19 @@ mod error;
 pub use error::{status_of, ApiError, ErrorBody};
 
 use crate::check::Check;
+use crate::domain::ProtocolVersion;
 use crate::error::CheckError;
-use crate::gate::{Gate, Registration};
+use crate::gate::{Gate, RegisterOptions, Registration};
 use crate::metrics::Transport;
 use crate::verdict::Verdict;
 use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use tower_http::catch_panic::CatchPanicLayer;
 
@@ -124,15 +125,43 @@ async fn validate_batch(
     Ok(([(header::CONTENT_TYPE, "application/json")], out).into_response())
 }
 
+/// The query of `PUT /v1/servers/{server}/tools`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RegisterQuery {
+    /// Add the tools to the server's registration (one page of a paginated tools/list).
+    #[serde(default)]
+    merge: bool,
+    protocol_version: Option<String>,
+}
+
 async fn register_tools(
     State(gate): State<Arc<Gate>>,
     Path(server): Path<String>,
+    query: Result<Query<RegisterQuery>, QueryRejection>,
     raw: Result<Bytes, BytesRejection>,
 ) -> Result<Json<Registration>, ApiError> {
+    let Query(query) = query.map_err(|e| {
+        refuse(
+            &gate,
+            CheckError::InvalidField(format!(
+                "{}: the query takes `merge=true|false` and `protocol_version=2025-06-18|2025-11-25|2026-07-28`",
+                e.body_text()
+            )),
+        )
+    })?;
+    let how = RegisterOptions {
+        merge: query.merge,
+        protocol_version: query
+            .protocol_version
+            .map(|v| ProtocolVersion::parse(&v))
+            .transpose()
+            .map_err(|e| refuse(&gate, e))?,
+    };
     let bytes = body(&gate, raw).map_err(|e| refuse(&gate, e))?;
     let worker = Arc::clone(&gate);
     let registration = gate
-        .offload(move || worker.register(&server, &bytes))
+        .offload(move || worker.register(&server, &bytes, how))
         .await
         .and_then(|r| r)
         .map_err(|e| refuse(&gate, e))?;

@@ -2,11 +2,13 @@
 #![allow(dead_code)]
 
 use schemagate::config::ServeArgs;
-use serde_json::Value;
+use schemagate::grpc::proto::{self, validator_client::ValidatorClient};
+use serde_json::{json, Value};
 use std::net::SocketAddr;
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
+use tonic::transport::Channel;
 
 /// A running server; shuts down when dropped.
 pub struct TestApp {
@@ -140,4 +142,125 @@ impl Drop for TestApp {
             let _ = tx.send(());
         }
     }
+}
+
+// gRPC helpers: a client, and conversions between REST bodies and gRPC messages.
+
+pub async fn client(app: &TestApp) -> ValidatorClient<Channel> {
+    ValidatorClient::connect(format!("http://{}", app.grpc_addr))
+        .await
+        .expect("connect")
+        .max_decoding_message_size(64 << 20)
+}
+
+/// The gRPC form of a REST check body.
+pub fn grpc_check(rest: &Value) -> proto::Check {
+    use proto::check::{Payload as P, SchemaSource as S};
+    let text = |v: &Value| bytes::Bytes::from(v.to_string());
+    let field = |name: &str| rest.get(name).map(text);
+    let schema_source = match (rest.get("schema"), rest.get("schema_hash")) {
+        (Some(s), _) => Some(S::Schema(text(s))),
+        (None, Some(h)) => Some(S::SchemaHash(h.as_str().expect("hash").to_owned())),
+        (None, None) => None,
+    };
+    let payload = field("instance")
+        .map(P::Instance)
+        .or_else(|| field("result").map(P::Result))
+        .or_else(|| field("arguments").map(P::Arguments));
+    let string = |name: &str| {
+        rest.get(name)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    proto::Check {
+        server: string("server"),
+        tool: string("tool"),
+        schema_source,
+        payload,
+        attempt: rest.get("attempt").and_then(Value::as_u64).unwrap_or(0) as u32,
+        call_id: string("call_id"),
+        protocol_version: string("protocol_version"),
+    }
+}
+
+/// A gRPC verdict in REST's JSON shape, for comparison.
+pub fn as_rest(v: &proto::Verdict) -> Value {
+    let action = match proto::Action::try_from(v.action) {
+        Ok(proto::Action::Pass) => "pass",
+        Ok(proto::Action::Reject) => "reject",
+        _ => "?",
+    };
+    let tier = match proto::Tier::try_from(v.tier) {
+        Ok(proto::Tier::Trusted) => "trusted",
+        Ok(proto::Tier::SemiTrusted) => "semi-trusted",
+        Ok(proto::Tier::Untrusted) => "untrusted",
+        _ => "?",
+    };
+    let outcome = match proto::Outcome::try_from(v.outcome) {
+        Ok(proto::Outcome::Valid) => "valid",
+        Ok(proto::Outcome::Invalid) => "invalid",
+        Ok(proto::Outcome::Skipped) => "skipped",
+        Ok(proto::Outcome::ToolError) => "tool_error",
+        Ok(proto::Outcome::Unchecked) => "unchecked",
+        _ => "?",
+    };
+    let mut out = json!({
+        "action": action, "tier": tier, "outcome": outcome,
+        "errors": v.errors.iter().map(|e| json!({"instance_path": e.instance_path,
+            "schema_path": e.schema_path, "keyword": e.keyword, "message": e.message})).collect::<Vec<_>>(),
+        "truncated": v.truncated, "feedback": v.feedback,
+    });
+    if let Some(valid) = v.valid {
+        out["valid"] = json!(valid);
+    }
+    if !v.schema_hash.is_empty() {
+        out["schema_hash"] = json!(v.schema_hash);
+    }
+    if !v.findings.is_empty() {
+        out["findings"] = json!(v
+            .findings
+            .iter()
+            .map(
+                |f| json!({"kind": f.kind, "instance_path": f.instance_path, "message": f.message})
+            )
+            .collect::<Vec<_>>());
+    }
+    if !v.call_id.is_empty() {
+        out["call_id"] = json!(v.call_id);
+    }
+    out
+}
+
+/// A gRPC registration in REST's JSON shape, for comparison.
+pub fn registration_as_rest(r: &proto::RegisterToolsResponse) -> Value {
+    let tools: Vec<Value> = r
+        .tools
+        .iter()
+        .map(|t| {
+            let mut tool = json!({"name": t.name});
+            for (key, hash) in [
+                ("input_schema_hash", &t.input_schema_hash),
+                ("output_schema_hash", &t.output_schema_hash),
+            ] {
+                if !hash.is_empty() {
+                    tool[key] = json!(hash);
+                }
+            }
+            if !t.errors.is_empty() {
+                tool["errors"] = json!(t
+                    .errors
+                    .iter()
+                    .map(|e| json!({"schema": e.schema, "code": e.code, "message": e.message}))
+                    .collect::<Vec<_>>());
+            }
+            tool
+        })
+        .collect();
+    let mut out =
+        json!({"server": r.server, "tools": tools, "protocol_version": r.protocol_version});
+    if !r.next_cursor.is_empty() {
+        out["next_cursor"] = json!(r.next_cursor);
+    }
+    out
 }
