@@ -3,8 +3,6 @@
 //! `prometheus` binary (Debian package `prometheus`); skipped with a message when it is missing,
 //! unless SCHEMAGATE_REQUIRE_PROMETHEUS=1 (as in CI).
 
-mod common;
-
 use serde_json::{json, Value};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -155,7 +153,8 @@ const POLICY: &str = "[[servers]]\nmatch = \"internal-*\"\ntier = \"trusted\"\n\
 async fn rules_and_dashboard_queries_match_a_known_sequence() {
     let policy = tempfile::NamedTempFile::new().expect("temp");
     std::fs::write(policy.path(), POLICY).expect("write");
-    let app = common::spawn_app_with(&["--policy", policy.path().to_str().expect("utf-8")]).await;
+    let app =
+        crate::helpers::spawn_app_with(&["--policy", policy.path().to_str().expect("utf-8")]).await;
     let Some(prometheus) = start_prometheus(app.http_addr).await else {
         return;
     };

@@ -2,9 +2,7 @@
 //! without a contract, text copies compared as values, JSON Schema keywords, the root rule per
 //! revision, and paginated tools/list. Every check is asked over REST and gRPC, with one answer.
 
-mod common;
-
-use common::{as_rest, client, grpc_check, registration_as_rest, spawn_app_with, TestApp};
+use crate::helpers::{as_rest, client, grpc_check, registration_as_rest, spawn_app_with, TestApp};
 use schemagate::grpc::proto::{self, validator_client::ValidatorClient};
 use serde_json::{json, Value};
 use std::io::Write;

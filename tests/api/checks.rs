@@ -1,8 +1,6 @@
 //! The REST checks as an orchestrator sees them: tiers, MCP result rules, registration, batches.
 
-mod common;
-
-use common::{spawn_app, spawn_app_with};
+use crate::helpers::{spawn_app, spawn_app_with};
 use serde_json::{json, Value};
 
 fn delete_customer_schema() -> Value {

@@ -1,13 +1,14 @@
 //! Requests that cannot be checked get a specific 4xx with a message that says what to fix, and
 //! nothing else happens: other requests keep their answers.
 
-mod common;
-
-use common::{spawn_app, spawn_app_with};
+use crate::helpers::{spawn_app, spawn_app_with};
 use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
-async fn refused(app: &common::TestApp, body: impl Into<reqwest::Body>) -> (u16, String, String) {
+async fn refused(
+    app: &crate::helpers::TestApp,
+    body: impl Into<reqwest::Body>,
+) -> (u16, String, String) {
     let (status, v) = app.post_raw("/v1/validate", body).await;
     let code = v["error"]["code"].as_str().unwrap_or_default().to_owned();
     let message = v["error"]["message"]

@@ -1,9 +1,7 @@
 //! Hostile schemas and payloads, as an attacker would send them: each is refused with a clear
 //! 4xx (or INVALID_ARGUMENT) before it runs, and the other checks of a batch are answered.
 
-mod common;
-
-use common::{spawn_app, spawn_app_with, TestApp};
+use crate::helpers::{spawn_app, spawn_app_with, TestApp};
 use schemagate::grpc::proto::{self, validator_client::ValidatorClient};
 use serde_json::{json, Value};
 use tonic::transport::Channel;

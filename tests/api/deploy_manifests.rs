@@ -2,8 +2,6 @@
 //! policy ConfigMap parses with the server's own loader, and every metric a rule or panel names is
 //! one the server exports.
 
-mod common;
-
 use schemagate::config::{DEFAULT_GRPC_LISTEN, DEFAULT_LISTEN};
 use serde::Deserialize;
 use serde_json::Value;
@@ -122,7 +120,7 @@ async fn probes_and_ports_exist_in_the_server() {
         container["startupProbe"]["grpc"]["port"],
         port_of(DEFAULT_GRPC_LISTEN)
     );
-    let app = common::spawn_app().await;
+    let app = crate::helpers::spawn_app().await;
     for probe in ["livenessProbe", "readinessProbe"] {
         let get = &container[probe]["httpGet"];
         assert_eq!(get["port"], "http", "{probe}");

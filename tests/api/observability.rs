@@ -1,9 +1,7 @@
 //! What operators see: the metrics after a known sequence of checks, the cache at work, bounded
 //! labels, and policy reloads.
 
-mod common;
-
-use common::{spawn_app, spawn_app_with};
+use crate::helpers::{spawn_app, spawn_app_with};
 use serde_json::json;
 use std::time::Duration;
 
@@ -35,7 +33,7 @@ async fn many_requests_compile_a_schema_once() {
 }
 
 async fn futures_join(
-    app: &common::TestApp,
+    app: &crate::helpers::TestApp,
     checks: &[serde_json::Value],
 ) -> Vec<(u16, serde_json::Value)> {
     let mut handles = Vec::new();

@@ -1,5 +1,6 @@
-//! Starts a real schemagate on loopback ports and talks to it like a client would.
-#![allow(dead_code)]
+//! Starts a real schemagate on loopback ports and talks to it like a client would: one
+//! `TestApp` with typed request helpers, a gRPC client and a metrics reader, shared by every test
+//! module.
 
 use schemagate::config::ServeArgs;
 use schemagate::grpc::proto::{self, validator_client::ValidatorClient};

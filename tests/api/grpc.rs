@@ -1,9 +1,7 @@
 //! The gRPC API through a generated tonic client, against a real server on loopback ports; and
 //! REST and gRPC giving the same verdicts over one core.
 
-mod common;
-
-use common::{
+use crate::helpers::{
     as_rest, client, grpc_check, registration_as_rest, spawn_app, spawn_app_with, TestApp,
 };
 use schemagate::grpc::proto::{self, validator_client::ValidatorClient};

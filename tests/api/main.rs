@@ -1,0 +1,14 @@
+//! The integration tests: one binary (one link), a module per area, each starting real servers on
+//! loopback ports through [`helpers`].
+
+mod helpers;
+
+mod bad_input;
+mod checks;
+mod deploy_manifests;
+mod grpc;
+mod hostile_schemas;
+mod mcp_semantics;
+mod observability;
+mod prometheus_e2e;
+mod shutdown;
