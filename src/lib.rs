@@ -3,18 +3,23 @@
 //!
 //! The module map, from the inside out:
 //!
-//! - [`domain`]: the names a check carries (`ServerId`, `ToolName`, `SchemaHash`, `Tier`).
-//! - [`policy`]: the trust policy (tiers per server and tool, and the rule switches).
+//! - [`domain`]: the names a check carries (`ServerId`, `ToolName`, `SchemaHash`, `Tier`,
+//!   `ProtocolVersion`).
+//! - [`policy`]: the trust policy (tiers per server and tool, and the rule switches), and how it
+//!   reloads (`PolicyStore`, `watch`).
 //! - [`analysis`]: bounds the work a schema can imply, before it runs.
 //! - [`compile`]: schema text to validator, refusing hostile schemas; [`cache`] keeps the results.
-//! - [`registry`]: tools registered per server.
+//! - [`registry`]: how tools are registered, and the tools registered per server.
 //! - [`check`]: a check as the core receives it, and how one is read from JSON.
 //! - [`verdict`]: the answer, its errors and its feedback line; [`drift`] compares a result's
 //!   text copy with its structured content.
 //! - [`error`]: why a check cannot be made at all.
-//! - [`metrics`]: the Prometheus series and their handles.
-//! - [`gate`]: the core function every transport calls.
-//! - [`http`] and [`grpc`]: the two thin adapters; [`config`] and [`run`] wire them.
+//! - [`validator`]: how a check is judged (the synchronous core).
+//! - [`executor`]: where CPU work runs (the worker pool); [`gate`]: where each check runs, the
+//!   entry points every transport calls.
+//! - [`metrics`]: the Prometheus series and their handles; [`instrument`]: what gets counted for
+//!   each request.
+//! - [`http`] and [`grpc`]: the two thin adapters; [`config`], [`shutdown`] and [`run`] wire them.
 
 pub mod analysis;
 pub mod cache;
@@ -24,13 +29,16 @@ pub mod config;
 pub mod domain;
 pub mod drift;
 pub mod error;
+pub mod executor;
 pub mod gate;
 pub mod grpc;
 pub mod http;
+pub mod instrument;
 pub mod metrics;
 pub mod policy;
 pub mod registry;
 pub mod shutdown;
+pub mod validator;
 pub mod verdict;
 
 use crate::config::ServeArgs;
@@ -75,7 +83,11 @@ pub async fn run_gate(
         drain_gate.set_draining();
         draining.cancel();
     });
-    shutdown::watch_policy(Arc::clone(&gate), args.policy_poll_interval, token.clone());
+    policy::watch(
+        Arc::clone(gate.policy()),
+        args.policy_poll_interval,
+        token.clone(),
+    );
 
     let http_addr = listeners.http.local_addr()?;
     let grpc_addr = listeners.grpc.local_addr()?;

@@ -3,12 +3,21 @@
 //! A policy comes from embedded defaults (every server `untrusted`) or a TOML file. Server rules
 //! match by exact name or glob; exact names win over globs, and among globs the first in file order
 //! wins. A rule may override the tier of single tools and the three rule switches.
+//!
+//! How the policy reloads: [`PolicyStore`] holds the policy in force and re-reads its file on
+//! SIGHUP, on the admin endpoint, and when the file's content changes ([`watch`]); a bad file
+//! keeps the policy in force.
 
 use crate::domain::Tier;
+use crate::metrics::Metrics;
+use arc_swap::{ArcSwap, Guard};
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde::Deserialize;
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 /// The regular-expression engine a schema's `pattern` and `patternProperties` run on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
@@ -285,6 +294,110 @@ impl Policy {
             require_object_root: switches.require_object_root,
         }
     }
+}
+
+/// The policy in force, swapped whole on a reload; reads take no lock.
+pub struct PolicyStore {
+    current: ArcSwap<Policy>,
+    path: Option<PathBuf>,
+    metrics: Arc<Metrics>,
+}
+
+impl PolicyStore {
+    pub fn new(policy: Policy, path: Option<PathBuf>, metrics: Arc<Metrics>) -> Self {
+        Self {
+            current: ArcSwap::from_pointee(policy),
+            path,
+            metrics,
+        }
+    }
+
+    /// The policy in force; hold it only for the length of a check.
+    pub fn load(&self) -> Guard<Arc<Policy>> {
+        self.current.load()
+    }
+
+    /// The policy file, when one is configured.
+    pub fn path(&self) -> Option<&Path> {
+        self.path.as_deref()
+    }
+
+    /// Re-reads the policy file. A bad file keeps the policy in force and says why.
+    pub fn reload(&self) -> Result<(), PolicyError> {
+        let Some(path) = &self.path else {
+            return Err(PolicyError::Invalid {
+                at: String::new(),
+                message: "no policy file is configured (start with --policy FILE)".into(),
+            });
+        };
+        match Policy::from_file(path) {
+            Ok(policy) => {
+                self.current.store(Arc::new(policy));
+                self.metrics.policy_reload(true);
+                tracing::info!(path = %path.display(), "policy reloaded");
+                Ok(())
+            }
+            Err(e) => {
+                self.metrics.policy_reload(false);
+                tracing::error!(path = %path.display(), error = %e, "policy reload failed; the previous policy stays in force");
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Reloads the policy on SIGHUP, and when the file's content changes (polled every
+/// `poll_secs`; 0 turns polling off). Stops when `token` is cancelled.
+pub fn watch(store: Arc<PolicyStore>, poll_secs: u64, token: CancellationToken) {
+    let Some(path) = store.path().map(Path::to_path_buf) else {
+        return;
+    };
+    #[cfg(unix)]
+    {
+        let store = Arc::clone(&store);
+        let token = token.clone();
+        tokio::spawn(async move {
+            let Ok(mut hup) =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+            else {
+                tracing::warn!(
+                    "cannot listen for SIGHUP; reload with POST /v1/admin/reload-policy"
+                );
+                return;
+            };
+            loop {
+                tokio::select! {
+                    () = token.cancelled() => return,
+                    got = hup.recv() => {
+                        if got.is_none() { return; }
+                        tracing::info!("SIGHUP: reloading the policy");
+                        let _ = store.reload();
+                    }
+                }
+            }
+        });
+    }
+    if poll_secs == 0 {
+        return;
+    }
+    tokio::spawn(async move {
+        let digest = |bytes: &[u8]| blake3::hash(bytes);
+        let mut last = tokio::fs::read(&path).await.ok().map(|b| digest(&b));
+        let mut tick = tokio::time::interval(Duration::from_secs(poll_secs));
+        tick.tick().await;
+        loop {
+            tokio::select! {
+                () = token.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            let now = tokio::fs::read(&path).await.ok().map(|b| digest(&b));
+            if now.is_some() && now != last {
+                last = now;
+                tracing::info!(path = %path.display(), "policy file changed: reloading");
+                let _ = store.reload();
+            }
+        }
+    });
 }
 
 #[cfg(test)]

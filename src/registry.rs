@@ -1,19 +1,20 @@
-//! The tools each server has registered (its MCP `tools/list` result), so later checks can name
-//! only server and tool.
+//! How tools are registered: the tools each server has registered (its MCP `tools/list` result),
+//! so later checks can name only server and tool, and the registration that compiles their
+//! schemas and stores them.
 //!
 //! Every check that names a registered tool reads this, so reads take no lock and bump no shared
 //! counter: the map is replaced whole on registration (rare) and read through `arc-swap`.
 //! Each registered schema carries its cache keys, computed once, so a check hashes nothing to
 //! find its validator.
 
-use crate::cache::CacheKey;
+use crate::cache::{CacheKey, SchemaCache};
 use crate::domain::{ProtocolVersion, SchemaHash, ServerId, ToolName};
 use crate::error::{from_json_error, CheckError};
-use crate::policy::CompileOptions;
+use crate::policy::{CompileOptions, Policy};
 use arc_swap::{ArcSwap, Guard};
 use bytes::Bytes;
 use hashbrown::HashMap;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use std::sync::{Arc, Mutex};
 
@@ -119,6 +120,50 @@ pub fn parse_tools_list(
     })
 }
 
+/// How a registration applies.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RegisterOptions {
+    /// Add the tools to the server's registration instead of replacing it.
+    pub merge: bool,
+    /// The MCP revision the server speaks; none: the newest.
+    pub protocol_version: Option<ProtocolVersion>,
+}
+
+/// The result of registering a server's tools.
+#[derive(Debug, Serialize)]
+pub struct Registration {
+    pub server: String,
+    /// The MCP revision the tools were registered under.
+    pub protocol_version: ProtocolVersion,
+    pub tools: Vec<RegisteredTool>,
+    /// The tools/list result's `nextCursor`: it was one page of several; register the next with
+    /// `merge` so this one is kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_cursor: Option<String>,
+}
+
+/// One registered tool: its schema hashes, and the compile error of a schema that is broken
+/// (checks against that schema will get it; other tools are unaffected).
+#[derive(Debug, Serialize)]
+pub struct RegisteredTool {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input_schema_hash: Option<SchemaHash>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_schema_hash: Option<SchemaHash>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub errors: Vec<SchemaProblem>,
+}
+
+/// Why one of a tool's schemas cannot be used.
+#[derive(Debug, Serialize)]
+pub struct SchemaProblem {
+    /// `inputSchema` or `outputSchema`.
+    pub schema: &'static str,
+    pub code: &'static str,
+    pub message: String,
+}
+
 /// Every registered tool, by server and then by name. A registration replaces one server's map
 /// and shares the others.
 #[derive(Debug, Default)]
@@ -156,7 +201,7 @@ impl Registry {
     /// Replaces the tools of `server` with `tools` (a tools/list result is the whole list), or
     /// with `merge` adds them to its registered tools (one page of a paginated tools/list): a
     /// tool of the same name is replaced, the others are kept.
-    pub fn register(
+    pub fn store(
         &self,
         server: &ServerId,
         tools: Vec<ToolSchemas>,
@@ -189,6 +234,79 @@ impl Registry {
         Ok(())
     }
 
+    /// Registers a server's tools (an MCP tools/list result) and compiles their schemas, so the
+    /// first checks hit the cache. A broken schema is reported for its tool alone. The tools
+    /// replace the server's registration, or with `merge` are added to it (one page of a
+    /// paginated tools/list).
+    pub fn register(
+        &self,
+        cache: &SchemaCache,
+        policy: &Policy,
+        depth_limit: usize,
+        server: &str,
+        body: &Bytes,
+        how: RegisterOptions,
+    ) -> Result<Registration, CheckError> {
+        let server_id = ServerId::parse(server)?;
+        let protocol = how.protocol_version.unwrap_or(ProtocolVersion::NEWEST);
+        let list = parse_tools_list(&server_id, body, depth_limit, protocol)?;
+        let mut report = Vec::with_capacity(list.tools.len());
+        for tool in &list.tools {
+            let rules = policy.rules_for(Some(server), Some(tool.name.as_str()));
+            let mut errors = Vec::new();
+            for (label, schema, is_output) in [
+                ("inputSchema", &tool.input, false),
+                ("outputSchema", &tool.output, true),
+            ] {
+                let Some(schema) = schema else { continue };
+                let key = schema.key(rules.compile);
+                let (compiled, _) = cache.get_or_compile(key, &schema.text, rules.compile, true);
+                let problem = match compiled.as_ref() {
+                    Err(e) => Some(e.clone()),
+                    Ok(c)
+                        if is_output
+                            && rules.object_root_required(protocol)
+                            && !c.root_is_object =>
+                    {
+                        Some(CheckError::SchemaRootNotObject {
+                            version: protocol.as_str(),
+                        })
+                    }
+                    Ok(_) => None,
+                };
+                if let Some(e) = problem {
+                    errors.push(SchemaProblem {
+                        schema: label,
+                        code: e.code(),
+                        message: e.to_string(),
+                    });
+                }
+                cache.remember(schema.hash, &schema.text);
+            }
+            report.push(RegisteredTool {
+                name: tool.name.as_str().to_owned(),
+                input_schema_hash: tool.input.as_ref().map(|s| s.hash),
+                output_schema_hash: tool.output.as_ref().map(|s| s.hash),
+                errors,
+            });
+        }
+        self.store(&server_id, list.tools, how.merge)?;
+        tracing::info!(
+            server,
+            tools = report.len(),
+            merge = how.merge,
+            protocol_version = protocol.as_str(),
+            next_cursor = list.next_cursor.as_deref().unwrap_or(""),
+            "registered tools"
+        );
+        Ok(Registration {
+            server: server.to_owned(),
+            protocol_version: protocol,
+            tools: report,
+            next_cursor: list.next_cursor,
+        })
+    }
+
     /// A view of every registered tool, as of now; hold it only for the length of a check.
     pub fn load(&self) -> Guard<Arc<Servers>> {
         self.servers.load()
@@ -219,7 +337,7 @@ mod tests {
         assert!(tools[1].output.is_none());
 
         let registry = Registry::new(2);
-        registry.register(&crm(), tools, false).expect("fits");
+        registry.store(&crm(), tools, false).expect("fits");
         assert!(registry.load().tool("crm", "get").is_some());
         assert!(registry.load().tool("crm", "nope").is_none());
         let shop = ServerId::parse("shop").expect("name");
@@ -232,11 +350,11 @@ mod tests {
         .expect("parses")
         .tools;
         assert!(
-            registry.register(&shop, more.clone(), false).is_err(),
+            registry.store(&shop, more.clone(), false).is_err(),
             "limit of 2 tools"
         );
         registry
-            .register(&crm(), more, false)
+            .store(&crm(), more, false)
             .expect("replacing crm's own tools fits");
         assert!(registry.load().tool("crm", "get").is_none());
         assert!(registry.load().tool("crm", "x").is_some());
@@ -281,13 +399,13 @@ mod tests {
         let second = page(br#"{"tools": [{"name": "c", "title": "C", "annotations": {}}]}"#);
         assert_eq!(second.next_cursor, None);
         let registry = Registry::new(10);
-        registry.register(&crm(), first.tools, false).expect("fits");
-        registry.register(&crm(), second.tools, true).expect("fits");
+        registry.store(&crm(), first.tools, false).expect("fits");
+        registry.store(&crm(), second.tools, true).expect("fits");
         for name in ["a", "b", "c"] {
             assert!(registry.load().tool("crm", name).is_some(), "{name}");
         }
         let again = page(br#"{"tools": [{"name": "c"}]}"#);
-        registry.register(&crm(), again.tools, false).expect("fits");
+        registry.store(&crm(), again.tools, false).expect("fits");
         assert!(
             registry.load().tool("crm", "a").is_none(),
             "a whole list replaces"

@@ -4,8 +4,9 @@
 use bytes::Bytes;
 use schemagate::compile::CompileLimits;
 use schemagate::config::ServeArgs;
-use schemagate::gate::{Gate, RegisterOptions};
+use schemagate::gate::Gate;
 use schemagate::policy::{CompileOptions, Policy};
+use schemagate::registry::RegisterOptions;
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -13,7 +14,7 @@ use std::sync::Arc;
 pub fn gate(threads: usize, tools: &Value) -> Arc<Gate> {
     let gate = bare_gate(threads);
     for (server, list) in tools["servers"].as_object().expect("servers") {
-        gate.register(
+        gate.register_now(
             server,
             &Bytes::from(list.to_string()),
             RegisterOptions::default(),

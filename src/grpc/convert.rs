@@ -4,7 +4,8 @@ use super::proto;
 use crate::check::{self, Check, Payload, SchemaSource};
 use crate::domain::{ProtocolVersion, Tier};
 use crate::error::CheckError;
-use crate::gate::{Limits, Registration};
+use crate::gate::Limits;
+use crate::registry::Registration;
 use crate::verdict::{Action, Outcome, Verdict};
 
 fn non_empty(s: &str) -> Option<String> {

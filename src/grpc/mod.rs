@@ -10,8 +10,9 @@ mod stream;
 pub use error::{code_of, status, ERROR_CODE_KEY};
 
 use crate::error::CheckError;
-use crate::gate::{Gate, RegisterOptions};
+use crate::gate::Gate;
 use crate::metrics::Transport;
+use crate::registry::RegisterOptions;
 use proto::validator_server::{Validator, ValidatorServer};
 use std::sync::Arc;
 use tokio::net::TcpListener;
@@ -43,7 +44,7 @@ impl ValidatorService {
     }
 
     fn refuse(&self, e: &CheckError) -> Status {
-        self.gate.metrics().request_error(Transport::Grpc, e.code());
+        self.gate.instrument().refused(Transport::Grpc, e);
         status(e)
     }
 }
@@ -77,7 +78,7 @@ impl Validator for ValidatorService {
         let msg = request.into_inner();
         let verdict = self
             .gate
-            .check_with(size_of(&msg), Transport::Grpc, move |limits| {
+            .check_one(size_of(&msg), Transport::Grpc, move |limits| {
                 convert::check(&msg, limits)
             })
             .await
@@ -90,24 +91,19 @@ impl Validator for ValidatorService {
         request: Request<proto::ValidateBatchRequest>,
     ) -> Result<Response<proto::ValidateBatchResponse>, Status> {
         let items = request.into_inner().items;
-        self.gate
-            .ensure_batch_len(items.len())
-            .map_err(|e| self.refuse(&e))?;
         let gate = Arc::clone(&self.gate);
         let results = self
             .gate
-            .offload(move || {
-                gate.check_many(
-                    items,
-                    Transport::Grpc,
-                    |msg, limits| convert::check(&msg, limits),
-                    |r| proto::CheckAnswer {
-                        answer: Some(answer(r)),
-                    },
-                )
-            })
+            .check_batch(
+                Transport::Grpc,
+                move |_| gate.ensure_batch_len(items.len()).map(|()| items),
+                |msg, limits| convert::check(&msg, limits),
+                |r| proto::CheckAnswer {
+                    answer: Some(answer(r)),
+                },
+            )
             .await
-            .map_err(|e| self.refuse(&e))?;
+            .map_err(|e| status(&e))?;
         Ok(Response::new(proto::ValidateBatchResponse { results }))
     }
 
@@ -135,12 +131,10 @@ impl Validator for ValidatorService {
             protocol_version: convert::protocol_version(&msg.protocol_version)
                 .map_err(|e| self.refuse(&e))?,
         };
-        let gate = Arc::clone(&self.gate);
         let registration = self
             .gate
-            .offload(move || gate.register(&msg.server, &msg.tools_list, how))
+            .register(msg.server, msg.tools_list, how)
             .await
-            .and_then(|r| r)
             .map_err(|e| self.refuse(&e))?;
         Ok(Response::new(convert::registration(registration)))
     }

@@ -87,7 +87,7 @@ async fn pump(
             () = &mut drain, if reading => {
                 reading = false;
                 let refusal = CheckError::Unavailable;
-                gate.metrics().request_error(Transport::Grpc, refusal.code());
+                gate.instrument().refused(Transport::Grpc, &refusal);
                 end = Some(status(&refusal));
             }
             next = incoming.message(),
@@ -148,14 +148,16 @@ async fn answer(
     let bytes = checks.iter().map(size_of).sum();
     let (ids, checks): (Vec<String>, Vec<Option<proto::Check>>) =
         checks.into_iter().map(|m| (m.id, m.check)).unzip();
-    let worker = Arc::clone(&gate);
     let answers = gate
-        .offload(move || {
-            worker.check_many(checks, Transport::Grpc, read_check, |result| match result {
+        .check_batch(
+            Transport::Grpc,
+            move |_| Ok(checks),
+            read_check,
+            |result| match result {
                 Ok(v) => Answer::Verdict(convert::verdict(v)),
                 Err(e) => Answer::Error(convert::error(&e)),
-            })
-        })
+            },
+        )
         .await;
     let answers = match answers {
         Ok(answers) => ids
@@ -166,19 +168,16 @@ async fn answer(
                 answer: Some(answer),
             })
             .collect(),
-        // The job panicked: every check of it is answered INTERNAL.
+        // The job was lost: every check of it is answered INTERNAL (counted once, by the gate).
         Err(e) => {
             tracing::error!(
                 checks = ids.len(),
                 "streamed checks failed; answered as internal"
             );
             ids.into_iter()
-                .map(|id| {
-                    gate.metrics().request_error(Transport::Grpc, e.code());
-                    proto::StreamAnswer {
-                        id,
-                        answer: Some(Answer::Error(convert::error(&e))),
-                    }
+                .map(|id| proto::StreamAnswer {
+                    id,
+                    answer: Some(Answer::Error(convert::error(&e))),
                 })
                 .collect()
         }

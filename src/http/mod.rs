@@ -5,11 +5,12 @@ mod error;
 
 pub use error::{status_of, ApiError, ErrorBody};
 
-use crate::check::Check;
+use crate::check::{batch_from_json, Check};
 use crate::domain::ProtocolVersion;
 use crate::error::CheckError;
-use crate::gate::{Gate, RegisterOptions, Registration};
+use crate::gate::Gate;
 use crate::metrics::Transport;
+use crate::registry::{RegisterOptions, Registration};
 use crate::verdict::Verdict;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, QueryRejection};
@@ -61,7 +62,7 @@ fn body(gate: &Gate, body: Result<Bytes, BytesRejection>) -> Result<Bytes, Check
 }
 
 fn refuse(gate: &Gate, e: CheckError) -> ApiError {
-    gate.metrics().request_error(Transport::Rest, e.code());
+    gate.instrument().refused(Transport::Rest, &e);
     ApiError(e)
 }
 
@@ -71,7 +72,7 @@ async fn validate(
 ) -> Result<Response, ApiError> {
     let bytes = body(&gate, raw).map_err(|e| refuse(&gate, e))?;
     let verdict = gate
-        .check_with(bytes.len(), Transport::Rest, move |limits| {
+        .check_one(bytes.len(), Transport::Rest, move |limits| {
             Check::from_json(&bytes, limits.max_depth)
         })
         .await?;
@@ -109,9 +110,13 @@ async fn validate_batch(
 ) -> Result<Response, ApiError> {
     let bytes = body(&gate, raw).map_err(|e| refuse(&gate, e))?;
     let entries = gate
-        .check_batch_json(bytes, Transport::Rest, batch_entry)
-        .await
-        .map_err(|e| refuse(&gate, e))?;
+        .check_batch(
+            Transport::Rest,
+            move |limits| batch_from_json(&bytes, limits.max_depth, limits.max_batch_items),
+            |item, limits| item.into_check(limits.max_depth),
+            batch_entry,
+        )
+        .await?;
     // `{"results": [...]}` from entries already serialised in parallel.
     let mut out = Vec::with_capacity(16 + entries.iter().map(|e| e.len() + 1).sum::<usize>());
     out.extend_from_slice(br#"{"results":["#);
@@ -159,11 +164,9 @@ async fn register_tools(
             .map_err(|e| refuse(&gate, e))?,
     };
     let bytes = body(&gate, raw).map_err(|e| refuse(&gate, e))?;
-    let worker = Arc::clone(&gate);
     let registration = gate
-        .offload(move || worker.register(&server, &bytes, how))
+        .register(server, bytes, how)
         .await
-        .and_then(|r| r)
         .map_err(|e| refuse(&gate, e))?;
     Ok(Json(registration))
 }
@@ -179,7 +182,8 @@ async fn reload_policy(State(gate): State<Arc<Gate>>) -> Response {
         Ok(()) => Json(Reloaded {
             reloaded: true,
             policy: gate
-                .policy_path()
+                .policy()
+                .path()
                 .map(|p| p.display().to_string())
                 .unwrap_or_default(),
         })
