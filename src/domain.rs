@@ -152,6 +152,11 @@ pub enum Tier {
 impl Tier {
     pub const ALL: [Tier; 3] = [Tier::Trusted, Tier::SemiTrusted, Tier::Untrusted];
 
+    /// Its place in [`Tier::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
     pub fn parse(value: &str) -> Result<Self, String> {
         match value {
             "trusted" => Ok(Tier::Trusted),

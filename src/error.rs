@@ -69,6 +69,12 @@ pub enum CheckError {
     InexactNumber(f64),
     #[error("outputSchema root must be an object schema (\"type\": \"object\") under MCP {version}; fix the tool's outputSchema, follow MCP 2026-07-28 (`protocol_version`), which allows any root, or set require_object_root = false in the policy")]
     SchemaRootNotObject { version: &'static str },
+    #[error("registering would bring server {server:?} to {tools} tools, past the limit of {limit} registered tools across all servers (see --max-registered-tools): register fewer tools, or remove a server's")]
+    TooManyTools {
+        server: String,
+        tools: usize,
+        limit: usize,
+    },
     #[error("schemagate is shutting down; retry on another instance")]
     Unavailable,
     #[error("internal error; the details are in schemagate's log")]
@@ -99,9 +105,46 @@ impl CheckError {
             CheckError::WorkLimitExceeded { .. } => "work_limit_exceeded",
             CheckError::SchemaRootNotObject { .. } => "schema_root_not_object",
             CheckError::InexactNumber(_) => "number_not_exact",
+            CheckError::TooManyTools { .. } => "too_many_tools",
             CheckError::Unavailable => "unavailable",
             CheckError::Internal => "internal",
         }
+    }
+
+    /// Every code, in the order of [`CheckError::code_index`]: the `code` label values of
+    /// `schemagate_request_errors_total`, there from start-up.
+    pub const CODES: [&'static str; 22] = [
+        "malformed_json",
+        "malformed_message",
+        "invalid_field",
+        "missing_payload",
+        "conflicting_payloads",
+        "missing_schema",
+        "conflicting_schemas",
+        "unknown_schema_hash",
+        "unknown_tool",
+        "body_too_large",
+        "batch_too_large",
+        "schema_too_large",
+        "nesting_too_deep",
+        "schema_invalid",
+        "schema_ref_not_allowed",
+        "schema_too_complex",
+        "work_limit_exceeded",
+        "schema_root_not_object",
+        "number_not_exact",
+        "too_many_tools",
+        "unavailable",
+        "internal",
+    ];
+
+    /// The place of [`CheckError::code`] in [`CheckError::CODES`].
+    pub fn code_index(&self) -> usize {
+        let code = self.code();
+        Self::CODES
+            .iter()
+            .position(|&c| c == code)
+            .unwrap_or(Self::CODES.len() - 1)
     }
 
     pub fn class(&self) -> ErrorClass {
@@ -119,7 +162,8 @@ impl CheckError {
             }
             CheckError::BodyTooLarge { .. }
             | CheckError::BatchTooLarge { .. }
-            | CheckError::SchemaTooLarge { .. } => ErrorClass::TooLarge,
+            | CheckError::SchemaTooLarge { .. }
+            | CheckError::TooManyTools { .. } => ErrorClass::TooLarge,
             CheckError::TooDeep { .. }
             | CheckError::SchemaInvalid(_)
             | CheckError::RemoteRef(_)
@@ -146,5 +190,55 @@ pub(crate) fn from_json_error(err: &serde_json::Error, depth_limit: usize) -> Ch
         CheckError::InvalidField(text)
     } else {
         CheckError::MalformedJson(format!("request body is not valid JSON: {text}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_is_listed_once() {
+        let every = [
+            CheckError::MalformedJson(String::new()),
+            CheckError::MalformedMessage(String::new()),
+            CheckError::InvalidField(String::new()),
+            CheckError::MissingPayload,
+            CheckError::ConflictingPayloads,
+            CheckError::MissingSchema,
+            CheckError::ConflictingSchemas,
+            CheckError::UnknownSchemaHash(String::new()),
+            CheckError::UnknownTool {
+                server: String::new(),
+                tool: String::new(),
+            },
+            CheckError::BodyTooLarge { limit: 1 },
+            CheckError::BatchTooLarge { len: 2, limit: 1 },
+            CheckError::SchemaTooLarge { size: 2, limit: 1 },
+            CheckError::TooDeep {
+                what: "payload",
+                limit: 1,
+            },
+            CheckError::SchemaInvalid(String::new()),
+            CheckError::RemoteRef(String::new()),
+            CheckError::SchemaTooComplex(String::new()),
+            CheckError::WorkLimitExceeded { work: 2, limit: 1 },
+            CheckError::SchemaRootNotObject {
+                version: "2025-06-18",
+            },
+            CheckError::InexactNumber(1e20),
+            CheckError::TooManyTools {
+                server: String::new(),
+                tools: 2,
+                limit: 1,
+            },
+            CheckError::Unavailable,
+            CheckError::Internal,
+        ];
+        let codes: Vec<&str> = every.iter().map(CheckError::code).collect();
+        assert_eq!(codes, CheckError::CODES, "CODES lists every code, in order");
+        for (i, e) in every.iter().enumerate() {
+            assert_eq!(e.code_index(), i, "{e:?}");
+        }
     }
 }

@@ -36,6 +36,6 @@ impl Instrument {
 
     /// A request refused before any check was made (a body too large, a batch too long).
     pub fn refused(&self, transport: Transport, e: &CheckError) {
-        self.metrics.request_error(transport, e.code());
+        self.metrics.request_error(transport, e);
     }
 }

@@ -6,6 +6,7 @@
 //! passes through a [`LabelFolder`]: past its bound, new values fold into `_other`.
 
 use crate::domain::Tier;
+use crate::error::CheckError;
 use crate::verdict::Outcome;
 use hashbrown::{Equivalent, HashMap, HashSet};
 use metrics::{Counter, Gauge, Histogram, Key, Label, Metadata, Recorder, SharedString, Unit};
@@ -28,22 +29,50 @@ pub const SCHEMA_COMPILE_FAILURES_TOTAL: &str = "schemagate_schema_compile_failu
 pub const REQUEST_ERRORS_TOTAL: &str = "schemagate_request_errors_total";
 pub const POLICY_RELOADS_TOTAL: &str = "schemagate_policy_reloads_total";
 
-/// Every series name, for documentation checks.
-pub const ALL: [&str; 13] = [
-    VALIDATIONS_TOTAL,
-    FIELD_FAILURES_TOTAL,
-    VALIDATION_DURATION_SECONDS,
-    TEXT_DRIFT_TOTAL,
-    CACHE_HITS_TOTAL,
-    CACHE_MISSES_TOTAL,
-    CACHE_EVICTIONS_TOTAL,
-    CACHE_ENTRIES,
-    SCHEMA_COMPILES_TOTAL,
-    SCHEMA_COMPILE_DURATION_SECONDS,
-    SCHEMA_COMPILE_FAILURES_TOTAL,
-    REQUEST_ERRORS_TOTAL,
-    POLICY_RELOADS_TOTAL,
+/// What kind of series a name is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Counter,
+    Gauge,
+    /// In seconds.
+    Histogram,
+}
+
+/// One series: its name, kind and description (its `# HELP` line).
+#[derive(Debug, Clone, Copy)]
+pub struct Series {
+    pub name: &'static str,
+    pub kind: Kind,
+    pub help: &'static str,
+}
+
+/// Every series schemagate exports: the one table names, descriptions and [`ALL`] come from.
+pub const SERIES: [Series; 13] = [
+    Series { name: VALIDATIONS_TOTAL, kind: Kind::Counter, help: "Checks by server, tool, tier, attempt (first|retry) and outcome (valid|invalid|skipped|tool_error|unchecked)." },
+    Series { name: FIELD_FAILURES_TOTAL, kind: Kind::Counter, help: "Failing fields by server, tool, instance path (array indices folded to *) and keyword." },
+    Series { name: VALIDATION_DURATION_SECONDS, kind: Kind::Histogram, help: "Time to answer one check, by transport." },
+    Series { name: TEXT_DRIFT_TOTAL, kind: Kind::Counter, help: "Results whose text copy in content parses as JSON and is a different value from structuredContent." },
+    Series { name: CACHE_HITS_TOTAL, kind: Kind::Counter, help: "Checks whose compiled schema was already in the cache." },
+    Series { name: CACHE_MISSES_TOTAL, kind: Kind::Counter, help: "Checks that had to compile their schema." },
+    Series { name: CACHE_EVICTIONS_TOTAL, kind: Kind::Counter, help: "Compiled schemas evicted for size or idleness." },
+    Series { name: CACHE_ENTRIES, kind: Kind::Gauge, help: "Compiled schemas in the cache." },
+    Series { name: SCHEMA_COMPILES_TOTAL, kind: Kind::Counter, help: "Schema compilations (successful or not)." },
+    Series { name: SCHEMA_COMPILE_DURATION_SECONDS, kind: Kind::Histogram, help: "Time to compile one schema." },
+    Series { name: SCHEMA_COMPILE_FAILURES_TOTAL, kind: Kind::Counter, help: "Schemas that did not compile (the failure is cached)." },
+    Series { name: REQUEST_ERRORS_TOTAL, kind: Kind::Counter, help: "Checks refused before a verdict, by transport and error code." },
+    Series { name: POLICY_RELOADS_TOTAL, kind: Kind::Counter, help: "Policy reloads by result (ok|error)." },
 ];
+
+/// Every series name, for documentation checks.
+pub const ALL: [&str; SERIES.len()] = {
+    let mut names = [""; SERIES.len()];
+    let mut i = 0;
+    while i < SERIES.len() {
+        names[i] = SERIES[i].name;
+        i += 1;
+    }
+    names
+};
 
 /// Label value for a check that names no server or tool.
 pub const NONE_LABEL: &str = "_none";
@@ -63,6 +92,13 @@ pub enum Transport {
 }
 
 impl Transport {
+    pub const ALL: [Transport; 2] = [Transport::Rest, Transport::Grpc];
+
+    /// Its place in [`Transport::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Transport::Rest => "rest",
@@ -79,6 +115,13 @@ pub enum Attempt {
 }
 
 impl Attempt {
+    pub const ALL: [Attempt; 2] = [Attempt::First, Attempt::Retry];
+
+    /// Its place in [`Attempt::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
     pub fn of(attempt: u32) -> Self {
         if attempt <= 1 {
             Attempt::First
@@ -136,22 +179,21 @@ impl LabelFolder {
     }
 }
 
+/// The validation counters of one (server, tool) pair, by tier, attempt and outcome.
+type Validations = [[[Counter; Outcome::ALL.len()]; Attempt::ALL.len()]; Tier::ALL.len()];
+
 /// The series of one (server, tool) pair, resolved once.
 pub struct TargetMetrics {
     server: Arc<str>,
     tool: Arc<str>,
-    /// Indexed by tier, attempt, outcome.
-    validations: Vec<Counter>,
+    validations: Validations,
     drift: Counter,
     fields: RwLock<HashMap<(Arc<str>, String), Counter>>,
 }
 
 impl TargetMetrics {
     pub fn validation(&self, tier: Tier, attempt: Attempt, outcome: Outcome) -> &Counter {
-        let t = Tier::ALL.iter().position(|&x| x == tier).unwrap_or(0);
-        let a = attempt as usize;
-        let o = Outcome::ALL.iter().position(|&x| x == outcome).unwrap_or(0);
-        &self.validations[(t * 2 + a) * Outcome::ALL.len() + o]
+        &self.validations[tier.index()][attempt.index()][outcome.index()]
     }
 
     pub fn drift(&self) -> &Counter {
@@ -209,6 +251,10 @@ pub struct Metrics {
     pub compiles: Counter,
     pub compile_duration: Histogram,
     pub compile_failures: Counter,
+    /// By transport and error code (in [`CheckError::CODES`] order): there from start-up, at zero.
+    request_errors: [[Counter; CheckError::CODES.len()]; Transport::ALL.len()],
+    /// `ok`, then `error`.
+    policy_reloads: [Counter; 2],
 }
 
 static METADATA: Metadata<'static> =
@@ -230,7 +276,22 @@ impl Metrics {
             recorder.register_histogram(&Key::from_parts(name, labels), &METADATA)
         };
         let transport = |t: Transport| vec![Label::new("transport", t.as_str())];
+        let request_errors = Transport::ALL.map(|t| {
+            CheckError::CODES.map(|code| {
+                counter(
+                    REQUEST_ERRORS_TOTAL,
+                    vec![
+                        Label::new("transport", t.as_str()),
+                        Label::new("code", code),
+                    ],
+                )
+            })
+        });
+        let policy_reloads = ["ok", "error"]
+            .map(|result| counter(POLICY_RELOADS_TOTAL, vec![Label::new("result", result)]));
         Metrics {
+            request_errors,
+            policy_reloads,
             duration_rest: histogram(VALIDATION_DURATION_SECONDS, transport(Transport::Rest)),
             duration_grpc: histogram(VALIDATION_DURATION_SECONDS, transport(Transport::Grpc)),
             cache_hits: counter(CACHE_HITS_TOTAL, vec![]),
@@ -315,10 +376,9 @@ impl Metrics {
                 return Arc::clone(t);
             }
         }
-        let mut validations = Vec::with_capacity(24);
-        for tier in Tier::ALL {
-            for attempt in [Attempt::First, Attempt::Retry] {
-                for outcome in Outcome::ALL {
+        let validations: Validations = Tier::ALL.map(|tier| {
+            Attempt::ALL.map(|attempt| {
+                Outcome::ALL.map(|outcome| {
                     let labels = vec![
                         Label::new("server", SharedString::from(server.to_string())),
                         Label::new("tool", SharedString::from(tool.to_string())),
@@ -326,15 +386,11 @@ impl Metrics {
                         Label::new("attempt", attempt.as_str()),
                         Label::new("outcome", outcome.as_str()),
                     ];
-                    validations.push(
-                        self.recorder.register_counter(
-                            &Key::from_parts(VALIDATIONS_TOTAL, labels),
-                            &METADATA,
-                        ),
-                    );
-                }
-            }
-        }
+                    self.recorder
+                        .register_counter(&Key::from_parts(VALIDATIONS_TOTAL, labels), &METADATA)
+                })
+            })
+        });
         let drift = self.recorder.register_counter(
             &Key::from_parts(
                 TEXT_DRIFT_TOTAL,
@@ -392,98 +448,25 @@ impl Metrics {
     }
 
     /// Counts a refused check.
-    pub fn request_error(&self, transport: Transport, code: &'static str) {
-        self.recorder
-            .register_counter(
-                &Key::from_parts(
-                    REQUEST_ERRORS_TOTAL,
-                    vec![
-                        Label::new("transport", transport.as_str()),
-                        Label::new("code", code),
-                    ],
-                ),
-                &METADATA,
-            )
-            .increment(1);
+    pub fn request_error(&self, transport: Transport, error: &CheckError) {
+        self.request_errors[transport.index()][error.code_index()].increment(1);
     }
 
     /// Counts a policy reload, `ok` or `error`.
     pub fn policy_reload(&self, ok: bool) {
-        let result = if ok { "ok" } else { "error" };
-        self.recorder
-            .register_counter(
-                &Key::from_parts(POLICY_RELOADS_TOTAL, vec![Label::new("result", result)]),
-                &METADATA,
-            )
-            .increment(1);
+        self.policy_reloads[usize::from(!ok)].increment(1);
     }
 }
 
 fn describe(recorder: &PrometheusRecorder) {
-    let d = |name: &'static str, unit: Option<Unit>, text: &'static str| {
-        recorder.describe_counter(name.into(), unit, text.into());
-    };
-    d(VALIDATIONS_TOTAL, None, "Checks by server, tool, tier, attempt (first|retry) and outcome (valid|invalid|skipped|tool_error).");
-    d(
-        FIELD_FAILURES_TOTAL,
-        None,
-        "Failing fields by server, tool, instance path (array indices folded to *) and keyword.",
-    );
-    d(
-        TEXT_DRIFT_TOTAL,
-        None,
-        "Results whose text copy in content parses as JSON and differs from structuredContent.",
-    );
-    d(
-        CACHE_HITS_TOTAL,
-        None,
-        "Checks whose compiled schema was already in the cache.",
-    );
-    d(
-        CACHE_MISSES_TOTAL,
-        None,
-        "Checks that had to compile their schema.",
-    );
-    d(
-        CACHE_EVICTIONS_TOTAL,
-        None,
-        "Compiled schemas evicted for size or idleness.",
-    );
-    d(
-        SCHEMA_COMPILES_TOTAL,
-        None,
-        "Schema compilations (successful or not).",
-    );
-    d(
-        SCHEMA_COMPILE_FAILURES_TOTAL,
-        None,
-        "Schemas that did not compile (the failure is cached).",
-    );
-    d(
-        REQUEST_ERRORS_TOTAL,
-        None,
-        "Checks refused before a verdict, by transport and error code.",
-    );
-    d(
-        POLICY_RELOADS_TOTAL,
-        None,
-        "Policy reloads by result (ok|error).",
-    );
-    recorder.describe_gauge(
-        CACHE_ENTRIES.into(),
-        None,
-        "Compiled schemas in the cache.".into(),
-    );
-    recorder.describe_histogram(
-        VALIDATION_DURATION_SECONDS.into(),
-        Some(Unit::Seconds),
-        "Time to answer one check, by transport.".into(),
-    );
-    recorder.describe_histogram(
-        SCHEMA_COMPILE_DURATION_SECONDS.into(),
-        Some(Unit::Seconds),
-        "Time to compile one schema.".into(),
-    );
+    for series in SERIES {
+        let (name, help) = (series.name.into(), series.help.into());
+        match series.kind {
+            Kind::Counter => recorder.describe_counter(name, None, help),
+            Kind::Gauge => recorder.describe_gauge(name, None, help),
+            Kind::Histogram => recorder.describe_histogram(name, Some(Unit::Seconds), help),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -514,5 +497,33 @@ mod tests {
         assert!(text.contains(r#"schemagate_validations_total{server="crm",tool="get",tier="untrusted",attempt="retry",outcome="invalid"} 2"#), "{text}");
         assert!(text.contains(r#"schemagate_validations_total{server="_other",tool="_other",tier="trusted",attempt="first",outcome="skipped"} 1"#), "{text}");
         assert!(text.contains(r#"schemagate_field_failures_total{server="crm",tool="get",path="/items/*/id",keyword="type"} 1"#), "{text}");
+    }
+
+    #[test]
+    fn error_and_reload_counters_exist_from_the_start() {
+        let metrics = Metrics::new(10);
+        metrics.request_error(Transport::Grpc, &CheckError::MissingPayload);
+        metrics.policy_reload(false);
+        let text = metrics.render();
+        assert!(
+            text.contains(
+                r#"schemagate_request_errors_total{transport="rest",code="schema_invalid"} 0"#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                r#"schemagate_request_errors_total{transport="grpc",code="missing_payload"} 1"#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"schemagate_policy_reloads_total{result="ok"} 0"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"schemagate_policy_reloads_total{result="error"} 1"#),
+            "{text}"
+        );
     }
 }

@@ -222,11 +222,11 @@ impl Registry {
                 .get(server.as_str())
                 .map_or(0, |tools| tools.len());
         if others + own.len() > self.max_tools {
-            return Err(CheckError::InvalidField(format!(
-                "registering would bring server {server:?} to {} tools, past the limit of {} registered tools (see --max-registered-tools)",
-                own.len(),
-                self.max_tools
-            )));
+            return Err(CheckError::TooManyTools {
+                server: server.as_str().to_owned(),
+                tools: own.len(),
+                limit: self.max_tools,
+            });
         }
         let mut next = current.0.clone();
         next.insert(server.as_str().to_owned(), Arc::new(own));

@@ -44,6 +44,11 @@ impl Outcome {
         Outcome::Unchecked,
     ];
 
+    /// Its place in [`Outcome::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Valid => "valid",

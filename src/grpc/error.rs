@@ -86,6 +86,14 @@ mod tests {
                 CheckError::MalformedMessage("x".into()),
                 Code::InvalidArgument,
             ),
+            (
+                CheckError::TooManyTools {
+                    server: "s".into(),
+                    tools: 2,
+                    limit: 1,
+                },
+                Code::ResourceExhausted,
+            ),
             (CheckError::Unavailable, Code::Unavailable),
             (CheckError::Internal, Code::Internal),
         ];

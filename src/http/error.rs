@@ -93,6 +93,14 @@ mod tests {
             ),
             (CheckError::InexactNumber(1e20), 422),
             (CheckError::MalformedMessage("x".into()), 400),
+            (
+                CheckError::TooManyTools {
+                    server: "s".into(),
+                    tools: 2,
+                    limit: 1,
+                },
+                413,
+            ),
             (CheckError::Unavailable, 503),
             (CheckError::Internal, 500),
         ];
