@@ -72,7 +72,7 @@ pub fn compile(
         });
     }
     let schema: Value = serde_json::from_slice(text).map_err(|e| {
-        if e.to_string().starts_with("recursion limit exceeded") {
+        if crate::error::is_too_deep(&e) {
             CheckError::TooDeep {
                 what: "schema",
                 limit: limits.max_depth,

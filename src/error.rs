@@ -177,19 +177,36 @@ impl CheckError {
     }
 }
 
-/// Maps a serde_json error on a request body to the right refusal: nesting past serde_json's own
-/// recursion guard is a depth problem, anything else is malformed JSON.
-pub(crate) fn from_json_error(err: &serde_json::Error, depth_limit: usize) -> CheckError {
-    let text = err.to_string();
-    if text.starts_with("recursion limit exceeded") {
-        CheckError::TooDeep {
+/// Whether serde_json stopped at its own recursion guard: nesting past it is a depth problem,
+/// not malformed JSON. (serde_json says so only in its message; this is the one place that reads
+/// it.)
+pub(crate) fn is_too_deep(err: &serde_json::Error) -> bool {
+    err.to_string().starts_with("recursion limit exceeded")
+}
+
+/// Maps a serde_json error on a request body, or on the payload field `field` of one, to the right
+/// refusal: nesting past serde_json's own recursion guard is a depth problem, a value of the wrong
+/// shape an invalid field, anything else malformed JSON.
+pub(crate) fn from_json_error(
+    err: &serde_json::Error,
+    depth_limit: usize,
+    field: Option<&str>,
+) -> CheckError {
+    if is_too_deep(err) {
+        return CheckError::TooDeep {
             what: "request body",
             limit: depth_limit,
+        };
+    }
+    match (err.is_data(), field) {
+        (true, None) => CheckError::InvalidField(err.to_string()),
+        (true, Some(field)) => CheckError::InvalidField(format!("`{field}`: {err}")),
+        (false, None) => {
+            CheckError::MalformedJson(format!("request body is not valid JSON: {err}"))
         }
-    } else if err.is_data() {
-        CheckError::InvalidField(text)
-    } else {
-        CheckError::MalformedJson(format!("request body is not valid JSON: {text}"))
+        (false, Some(field)) => {
+            CheckError::MalformedJson(format!("`{field}` is not valid JSON: {err}"))
+        }
     }
 }
 

@@ -86,7 +86,7 @@ pub fn parse_tools_list(
         output: Option<&'a RawValue>,
     }
     let list: WireList<'_> =
-        serde_json::from_slice(body).map_err(|e| from_json_error(&e, depth_limit))?;
+        serde_json::from_slice(body).map_err(|e| from_json_error(&e, depth_limit, None))?;
     let mut seen = std::collections::HashSet::new();
     let tools = list
         .tools
