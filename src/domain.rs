@@ -135,18 +135,23 @@ impl fmt::Debug for SchemaHash {
     }
 }
 
-/// How far a server is trusted, which decides what a failing result leads to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Deserialize)]
+/// How far a server is trusted, which decides what a failing result leads to. Its wire names
+/// (policy files, answers, metrics) are [`Tier::as_str`]'s, and only those.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Tier {
     /// Servers you run yourself: results are not validated (`skip`).
-    #[serde(rename = "trusted")]
     Trusted,
     /// Partner servers: validated, failures logged and counted, action `pass` (`log`).
-    #[serde(rename = "semi-trusted")]
     SemiTrusted,
     /// Everything else: validated, failures rejected (`reject`).
-    #[serde(rename = "untrusted")]
     Untrusted,
+}
+
+impl<'de> serde::Deserialize<'de> for Tier {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let name = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Tier::parse(&name).map_err(serde::de::Error::custom)
+    }
 }
 
 impl Tier {
@@ -158,14 +163,15 @@ impl Tier {
     }
 
     pub fn parse(value: &str) -> Result<Self, String> {
-        match value {
-            "trusted" => Ok(Tier::Trusted),
-            "semi-trusted" => Ok(Tier::SemiTrusted),
-            "untrusted" => Ok(Tier::Untrusted),
-            other => Err(format!(
-                "unknown tier {other:?}: expected \"trusted\", \"semi-trusted\" or \"untrusted\""
-            )),
-        }
+        Tier::ALL
+            .into_iter()
+            .find(|t| t.as_str() == value)
+            .ok_or_else(|| {
+                format!(
+                    "unknown tier {value:?}: expected {}",
+                    Tier::ALL.map(|t| format!("{:?}", t.as_str())).join(", ")
+                )
+            })
     }
 
     pub fn as_str(self) -> &'static str {

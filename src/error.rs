@@ -41,13 +41,13 @@ pub enum CheckError {
     MissingPayload,
     #[error("more than one payload: send exactly one of `instance`, `result` or `arguments`")]
     ConflictingPayloads,
-    #[error("no schema: send `schema` (inline JSON) or `schema_hash`, or name a `server` and `tool` registered with PUT /v1/servers/{{server}}/tools")]
+    #[error("no schema: send `schema` (inline JSON) or `schema_hash`, or name a `server` and `tool` whose tools are registered")]
     MissingSchema,
     #[error("both `schema` and `schema_hash` were sent: send one")]
     ConflictingSchemas,
     #[error("schema_hash {0} is not known to this instance: send the schema inline once as `schema` (its answer carries the hash), or register the tool")]
     UnknownSchemaHash(String),
-    #[error("tool {tool:?} of server {server:?} is not registered: register it with PUT /v1/servers/{server}/tools or send the schema inline")]
+    #[error("tool {tool:?} of server {server:?} is not registered: register the server's tools, or send the schema inline")]
     UnknownTool { server: String, tool: String },
     #[error("request body is larger than the limit of {limit} bytes (see --max-body-bytes): split the batch or send less")]
     BodyTooLarge { limit: usize },
@@ -81,7 +81,26 @@ pub enum CheckError {
     Internal,
 }
 
+/// A remedy whose how-to depends on the transport: each adapter names its own way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Remedy<'a> {
+    /// Register the tools of this server (or of the check's server).
+    RegisterTools { server: Option<&'a str> },
+}
+
 impl CheckError {
+    /// What the client can do about it that the transport names (a route, an RPC); the core's
+    /// message stays the same over every transport.
+    pub fn remedy(&self) -> Option<Remedy<'_>> {
+        match self {
+            CheckError::MissingSchema => Some(Remedy::RegisterTools { server: None }),
+            CheckError::UnknownTool { server, .. } => Some(Remedy::RegisterTools {
+                server: Some(server),
+            }),
+            _ => None,
+        }
+    }
+
     /// A stable, machine-readable code; the same string appears in REST and gRPC error bodies and in
     /// `schemagate_request_errors_total{code}`.
     pub fn code(&self) -> &'static str {

@@ -21,24 +21,24 @@
 //!   each request.
 //! - [`http`] and [`grpc`]: the two thin adapters; [`config`], [`shutdown`] and [`run`] wire them.
 
-pub mod analysis;
-pub mod cache;
+mod analysis;
+mod cache;
 pub mod check;
 pub mod compile;
 pub mod config;
 pub mod domain;
 pub mod drift;
 pub mod error;
-pub mod executor;
+mod executor;
 pub mod gate;
 pub mod grpc;
-pub mod http;
-pub mod instrument;
+mod http;
+mod instrument;
 pub mod metrics;
 pub mod policy;
 pub mod registry;
 pub mod shutdown;
-pub mod validator;
+mod validator;
 pub mod verdict;
 
 use crate::config::ServeArgs;

@@ -97,7 +97,7 @@ pub fn verdict(v: Verdict) -> proto::Verdict {
 pub fn error(e: &CheckError) -> proto::Error {
     proto::Error {
         code: e.code().to_owned(),
-        message: e.to_string(),
+        message: super::error::message(e),
     }
 }
 

@@ -1,7 +1,7 @@
 //! The gRPC edge of [`CheckError`]: a status code, the error's message, and the machine-readable
 //! code in the `schemagate-error-code` metadata entry.
 
-use crate::error::{CheckError, ErrorClass};
+use crate::error::{CheckError, ErrorClass, Remedy};
 use tonic::{Code, Status};
 
 /// Metadata key carrying the error code (`malformed_json`, `schema_invalid`, ...).
@@ -18,9 +18,19 @@ pub fn code_of(class: ErrorClass) -> Code {
     }
 }
 
+/// The error's message, with the gRPC way to its remedy.
+pub fn message(e: &CheckError) -> String {
+    let mut message = e.to_string();
+    match e.remedy() {
+        Some(Remedy::RegisterTools { .. }) => message.push_str(" (register with RegisterTools)"),
+        None => {}
+    }
+    message
+}
+
 /// The status a refused check answers with.
 pub fn status(e: &CheckError) -> Status {
-    let mut status = Status::new(code_of(e.class()), e.to_string());
+    let mut status = Status::new(code_of(e.class()), message(e));
     if let Ok(value) = e.code().parse() {
         status.metadata_mut().insert(ERROR_CODE_KEY, value);
     }
@@ -100,7 +110,7 @@ mod tests {
         for (error, code) in pinned {
             let s = status(&error);
             assert_eq!(s.code(), code, "{error:?}");
-            assert_eq!(s.message(), error.to_string());
+            assert!(s.message().starts_with(&error.to_string()), "{error:?}");
             let carried = s
                 .metadata()
                 .get(ERROR_CODE_KEY)

@@ -1,6 +1,6 @@
 //! The REST edge of [`CheckError`]: a status and a JSON body `{"error": {"code", "message"}}`.
 
-use crate::error::{CheckError, ErrorClass};
+use crate::error::{CheckError, ErrorClass, Remedy};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
@@ -31,10 +31,18 @@ pub struct ErrorDetail {
 
 impl From<&CheckError> for ErrorBody {
     fn from(e: &CheckError) -> Self {
+        let mut message = e.to_string();
+        match e.remedy() {
+            Some(Remedy::RegisterTools { server }) => message.push_str(&format!(
+                " (register with PUT /v1/servers/{}/tools)",
+                server.unwrap_or("{server}")
+            )),
+            None => {}
+        }
         ErrorBody {
             error: ErrorDetail {
                 code: e.code(),
-                message: e.to_string(),
+                message,
             },
         }
     }

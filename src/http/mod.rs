@@ -3,7 +3,7 @@
 
 mod error;
 
-pub use error::{status_of, ApiError, ErrorBody};
+pub use error::{ApiError, ErrorBody};
 
 use crate::check::{batch_from_json, Check};
 use crate::domain::ProtocolVersion;

@@ -27,7 +27,7 @@ async fn both_refuse(
     grpc: &mut ValidatorClient<Channel>,
     check: &Value,
     code: &str,
-) {
+) -> (String, String) {
     let (status, rest) = app.validate(check).await;
     assert_eq!(rest["error"]["code"], code, "{check}: {status} {rest}");
     let status = grpc.validate(grpc_check(check)).await.unwrap_err();
@@ -36,6 +36,8 @@ async fn both_refuse(
         .get(schemagate::grpc::ERROR_CODE_KEY)
         .and_then(|v| v.to_str().ok());
     assert_eq!(carried, Some(code), "{check}: {status:?}");
+    let rest_message = rest["error"]["message"].as_str().unwrap_or("").to_owned();
+    (rest_message, status.message().to_owned())
 }
 
 async fn app_with_policy(policy: &str) -> (TestApp, tempfile::NamedTempFile) {
@@ -116,14 +118,17 @@ async fn tools_without_a_contract_are_unchecked_not_unknown() {
         .metric(r#"schemagate_validations_total{server="crm",tool="ping",tier="untrusted",attempt="first",outcome="unchecked"}"#)
         .await;
     assert_eq!(counted, 2.0, "once per transport");
-    // A tool nobody registered is still unknown.
-    both_refuse(
+    // A tool nobody registered is still unknown; each transport names its own way to register.
+    let (rest, grpc_message) = both_refuse(
         &app,
         &mut grpc,
         &json!({"server": "crm", "tool": "nope", "result": {"structuredContent": {}}}),
         "unknown_tool",
     )
     .await;
+    assert!(rest.contains("PUT /v1/servers/crm/tools"), "{rest}");
+    assert!(grpc_message.contains("RegisterTools"), "{grpc_message}");
+    assert!(!grpc_message.contains("PUT"), "{grpc_message}");
 }
 
 #[tokio::test]
