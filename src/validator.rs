@@ -5,6 +5,7 @@
 use crate::cache::{CacheKey, SchemaCache};
 use crate::check::{Check, Document, Payload, SchemaSource, ToolResult};
 use crate::domain::{ProtocolVersion, SchemaHash, ServerId, Tier, ToolName};
+use crate::drift::TextEquality;
 use crate::error::CheckError;
 use crate::gate::Limits;
 use crate::metrics::{Attempt, Metrics, TargetMetrics};
@@ -417,6 +418,18 @@ fn text_drift(result: &ToolResult, structured: &Value) -> Option<Finding> {
         });
         if crate::drift::same_tokens(text.as_bytes(), sent) {
             continue;
+        }
+        // Walked against the document already read: exact, unless floats were found equal and a
+        // number literal is long enough for a float to hide a difference.
+        match crate::drift::json_text_equals(text, structured) {
+            None | Some(TextEquality::Equal) => continue,
+            Some(TextEquality::EqualAsFloats)
+                if !crate::drift::has_long_number(text.as_bytes())
+                    && !crate::drift::has_long_number(sent) =>
+            {
+                continue
+            }
+            Some(_) => {}
         }
         if let Some(Some(path)) = crate::drift::first_difference(text.as_bytes(), sent) {
             let at = if path.is_empty() { "/" } else { path.as_str() };

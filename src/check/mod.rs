@@ -6,6 +6,7 @@
 
 mod read;
 
+pub(crate) use read::Key;
 pub use read::ONE_PASS_MAX_BYTES;
 
 use crate::domain::ProtocolVersion;

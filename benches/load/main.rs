@@ -1,0 +1,244 @@
+//! The load harness: in one run, on one corpus, the in-process ceiling and every transport.
+//!
+//! ```sh
+//! cargo bench --bench load                                   # generated corpus, every leg
+//! cargo bench --bench load -- --corpus ../shared/corpus      # the reference corpus (or SCHEMAGATE_CORPUS)
+//! ```
+//!
+//! Flags (after `--`; `--help` lists them): `--corpus DIR` (`tools.json` + `results.jsonl`),
+//! `--seconds N` (each leg's length, default 3), `--only GROUPS` (comma-separated: `in-process`,
+//! `rest`, `grpc`, `memory`), `--skip-memory`, `--memory-only`, and `--pin` (server threads on the
+//! first half of the cores, client threads on the other half; off by default, since on two cores
+//! it leaves the server one).
+//!
+//! The rooms: [`opts`] (flags and leg groups), [`alloc`] (allocation counting), [`cpu`] (CPU and
+//! resident size from /proc), [`http1`] and [`grpc`] (the pre-built clients), [`legs`] (every
+//! leg, in process and over the transports, and the memory curves), [`report`] (figures and
+//! targets).
+//!
+//! What each leg measures:
+//!
+//! - The ceiling: what any service could reach with this parser and validator, with no transport
+//!   and no bookkeeping: parse a check into a `serde_json::Value`, look its validator up in a
+//!   plain map, run `is_valid`.
+//! - The core: parse, `Gate::check` (policy, cache, validation, errors, drift, metrics) and the
+//!   answer serialised to JSON, all in this process.
+//! - The transports: a real server on loopback ports. REST is driven the way wrk drives it:
+//!   pre-built requests on keep-alive connections, answers read whole by their Content-Length,
+//!   so the client costs little beside the server. gRPC is driven by tonic's client.
+//!
+//! The server runs in this process on its own runtime (threads `sg-server`) and worker pool
+//! (`schemagate-worker-*`); the clients run on another runtime (`sg-client`). CPU is read per
+//! thread from /proc, so server and client CPU are reported apart; but unless `--pin` is given
+//! both share the machine's cores. The memory leg runs in a child process of its own, so that its
+//! resident sizes start from a fresh heap.
+
+#[path = "../support/corpus.rs"]
+mod corpus;
+#[path = "../support/service.rs"]
+mod service;
+
+mod alloc;
+mod cpu;
+mod grpc;
+mod http1;
+mod legs;
+mod opts;
+mod report;
+
+use alloc::*;
+use cpu::*;
+use grpc::*;
+use http1::*;
+use legs::*;
+use opts::*;
+use report::*;
+
+use bytes::{Bytes, BytesMut};
+use schemagate::check::Check;
+use schemagate::compile::compile;
+use schemagate::config::ServeArgs;
+use schemagate::gate::Gate;
+use schemagate::grpc::proto;
+use schemagate::metrics::Transport;
+use serde_json::{json, Value};
+use std::alloc::{GlobalAlloc, Layout};
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+fn main() -> anyhow::Result<()> {
+    let opts = Opts::from_args();
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    if opts.regex_memory_only {
+        regex_memory_leg(cores);
+        return Ok(());
+    }
+    if opts.only_memory() {
+        // The regex curve first, in a fresh process of its own.
+        let status = std::process::Command::new(std::env::current_exe()?)
+            .arg("--regex-memory-only")
+            .status()?;
+        anyhow::ensure!(status.success(), "regex memory leg failed: {status}");
+        memory_leg(cores);
+        return Ok(());
+    }
+    let corpus = match &opts.corpus {
+        Some(dir) => corpus::Corpus::load(std::path::Path::new(dir))?,
+        None => corpus::Corpus::generate(2_000, 20_261_122),
+    };
+    let bodies = bodies_of(&corpus.items);
+    let valid = subset(&corpus, "valid");
+    let invalid = subset(&corpus, "invalid");
+    let (valid_bodies, invalid_bodies) = (bodies_of(&valid), bodies_of(&invalid));
+    let sizes: Vec<usize> = bodies.iter().map(|b| b.json.len()).collect();
+    let count = |e: &str| corpus.items.iter().filter(|i| i.expect == e).count();
+    println!("schemagate load harness");
+    println!(
+        "corpus: {}: {} results ({} valid, {} invalid, {} isError), {:.1} to {:.1} KB, mean {:.1} KB",
+        corpus.source,
+        corpus.items.len(),
+        count("valid"),
+        count("invalid"),
+        count("tool_error"),
+        *sizes.iter().min().unwrap_or(&0) as f64 / 1024.0,
+        *sizes.iter().max().unwrap_or(&0) as f64 / 1024.0,
+        sizes.iter().sum::<usize>() as f64 / sizes.len().max(1) as f64 / 1024.0
+    );
+    let pin = opts.pin && cores >= 2;
+    let (server_cpus, client_cpus): (Vec<usize>, Vec<usize>) = if pin {
+        ((0..cores / 2).collect(), (cores / 2..cores).collect())
+    } else {
+        ((0..cores).collect(), (0..cores).collect())
+    };
+    println!(
+        "machine: {cores} cores; the clients and the server share this machine and this process (separate runtimes and threads, CPU counted per thread); {}; {:.0} s per leg",
+        if pin {
+            format!("pinned: server on CPUs {server_cpus:?}, client on CPUs {client_cpus:?}")
+        } else {
+            "not pinned: clients and server compete for every core".to_owned()
+        },
+        opts.seconds
+    );
+
+    let mut legs = Vec::new();
+    let mut ceiling = f64::NAN;
+    if opts.wants(Group::InProcess) {
+        let gate = service::gate(cores, &corpus.tools);
+        let differ = agreement(&gate, &corpus, &bodies);
+        println!(
+            "verdicts: {} of {} agree with the corpus's `expect`{}",
+            corpus.items.len() - differ.len(),
+            corpus.items.len(),
+            if differ.is_empty() {
+                String::new()
+            } else {
+                format!("; e.g. {}", differ[..differ.len().min(3)].join("; "))
+            }
+        );
+        let validators = validators(&corpus.tools);
+        let ceiling_work = |b: &Bytes| {
+            std::hint::black_box(ceiling_check(&validators, b));
+        };
+        let core_work = |b: &Bytes| {
+            std::hint::black_box(core_check(&gate, b));
+        };
+        for (label, set) in [("all checks", &bodies), ("valid checks", &valid_bodies)] {
+            let parse = allocations_per_check(set, |b| {
+                std::hint::black_box(Check::from_json(b, 64).expect("parses"));
+            });
+            let checked = allocations_per_check(set, |b| {
+                let check = Check::from_json(b, 64).expect("parses");
+                std::hint::black_box(gate.check(&check, Transport::Rest).expect("verdict"));
+            });
+            let answered = allocations_per_check(set, core_work);
+            println!(
+                "allocations per check, {label}: parse {:.1} ({:.0} bytes: the documents and names), check {:.1}, answer {:.1}",
+                parse.0,
+                parse.1,
+                checked.0 - parse.0,
+                answered.0 - checked.0
+            );
+        }
+        let rss_before = rss_mib();
+        legs.push(in_process(
+            "ceiling: parse + lookup + is_valid, 1 thread",
+            &bodies,
+            1,
+            opts.seconds,
+            ceiling_work,
+        ));
+        let all = in_process(
+            &format!("ceiling: parse + lookup + is_valid, {cores} thr"),
+            &bodies,
+            cores,
+            opts.seconds,
+            ceiling_work,
+        );
+        ceiling = all.rate();
+        legs.push(all);
+        legs.push(in_process(
+            "core: parse + check + answer, 1 thread",
+            &bodies,
+            1,
+            opts.seconds,
+            core_work,
+        ));
+        for (name, set) in [
+            (
+                format!("core: parse + check + answer, {cores} thr"),
+                &bodies,
+            ),
+            (format!("core, {cores} thr, valid only"), &valid_bodies),
+            (format!("core, {cores} thr, invalid only"), &invalid_bodies),
+        ] {
+            legs.push(in_process(&name, set, cores, opts.seconds, core_work));
+        }
+        let checks: u64 = legs.iter().map(|l| l.checks).sum();
+        println!(
+            "resident size: {rss_before:.0} MiB before the in-process legs, {:.0} MiB after their {checks} checks (no scrape in between)",
+            rss_mib()
+        );
+    }
+
+    if Group::TRANSPORTS.iter().any(|&g| opts.wants(g)) {
+        let server = TransportRun {
+            opts: &opts,
+            cores,
+            corpus: &corpus,
+            bodies: &bodies,
+            valid: &valid,
+            invalid: &invalid,
+            server_cpus: &server_cpus,
+            client_cpus: &client_cpus,
+        };
+        server.legs(&mut legs)?;
+    }
+
+    println!();
+    println!(
+        "{:<44} {:>9} {:>7} {:>8} {:>8} {:>10} {:>10} {:>8}",
+        "leg", "checks/s", "MB/s", "p50 ms", "p99 ms", "server s/k", "client s/k", "x ceil"
+    );
+    for leg in &legs {
+        leg.print(ceiling);
+    }
+    println!("latency is per request: one check, one batch, or a 1,000-check stream window (in-process: one check, every 16th timed);");
+    println!("the /healthz row counts requests (it checks nothing): the HTTP stack's own ceiling for one request at a time.");
+    println!("MB/s = check JSON carried per second; server s/k = server CPU seconds per 1,000 checks, from the server's threads (in-process legs: the whole process);");
+    println!("client s/k = the same for the client's threads; x ceil = checks/s over the ceiling on all threads.");
+    summary(&legs, ceiling);
+
+    if opts.wants(Group::Memory) && !opts.memory_only {
+        // A fresh process, so that resident sizes start from a fresh heap.
+        let status = std::process::Command::new(std::env::current_exe()?)
+            .arg("--memory-only")
+            .status()?;
+        anyhow::ensure!(status.success(), "memory leg failed: {status}");
+    }
+    Ok(())
+}

@@ -1,0 +1,127 @@
+//! What a leg measured, how it prints, and the targets judged on a run's figures.
+
+/// What one leg measured.
+pub(crate) struct Leg {
+    pub(crate) name: String,
+    pub(crate) checks: u64,
+    /// Bytes of check JSON carried (payload throughput, so legs of different item sizes compare).
+    pub(crate) bytes: u64,
+    pub(crate) seconds: f64,
+    /// Per request (a request may carry many checks), in microseconds.
+    pub(crate) latencies: Vec<u32>,
+    pub(crate) server_cpu: f64,
+    /// NaN when the client is the server (in-process legs).
+    pub(crate) client_cpu: f64,
+}
+
+impl Leg {
+    pub(crate) fn rate(&self) -> f64 {
+        self.checks as f64 / self.seconds
+    }
+    pub(crate) fn mb_per_s(&self) -> f64 {
+        self.bytes as f64 / self.seconds / 1e6
+    }
+    pub(crate) fn percentile(&self, p: f64) -> f64 {
+        if self.latencies.is_empty() {
+            return f64::NAN;
+        }
+        let mut l = self.latencies.clone();
+        l.sort_unstable();
+        let i = ((l.len() as f64 - 1.0) * p).round() as usize;
+        f64::from(l[i]) / 1000.0
+    }
+    pub(crate) fn per_k(&self, cpu: f64) -> String {
+        if cpu.is_nan() {
+            "-".to_owned()
+        } else {
+            format!("{:.4}", cpu / self.checks.max(1) as f64 * 1000.0)
+        }
+    }
+    pub(crate) fn print(&self, ceiling: f64) {
+        println!(
+            "{:<44} {:>9.0} {:>7.1} {:>8.3} {:>8.3} {:>10} {:>10} {:>7.2}x",
+            self.name,
+            self.rate(),
+            self.mb_per_s(),
+            self.percentile(0.5),
+            self.percentile(0.99),
+            self.per_k(self.server_cpu),
+            self.per_k(self.client_cpu),
+            self.rate() / ceiling
+        );
+    }
+}
+
+/// One line of the closing summary: a target, the figures that decide it, and whether it is met.
+pub(crate) fn verdict_line(target: &str, figures: String, met: bool) {
+    println!(
+        "  [{}] {target}: {figures}",
+        if met { "met" } else { "NOT MET" }
+    );
+}
+
+/// The targets, judged on this run's figures.
+pub(crate) fn summary(legs: &[Leg], ceiling: f64) {
+    let find = |prefix: &str| legs.iter().find(|l| l.name.starts_with(prefix));
+    println!();
+    println!("targets:");
+    if let Some(batch) = find("REST batch 100,") {
+        let ratio = batch.rate() / ceiling;
+        verdict_line(
+            "REST batches of 100 >= 0.6x the ceiling on all threads",
+            format!("{:.0} checks/s = {ratio:.2}x", batch.rate()),
+            ratio >= 0.6,
+        );
+    }
+    if let Some(single) = find("REST single") {
+        let p99 = single.percentile(0.99);
+        verdict_line(
+            "REST single >= 100k checks/s with p99 < 5 ms at 32 connections",
+            format!("{:.0} checks/s, p99 {p99:.2} ms", single.rate()),
+            single.rate() >= 100_000.0 && p99 < 5.0,
+        );
+    }
+    if let (Some(stream), Some(batch)) = (find("gRPC stream"), find("REST batch 100,")) {
+        verdict_line(
+            "gRPC stream >= REST batch 100",
+            format!(
+                "{:.0} vs {:.0} checks/s ({:.2}x)",
+                stream.rate(),
+                batch.rate(),
+                stream.rate() / batch.rate()
+            ),
+            stream.rate() >= batch.rate(),
+        );
+    }
+    for (what, invalid, valid) in [
+        ("in-process core", "core, ", "core, "),
+        (
+            "REST batch 100",
+            "REST batch 100, invalid",
+            "REST batch 100, valid",
+        ),
+    ] {
+        let invalid = legs
+            .iter()
+            .find(|l| l.name.starts_with(invalid) && l.name.ends_with("invalid only"));
+        let valid = legs.iter().find(|l| {
+            l.name.starts_with(valid)
+                && l.name.ends_with("valid only")
+                && !l.name.ends_with("invalid only")
+        });
+        if let (Some(invalid), Some(valid)) = (invalid, valid) {
+            let by_checks = invalid.rate() / valid.rate();
+            let mean_kb = |leg: &Leg| leg.bytes as f64 / leg.checks.max(1) as f64 / 1024.0;
+            verdict_line(
+                &format!("{what}: all invalid (errors collected) >= 0.5x all valid"),
+                format!(
+                    "{by_checks:.2}x in checks/s ({:.2}x in MB/s; the invalid items average {:.1} KB, the valid {:.1} KB)",
+                    invalid.mb_per_s() / valid.mb_per_s(),
+                    mean_kb(invalid),
+                    mean_kb(valid)
+                ),
+                by_checks >= 0.5,
+            );
+        }
+    }
+}
