@@ -1,8 +1,8 @@
 //! Requests that cannot be checked get a specific 4xx with a message that says what to fix, and
 //! nothing else happens: other requests keep their answers.
 
-use crate::helpers::{spawn_app, spawn_app_with};
-use serde_json::{json, Value};
+use crate::helpers::{doubling_chain, spawn_app, spawn_app_with};
+use serde_json::json;
 use std::time::{Duration, Instant};
 
 async fn refused(
@@ -145,23 +145,6 @@ async fn nesting_deeper_than_the_limit() {
     )
     .await;
     assert_eq!(status, 200);
-}
-
-/// `levels` definitions, each referencing the next twice: 2 KB of schema, 2^levels evaluations.
-fn doubling_chain(levels: usize) -> Value {
-    let mut defs = serde_json::Map::new();
-    for i in 0..levels {
-        let next = format!("#/$defs/d{}", i + 1);
-        defs.insert(
-            format!("d{i}"),
-            json!({"anyOf": [{"$ref": next}, {"$ref": next, "type": "number"}]}),
-        );
-    }
-    defs.insert(
-        format!("d{levels}"),
-        json!({"type": "string", "minLength": 5}),
-    );
-    json!({"$defs": defs, "$ref": "#/$defs/d0"})
 }
 
 #[tokio::test]

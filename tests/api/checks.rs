@@ -1,6 +1,6 @@
 //! The REST checks as an orchestrator sees them: tiers, MCP result rules, registration, batches.
 
-use crate::helpers::{spawn_app, spawn_app_with};
+use crate::helpers::{spawn_app, spawn_app_with, TestApp};
 use serde_json::{json, Value};
 
 fn delete_customer_schema() -> Value {
@@ -24,12 +24,6 @@ fn bad_result() -> Value {
     json!({"structuredContent": {"deleted": true, "deleted_at": "yesterday"}})
 }
 
-fn policy_file(text: &str) -> tempfile::NamedTempFile {
-    let file = tempfile::NamedTempFile::new().expect("temp file");
-    std::fs::write(file.path(), text).expect("write policy");
-    file
-}
-
 const TIERS_POLICY: &str = r#"
 [[servers]]
 match = "internal-*"
@@ -42,8 +36,7 @@ tier = "semi-trusted"
 
 #[tokio::test]
 async fn each_tier_acts_on_valid_and_invalid_results() {
-    let policy = policy_file(TIERS_POLICY);
-    let app = spawn_app_with(&["--policy", policy.path().to_str().expect("utf-8")]).await;
+    let app = TestApp::with_policy(TIERS_POLICY, &[]).await;
     let cases = [
         (
             "internal-crm",
@@ -246,8 +239,7 @@ async fn text_copy_drift_is_reported_and_fails_only_by_policy() {
             >= 1.0
     );
 
-    let policy = policy_file("drift_fails = true\n");
-    let strict = spawn_app_with(&["--policy", policy.path().to_str().expect("utf-8")]).await;
+    let strict = TestApp::with_policy("drift_fails = true\n", &[]).await;
     let (_, v) = strict.validate(&check).await;
     assert_eq!(v["valid"], false, "{v}");
     assert_eq!(v["errors"][0]["keyword"], "content");
@@ -269,18 +261,18 @@ async fn output_schema_root_must_be_an_object_unless_relaxed() {
         .await;
     assert_eq!(status, 200);
 
-    let policy = policy_file("require_object_root = false\n");
-    let relaxed = spawn_app_with(&["--policy", policy.path().to_str().expect("utf-8")]).await;
+    let relaxed = TestApp::with_policy("require_object_root = false\n", &[]).await;
     let (status, v) = relaxed.validate(&check).await;
     assert_eq!((status, v["valid"].clone()), (200, json!(true)), "{v}");
 }
 
 #[tokio::test]
 async fn format_can_be_annotation_only_by_policy() {
-    let policy = policy_file(
+    let app = TestApp::with_policy(
         "[[servers]]\nmatch = \"lenient\"\ntier = \"untrusted\"\nassert_formats = false\n",
-    );
-    let app = spawn_app_with(&["--policy", policy.path().to_str().expect("utf-8")]).await;
+        &[],
+    )
+    .await;
     let schema =
         json!({"type": "object", "properties": {"at": {"type": "string", "format": "date-time"}}});
     let payload = json!({"at": "yesterday"});

@@ -42,9 +42,7 @@ const POLICY: &str = "[[servers]]\nmatch = \"internal-*\"\ntier = \"trusted\"\n\
 
 #[tokio::test]
 async fn rest_and_grpc_give_identical_verdicts() {
-    let policy = tempfile::NamedTempFile::new().expect("temp");
-    std::fs::write(policy.path(), POLICY).expect("write");
-    let app = spawn_app_with(&["--policy", policy.path().to_str().expect("utf-8")]).await;
+    let app = TestApp::with_policy(POLICY, &[]).await;
     let mut grpc = client(&app).await;
     for check in corpus() {
         let (status, rest) = app.validate(&check).await;

@@ -18,6 +18,8 @@ pub struct TestApp {
     pub client: reqwest::Client,
     shutdown: Option<oneshot::Sender<()>>,
     pub task: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
+    /// The policy file of [`TestApp::with_policy`], kept for as long as the server runs.
+    policy: Option<tempfile::NamedTempFile>,
 }
 
 /// Starts schemagate with the default flags plus `extra` (e.g. `["--policy", path]`).
@@ -49,6 +51,7 @@ pub async fn spawn_app_with(extra: &[&str]) -> TestApp {
             .expect("client"),
         shutdown: Some(tx),
         task: Some(task),
+        policy: None,
     }
 }
 
@@ -57,6 +60,24 @@ pub async fn spawn_app() -> TestApp {
 }
 
 impl TestApp {
+    /// Starts schemagate with `policy` (TOML) as its policy file, plus `extra` flags.
+    pub async fn with_policy(policy: &str, extra: &[&str]) -> TestApp {
+        let file = tempfile::NamedTempFile::new().expect("policy file");
+        std::fs::write(file.path(), policy).expect("write policy");
+        let path = file.path().to_str().expect("utf-8").to_owned();
+        let mut args = vec!["--policy", path.as_str()];
+        args.extend_from_slice(extra);
+        let mut app = spawn_app_with(&args).await;
+        app.policy = Some(file);
+        app
+    }
+
+    /// Rewrites the policy file of [`TestApp::with_policy`] (a reload reads it).
+    pub fn write_policy(&self, policy: &str) {
+        let file = self.policy.as_ref().expect("started with_policy");
+        std::fs::write(file.path(), policy).expect("write policy");
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{}", self.http_addr, path)
     }
@@ -143,6 +164,42 @@ impl Drop for TestApp {
             let _ = tx.send(());
         }
     }
+}
+
+// Hostile schemas shared by the tests.
+
+/// `levels` definitions, each referencing the next twice: 2 KB of schema, 2^levels evaluations.
+pub fn doubling_chain(levels: usize) -> Value {
+    let mut defs = serde_json::Map::new();
+    for i in 0..levels {
+        let next = format!("#/$defs/d{}", i + 1);
+        defs.insert(
+            format!("d{i}"),
+            json!({"anyOf": [{"$ref": next}, {"$ref": next, "type": "number"}]}),
+        );
+    }
+    defs.insert(
+        format!("d{levels}"),
+        json!({"type": "string", "minLength": 5}),
+    );
+    json!({"$defs": defs, "$ref": "#/$defs/d0"})
+}
+
+/// A doubling chain whose definitions carry `$id`s, referenced as `spell(n)`.
+pub fn id_chain(levels: usize, spell: impl Fn(usize) -> String) -> Value {
+    let mut defs = serde_json::Map::new();
+    for i in 0..levels {
+        let next = spell(i + 1);
+        defs.insert(
+            format!("d{i}"),
+            json!({"$id": format!("d{i}.json"), "allOf": [{"$ref": next}, {"$ref": next}]}),
+        );
+    }
+    defs.insert(
+        format!("d{levels}"),
+        json!({"$id": format!("d{levels}.json"), "type": "string"}),
+    );
+    json!({"$defs": defs, "$ref": spell(0)})
 }
 
 // gRPC helpers: a client, and conversions between REST bodies and gRPC messages.

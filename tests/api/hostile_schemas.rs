@@ -1,7 +1,7 @@
 //! Hostile schemas and payloads, as an attacker would send them: each is refused with a clear
 //! 4xx (or INVALID_ARGUMENT) before it runs, and the other checks of a batch are answered.
 
-use crate::helpers::{spawn_app, spawn_app_with, TestApp};
+use crate::helpers::{id_chain, spawn_app, spawn_app_with, TestApp};
 use schemagate::grpc::proto::{self, validator_client::ValidatorClient};
 use serde_json::{json, Value};
 use tonic::transport::Channel;
@@ -28,23 +28,6 @@ fn error_code(status: &tonic::Status) -> &str {
         .get(schemagate::grpc::ERROR_CODE_KEY)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
-}
-
-/// A doubling chain whose definitions carry `$id`s, referenced as `spell(n)`.
-fn id_chain(levels: usize, spell: impl Fn(usize) -> String) -> Value {
-    let mut defs = serde_json::Map::new();
-    for i in 0..levels {
-        let next = spell(i + 1);
-        defs.insert(
-            format!("d{i}"),
-            json!({"$id": format!("d{i}.json"), "allOf": [{"$ref": next}, {"$ref": next}]}),
-        );
-    }
-    defs.insert(
-        format!("d{levels}"),
-        json!({"$id": format!("d{levels}.json"), "type": "string"}),
-    );
-    json!({"$defs": defs, "$ref": spell(0)})
 }
 
 #[tokio::test]

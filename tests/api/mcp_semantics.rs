@@ -2,10 +2,9 @@
 //! without a contract, text copies compared as values, JSON Schema keywords, the root rule per
 //! revision, and paginated tools/list. Every check is asked over REST and gRPC, with one answer.
 
-use crate::helpers::{as_rest, client, grpc_check, registration_as_rest, spawn_app_with, TestApp};
+use crate::helpers::{as_rest, client, grpc_check, registration_as_rest, TestApp};
 use schemagate::grpc::proto::{self, validator_client::ValidatorClient};
 use serde_json::{json, Value};
-use std::io::Write;
 use tonic::transport::Channel;
 
 /// Asks `check` over REST and gRPC; both must answer the same verdict, which is returned.
@@ -40,13 +39,6 @@ async fn both_refuse(
     (rest_message, status.message().to_owned())
 }
 
-async fn app_with_policy(policy: &str) -> (TestApp, tempfile::NamedTempFile) {
-    let mut file = tempfile::NamedTempFile::new().expect("policy file");
-    file.write_all(policy.as_bytes()).expect("write");
-    let app = spawn_app_with(&["--policy", file.path().to_str().expect("utf-8")]).await;
-    (app, file)
-}
-
 fn object_schema() -> Value {
     json!({"type": "object", "required": ["deleted"],
            "properties": {"deleted": {"type": "boolean"}, "account_id": {"type": "integer"}}})
@@ -54,8 +46,11 @@ fn object_schema() -> Value {
 
 #[tokio::test]
 async fn valid_is_claimed_only_for_what_was_validated() {
-    let (app, _policy) =
-        app_with_policy("[[servers]]\nmatch = \"internal-*\"\ntier = \"trusted\"\n").await;
+    let app = TestApp::with_policy(
+        "[[servers]]\nmatch = \"internal-*\"\ntier = \"trusted\"\n",
+        &[],
+    )
+    .await;
     let mut grpc = client(&app).await;
     let rows = [
         // (server, result, outcome, valid, action)
@@ -99,7 +94,7 @@ async fn valid_is_claimed_only_for_what_was_validated() {
 
 #[tokio::test]
 async fn tools_without_a_contract_are_unchecked_not_unknown() {
-    let (app, _policy) = app_with_policy("").await;
+    let app = TestApp::with_policy("", &[]).await;
     let mut grpc = client(&app).await;
     let tools = json!({"tools": [{"name": "ping", "inputSchema": {"type": "object"}},
                                  {"name": "note"}]});
@@ -133,7 +128,7 @@ async fn tools_without_a_contract_are_unchecked_not_unknown() {
 
 #[tokio::test]
 async fn text_copies_are_compared_as_values() {
-    let (app, _policy) = app_with_policy("drift_fails = true\n").await;
+    let app = TestApp::with_policy("drift_fails = true\n", &[]).await;
     let mut grpc = client(&app).await;
     let text = |t: &str| json!([{"type": "text", "text": t}]);
     // The same value spelled otherwise: never drift, so a conforming result passes.
@@ -166,7 +161,7 @@ async fn text_copies_are_compared_as_values() {
 
 #[tokio::test]
 async fn errors_name_json_schema_keywords() {
-    let (app, _policy) = app_with_policy("").await;
+    let app = TestApp::with_policy("", &[]).await;
     let mut grpc = client(&app).await;
     let check = json!({"server": "crm", "tool": "t",
         "schema": {"type": "object", "properties": {
@@ -198,7 +193,7 @@ async fn errors_name_json_schema_keywords() {
 
 #[tokio::test]
 async fn the_root_rule_follows_the_protocol_revision() {
-    let (app, _policy) = app_with_policy("").await;
+    let app = TestApp::with_policy("", &[]).await;
     let mut grpc = client(&app).await;
     let array_schema = json!({"type": "array", "items": {"type": "integer"}});
     let text = json!([{"type": "text", "text": "[1, 2]"}]);
@@ -264,7 +259,7 @@ async fn the_root_rule_follows_the_protocol_revision() {
     assert_eq!(both(&app, &mut grpc, &newer).await["outcome"], "valid");
 
     // The policy's switch overrides the revision.
-    let (strict, _p) = app_with_policy("require_object_root = true\n").await;
+    let strict = TestApp::with_policy("require_object_root = true\n", &[]).await;
     let mut strict_grpc = client(&strict).await;
     both_refuse(
         &strict,
@@ -277,7 +272,7 @@ async fn the_root_rule_follows_the_protocol_revision() {
 
 #[tokio::test]
 async fn paginated_tools_lists_register_page_by_page() {
-    let (app, _policy) = app_with_policy("").await;
+    let app = TestApp::with_policy("", &[]).await;
     let mut grpc = client(&app).await;
     let tool = |name: &str| json!({"name": name, "outputSchema": {"type": "object"}});
     let put = |query: &'static str, body: Value| {

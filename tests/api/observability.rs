@@ -1,7 +1,7 @@
 //! What operators see: the metrics after a known sequence of checks, the cache at work, bounded
 //! labels, and policy reloads.
 
-use crate::helpers::{spawn_app, spawn_app_with};
+use crate::helpers::{spawn_app, spawn_app_with, TestApp};
 use serde_json::json;
 use std::time::Duration;
 
@@ -84,13 +84,7 @@ async fn a_compile_failure_is_cached() {
 
 #[tokio::test]
 async fn metrics_follow_a_known_sequence_of_attempts() {
-    let policy = tempfile::NamedTempFile::new().expect("temp");
-    std::fs::write(
-        policy.path(),
-        "[[servers]]\nmatch = \"ops\"\ntier = \"trusted\"\n",
-    )
-    .expect("write");
-    let app = spawn_app_with(&["--policy", policy.path().to_str().expect("utf-8")]).await;
+    let app = TestApp::with_policy("[[servers]]\nmatch = \"ops\"\ntier = \"trusted\"\n", &[]).await;
     let schema = json!({"type": "object", "properties": {"items": {"type": "array",
         "items": {"type": "object", "properties": {"id": {"type": "integer"}}}}}});
     let good = json!({"items": [{"id": 1}]});
@@ -167,17 +161,11 @@ async fn client_controlled_labels_fold_past_their_bound() {
 
 #[tokio::test]
 async fn policy_reloads_without_a_restart_and_keeps_the_old_one_when_bad() {
-    let policy = tempfile::NamedTempFile::new().expect("temp");
-    std::fs::write(policy.path(), "").expect("write");
-    let app = spawn_app_with(&["--policy", policy.path().to_str().expect("utf-8")]).await;
+    let app = TestApp::with_policy("", &[]).await;
     let check = json!({"server": "crm", "schema": {"type": "integer"}, "instance": "x"});
     assert_eq!(app.validate(&check).await.1["tier"], "untrusted");
 
-    std::fs::write(
-        policy.path(),
-        "[[servers]]\nmatch = \"crm\"\ntier = \"semi-trusted\"\n",
-    )
-    .expect("write");
+    app.write_policy("[[servers]]\nmatch = \"crm\"\ntier = \"semi-trusted\"\n");
     let (status, v) = app.post_raw("/v1/admin/reload-policy", "").await;
     assert_eq!(status, 200, "{v}");
     let (_, v) = app.validate(&check).await;
@@ -186,11 +174,7 @@ async fn policy_reloads_without_a_restart_and_keeps_the_old_one_when_bad() {
         (json!("semi-trusted"), json!("pass"))
     );
 
-    std::fs::write(
-        policy.path(),
-        "[[servers]]\nmatch = \"crm\"\ntier = \"friendly\"\n",
-    )
-    .expect("write");
+    app.write_policy("[[servers]]\nmatch = \"crm\"\ntier = \"friendly\"\n");
     let (status, v) = app.post_raw("/v1/admin/reload-policy", "").await;
     assert_eq!(status, 422, "{v}");
     let message = v["error"]["message"].as_str().expect("message");

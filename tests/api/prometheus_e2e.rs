@@ -151,10 +151,7 @@ const POLICY: &str = "[[servers]]\nmatch = \"internal-*\"\ntier = \"trusted\"\n\
 
 #[tokio::test]
 async fn rules_and_dashboard_queries_match_a_known_sequence() {
-    let policy = tempfile::NamedTempFile::new().expect("temp");
-    std::fs::write(policy.path(), POLICY).expect("write");
-    let app =
-        crate::helpers::spawn_app_with(&["--policy", policy.path().to_str().expect("utf-8")]).await;
+    let app = crate::helpers::TestApp::with_policy(POLICY, &[]).await;
     let Some(prometheus) = start_prometheus(app.http_addr).await else {
         return;
     };
