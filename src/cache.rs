@@ -131,10 +131,6 @@ impl SchemaCache {
         }
     }
 
-    pub fn limits(&self) -> &CompileLimits {
-        &self.limits
-    }
-
     /// The compiled schema for `key`, compiling `text` on a miss (once, however many ask at once).
     /// The caller must be on a thread that may block: a miss compiles in place.
     /// Also says whether this call compiled (a miss).

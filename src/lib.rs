@@ -67,8 +67,8 @@ pub async fn run(
     run_gate(gate, &args, listeners, shutdown).await
 }
 
-/// Like [`run`], over a core built by the caller.
-pub async fn run_gate(
+/// Serves `gate` on `listeners` until `shutdown`, then drains (see [`run`]).
+async fn run_gate(
     gate: Arc<Gate>,
     args: &ServeArgs,
     listeners: Listeners,
