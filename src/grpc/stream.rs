@@ -1,7 +1,7 @@
 //! `ValidateStream`: checks flow in, answers flow out as they are ready, with bounded work.
 //!
 //! The checks that have already arrived are read together, up to [`CHUNK`], and answered as one
-//! job on the worker pool through the same [`Gate::check_many`] as a batch, while the connection's
+//! job on the worker pool through the same [`Gate::check_batch`] as a batch, while the connection's
 //! thread goes on reading and writing frames. A check with more than [`OWN_JOB_BYTES`] of JSON is
 //! a job of its own, so a slow check does not hold up the quick ones around it. At most
 //! [`IN_FLIGHT`] checks (and [`IN_FLIGHT_BYTES`] of their JSON) of one stream are in progress and
