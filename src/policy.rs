@@ -380,9 +380,11 @@ pub fn watch(store: Arc<PolicyStore>, poll_secs: u64, token: CancellationToken) 
     if poll_secs == 0 {
         return;
     }
+    let digest = |bytes: &[u8]| blake3::hash(bytes);
+    // Read now, at start-up, not when the task first runs: a change made before then would
+    // otherwise be taken for the content in force and never reloaded.
+    let mut last = std::fs::read(&path).ok().map(|b| digest(&b));
     tokio::spawn(async move {
-        let digest = |bytes: &[u8]| blake3::hash(bytes);
-        let mut last = tokio::fs::read(&path).await.ok().map(|b| digest(&b));
         let mut tick = tokio::time::interval(Duration::from_secs(poll_secs));
         tick.tick().await;
         loop {
