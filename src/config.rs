@@ -32,6 +32,9 @@ pub const DEFAULT_LABEL_LIMIT: usize = 1000;
 pub const DEFAULT_MAX_REGISTERED_TOOLS: usize = 100_000;
 pub const DEFAULT_POLICY_POLL_SECS: u64 = 10;
 pub const DEFAULT_SHUTDOWN_GRACE_SECS: u64 = 30;
+/// Seconds readiness fails (and gRPC health says NOT_SERVING) before the listeners close, while
+/// checks are still answered: time for Kubernetes to take the pod out of its Service.
+pub const DEFAULT_DRAIN_DELAY_SECS: u64 = 5;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -121,7 +124,13 @@ pub struct ServeArgs {
     /// Threads for CPU work (compiles, large checks, batches); 0 means one per core.
     #[arg(long, env = "SCHEMAGATE_WORKER_THREADS", default_value_t = 0)]
     pub worker_threads: usize,
-    /// Seconds that checks in flight get to finish after SIGINT or SIGTERM.
+    /// Seconds after SIGINT or SIGTERM during which /readyz answers 503 and gRPC health says
+    /// NOT_SERVING while checks are still accepted and answered (so load balancers stop sending
+    /// before the listeners close).
+    #[arg(long, env = "SCHEMAGATE_DRAIN_DELAY_SECS", default_value_t = DEFAULT_DRAIN_DELAY_SECS)]
+    pub drain_delay_secs: u64,
+    /// Seconds that checks in flight get to finish once the listeners close (after the drain
+    /// delay).
     #[arg(long, env = "SCHEMAGATE_SHUTDOWN_GRACE_SECS", default_value_t = DEFAULT_SHUTDOWN_GRACE_SECS)]
     pub shutdown_grace_secs: u64,
     /// Log filter (tracing's EnvFilter syntax: info, debug, schemagate=debug,...).

@@ -55,9 +55,9 @@ pub struct Listeners {
     pub grpc: TcpListener,
 }
 
-/// Runs REST and gRPC until `shutdown` resolves, then drains: readiness fails, the gRPC health
-/// service reports NOT_SERVING, new connections are refused and checks in flight finish (for up to
-/// the grace period).
+/// Runs REST and gRPC until `shutdown` resolves, then drains: readiness fails and the gRPC health
+/// service reports NOT_SERVING while checks are still answered for `--drain-delay-secs`; then new
+/// connections are refused and checks in flight finish (for up to the grace period).
 pub async fn run(
     args: ServeArgs,
     listeners: Listeners,
@@ -74,14 +74,24 @@ async fn run_gate(
     listeners: Listeners,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
+    // `unready`: readiness fails and gRPC health says NOT_SERVING, checks are still answered.
+    // `token`, a drain delay later: the listeners close and checks in flight finish.
+    let unready = CancellationToken::new();
     let token = CancellationToken::new();
-    let draining = token.clone();
+    let drain_delay = Duration::from_secs(args.drain_delay_secs);
     let drain_gate = Arc::clone(&gate);
+    let (unready_tx, stop) = (unready.clone(), token.clone());
     tokio::spawn(async move {
         shutdown.await;
-        tracing::info!("shutting down: draining checks in flight");
+        tracing::info!(
+            delay_secs = drain_delay.as_secs(),
+            "shutting down: not ready; still answering until the drain delay ends"
+        );
         drain_gate.set_draining();
-        draining.cancel();
+        unready_tx.cancel();
+        tokio::time::sleep(drain_delay).await;
+        tracing::info!("drain delay over: closing listeners, finishing checks in flight");
+        stop.cancel();
     });
     policy::watch(
         Arc::clone(gate.policy()),
@@ -106,6 +116,7 @@ async fn run_gate(
         Arc::clone(&gate),
         listeners.grpc,
         args.grpc_max_message_bytes,
+        unready,
         token.clone(),
     );
     let both = async { tokio::try_join!(async { http.await.map_err(anyhow::Error::from) }, grpc) };

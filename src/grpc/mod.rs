@@ -140,14 +140,16 @@ impl Validator for ValidatorService {
     }
 }
 
-/// Serves `schemagate.v1.Validator`, the standard health service and reflection on `listener`
-/// until `token` is cancelled. Then, in this order: health turns NOT_SERVING, open streams stop
-/// taking checks and end once the checks they read are answered, new connections are refused and
-/// requests in flight finish.
+/// Serves `schemagate.v1.Validator`, the standard health service and reflection on `listener`.
+/// When `unready` is cancelled health turns NOT_SERVING while calls are still answered; when
+/// `token` is cancelled (a drain delay later), in this order: open streams (and health watches)
+/// stop taking checks and end once the checks they read are answered, new connections are refused
+/// and requests in flight finish.
 pub async fn serve(
     gate: Arc<Gate>,
     listener: TcpListener,
     max_message_bytes: usize,
+    unready: CancellationToken,
     token: CancellationToken,
 ) -> anyhow::Result<()> {
     // Cancelled once health says NOT_SERVING: open streams (checks and health watches) then end.
@@ -168,6 +170,19 @@ pub async fn serve(
         .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1alpha()?;
+    // NOT_SERVING as soon as the drain begins, while calls are still answered.
+    let not_serving_set = CancellationToken::new();
+    let set = not_serving_set.clone();
+    tokio::spawn(async move {
+        unready.cancelled().await;
+        reporter
+            .set_not_serving::<ValidatorServer<ValidatorService>>()
+            .await;
+        reporter
+            .set_service_status("", tonic_health::ServingStatus::NotServing)
+            .await;
+        set.cancel();
+    });
     let validator = ValidatorServer::new(ValidatorService::new(gate, streams_drain.clone()))
         .max_decoding_message_size(max_message_bytes)
         .max_encoding_message_size(max_message_bytes);
@@ -186,12 +201,8 @@ pub async fn serve(
             tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
             async move {
                 token.cancelled().await;
-                reporter
-                    .set_not_serving::<ValidatorServer<ValidatorService>>()
-                    .await;
-                reporter
-                    .set_service_status("", tonic_health::ServingStatus::NotServing)
-                    .await;
+                // Watchers get NOT_SERVING (set when the drain began) before their streams end.
+                not_serving_set.cancelled().await;
                 streams_drain.cancel();
             },
         )

@@ -162,11 +162,24 @@ fn the_pod_runs_locked_down() {
             "{key}"
         );
     }
-    // Longer than the server's drain time, so checks in flight finish.
+    // Longer than the drain delay and the server's grace together, so checks in flight finish.
     let grace = pod["terminationGracePeriodSeconds"]
         .as_u64()
         .expect("grace");
-    assert!(grace > schemagate::config::DEFAULT_SHUTDOWN_GRACE_SECS);
+    let env = |name: &str| {
+        c["env"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|e| e["name"].as_str() == Some(name))
+            .and_then(|e| e["value"].as_str())
+            .and_then(|v| v.parse::<u64>().ok())
+    };
+    let delay =
+        env("SCHEMAGATE_DRAIN_DELAY_SECS").unwrap_or(schemagate::config::DEFAULT_DRAIN_DELAY_SECS);
+    let shutdown = env("SCHEMAGATE_SHUTDOWN_GRACE_SECS")
+        .unwrap_or(schemagate::config::DEFAULT_SHUTDOWN_GRACE_SECS);
+    assert!(grace > delay + shutdown, "{grace} <= {delay} + {shutdown}");
 }
 
 #[test]

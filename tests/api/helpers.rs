@@ -28,6 +28,9 @@ pub async fn spawn_app_with(extra: &[&str]) -> TestApp {
     if !extra.contains(&"--policy-poll-interval") {
         argv.extend_from_slice(&["--policy-poll-interval", "0"]);
     }
+    if !extra.contains(&"--drain-delay-secs") {
+        argv.extend_from_slice(&["--drain-delay-secs", "0"]);
+    }
     argv.extend_from_slice(extra);
     let args = <ServeArgs as clap::Parser>::parse_from(argv);
     let http = TcpListener::bind("127.0.0.1:0").await.expect("bind http");
@@ -144,6 +147,13 @@ impl TestApp {
                 (name == series).then(|| value.parse().ok()).flatten()
             })
             .unwrap_or(0.0)
+    }
+
+    /// Sends the shutdown signal (the drain begins) without waiting.
+    pub fn begin_shutdown(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
     }
 
     /// Stops the server and waits for it to finish.

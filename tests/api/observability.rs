@@ -250,3 +250,55 @@ async fn metrics_endpoint_describes_every_series() {
         "bare checks label as _none"
     );
 }
+
+#[tokio::test]
+async fn the_drain_delay_fails_readiness_while_checks_are_answered() {
+    use schemagate::grpc::proto::validator_client::ValidatorClient;
+    use tonic_health::pb::{health_client::HealthClient, HealthCheckRequest};
+    let mut app = spawn_app_with(&["--drain-delay-secs", "2"]).await;
+    assert_eq!(app.get("/readyz").await.0, 200);
+    let channel = tonic::transport::Channel::from_shared(format!("http://{}", app.grpc_addr))
+        .expect("uri")
+        .connect()
+        .await
+        .expect("connect");
+    let mut health = HealthClient::new(channel.clone());
+    let serving = |s: i32| s == tonic_health::ServingStatus::Serving as i32;
+    let status = health
+        .check(HealthCheckRequest::default())
+        .await
+        .expect("health")
+        .into_inner()
+        .status;
+    assert!(serving(status));
+
+    app.begin_shutdown();
+    // Within the delay: not ready, NOT_SERVING, yet checks are accepted and answered on both ports.
+    let mut unready = false;
+    for _ in 0..20 {
+        if app.get("/readyz").await.0 == 503 {
+            unready = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(unready, "/readyz answers 503 during the drain delay");
+    let (status, v) = app
+        .validate(&json!({"schema": {"type": "integer"}, "instance": 1}))
+        .await;
+    assert_eq!((status, v["outcome"].as_str()), (200, Some("valid")), "{v}");
+    let status = health
+        .check(HealthCheckRequest::default())
+        .await
+        .expect("health")
+        .into_inner()
+        .status;
+    assert!(!serving(status), "NOT_SERVING during the drain delay");
+    let mut grpc = ValidatorClient::new(channel);
+    let check = crate::helpers::grpc_check(&json!({"schema": {"type": "integer"}, "instance": 1}));
+    let verdict = grpc.validate(check).await.expect("answered").into_inner();
+    assert_eq!(verdict.valid, Some(true));
+
+    // After it, the listeners close.
+    app.stop().await.expect("clean stop");
+}
