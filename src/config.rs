@@ -29,6 +29,8 @@ pub const DEFAULT_MAX_ERROR_WORK: u64 = 500_000;
 pub const DEFAULT_CACHE_MAX_BYTES: u64 = 256 * 1024 * 1024;
 pub const DEFAULT_CACHE_IDLE_SECS: u64 = 3600;
 pub const DEFAULT_LABEL_LIMIT: usize = 1000;
+/// Label combinations per client-labelled metric family (validations, field failures).
+pub const DEFAULT_SERIES_LIMIT: usize = 10_000;
 pub const DEFAULT_MAX_REGISTERED_TOOLS: usize = 100_000;
 pub const DEFAULT_POLICY_POLL_SECS: u64 = 10;
 pub const DEFAULT_SHUTDOWN_GRACE_SECS: u64 = 30;
@@ -118,6 +120,11 @@ pub struct ServeArgs {
     /// fold into `_other`.
     #[arg(long, env = "SCHEMAGATE_METRICS_LABEL_LIMIT", default_value_t = DEFAULT_LABEL_LIMIT)]
     pub metrics_label_limit: usize,
+    /// Label combinations kept per client-labelled metric family; past it new combinations count
+    /// under `_other` (and in schemagate_series_folded_total). Each (server, tool) pair takes 30
+    /// series of schemagate_validations_total (tier x attempt x outcome).
+    #[arg(long, env = "SCHEMAGATE_METRICS_SERIES_LIMIT", default_value_t = DEFAULT_SERIES_LIMIT)]
+    pub metrics_series_limit: usize,
     /// Most tools registered across all servers.
     #[arg(long, env = "SCHEMAGATE_MAX_REGISTERED_TOOLS", default_value_t = DEFAULT_MAX_REGISTERED_TOOLS)]
     pub max_registered_tools: usize,
@@ -168,6 +175,7 @@ impl ServeArgs {
             ("--max-schema-bytes", self.max_schema_bytes),
             ("--max-schema-regex-bytes", self.max_schema_regex_bytes),
             ("--metrics-label-limit", self.metrics_label_limit),
+            ("--metrics-series-limit", self.metrics_series_limit),
         ] {
             anyhow::ensure!(value > 0, "{name} must be at least 1");
         }
@@ -192,6 +200,7 @@ impl ServeArgs {
                 idle: Duration::from_secs(self.cache_idle_secs.max(1)),
             },
             label_limit: self.metrics_label_limit,
+            series_limit: self.metrics_series_limit,
             max_registered_tools: self.max_registered_tools,
             policy,
             policy_path: self.policy.clone(),

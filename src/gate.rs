@@ -62,6 +62,8 @@ pub struct GateConfig {
     pub limits: Limits,
     pub cache: CacheConfig,
     pub label_limit: usize,
+    /// Label combinations per client-labelled metric family.
+    pub series_limit: usize,
     pub max_registered_tools: usize,
     pub policy: Policy,
     pub policy_path: Option<PathBuf>,
@@ -79,7 +81,7 @@ pub struct Gate {
 
 impl Gate {
     pub fn new(config: GateConfig) -> anyhow::Result<Arc<Gate>> {
-        let metrics = Arc::new(Metrics::new(config.label_limit));
+        let metrics = Arc::new(Metrics::new(config.label_limit, config.series_limit));
         Metrics::keep_up(&metrics, METRICS_UPKEEP)?;
         let limits = config.limits;
         Ok(Arc::new(Gate {

@@ -12,6 +12,7 @@ use hashbrown::{Equivalent, HashMap, HashSet};
 use metrics::{Counter, Gauge, Histogram, Key, Label, Metadata, Recorder, SharedString, Unit};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
 use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
@@ -28,6 +29,7 @@ pub const SCHEMA_COMPILE_DURATION_SECONDS: &str = "schemagate_schema_compile_dur
 pub const SCHEMA_COMPILE_FAILURES_TOTAL: &str = "schemagate_schema_compile_failures_total";
 pub const REQUEST_ERRORS_TOTAL: &str = "schemagate_request_errors_total";
 pub const POLICY_RELOADS_TOTAL: &str = "schemagate_policy_reloads_total";
+pub const SERIES_FOLDED_TOTAL: &str = "schemagate_series_folded_total";
 
 /// What kind of series a name is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,7 +49,7 @@ pub struct Series {
 }
 
 /// Every series schemagate exports: the one table names, descriptions and [`ALL`] come from.
-pub const SERIES: [Series; 13] = [
+pub const SERIES: [Series; 14] = [
     Series { name: VALIDATIONS_TOTAL, kind: Kind::Counter, help: "Checks by server, tool, tier, attempt (first|retry) and outcome (valid|invalid|skipped|tool_error|unchecked)." },
     Series { name: FIELD_FAILURES_TOTAL, kind: Kind::Counter, help: "Failing fields by server, tool, instance path (array indices folded to *) and keyword." },
     Series { name: VALIDATION_DURATION_SECONDS, kind: Kind::Histogram, help: "Time to answer one check, by transport." },
@@ -61,6 +63,7 @@ pub const SERIES: [Series; 13] = [
     Series { name: SCHEMA_COMPILE_FAILURES_TOTAL, kind: Kind::Counter, help: "Schemas that did not compile (the failure is cached)." },
     Series { name: REQUEST_ERRORS_TOTAL, kind: Kind::Counter, help: "Checks refused before a verdict, by transport and error code." },
     Series { name: POLICY_RELOADS_TOTAL, kind: Kind::Counter, help: "Policy reloads by result (ok|error)." },
+    Series { name: SERIES_FOLDED_TOTAL, kind: Kind::Counter, help: "Counts that went to an _other series (a label value past --metrics-label-limit, or a label combination past --metrics-series-limit), by metric family." },
 ];
 
 /// Every series name, for documentation checks.
@@ -187,6 +190,8 @@ pub struct TargetMetrics {
     server: Arc<str>,
     tool: Arc<str>,
     validations: Validations,
+    /// For the `_other` pair: counts what lands in it (see `schemagate_series_folded_total`).
+    folded: Option<Counter>,
     drift: Counter,
     fields: RwLock<HashMap<(Arc<str>, String), Counter>>,
 }
@@ -194,6 +199,14 @@ pub struct TargetMetrics {
 impl TargetMetrics {
     pub fn validation(&self, tier: Tier, attempt: Attempt, outcome: Outcome) -> &Counter {
         &self.validations[tier.index()][attempt.index()][outcome.index()]
+    }
+
+    /// Counts one check answered with a verdict.
+    pub fn count(&self, tier: Tier, attempt: Attempt, outcome: Outcome) {
+        self.validation(tier, attempt, outcome).increment(1);
+        if let Some(folded) = &self.folded {
+            folded.increment(1);
+        }
     }
 
     pub fn drift(&self) -> &Counter {
@@ -255,14 +268,22 @@ pub struct Metrics {
     request_errors: [[Counter; CheckError::CODES.len()]; Transport::ALL.len()],
     /// `ok`, then `error`.
     policy_reloads: [Counter; 2],
+    /// Most label combinations per client-labelled family (`--metrics-series-limit`).
+    series_limit: usize,
+    /// (server, tool) pairs with series of their own, and field-failure series, so far.
+    pairs: AtomicUsize,
+    field_series: AtomicUsize,
+    /// Folds past the series limit: validations (by pair), then field failures.
+    folded: [Counter; 2],
 }
 
 static METADATA: Metadata<'static> =
     Metadata::new(module_path!(), metrics::Level::INFO, Some(module_path!()));
 
 impl Metrics {
-    /// A fresh set of series; `label_limit` bounds each client-controlled label.
-    pub fn new(label_limit: usize) -> Self {
+    /// A fresh set of series; `label_limit` bounds each client-controlled label and
+    /// `series_limit` the label combinations of each family those labels appear in.
+    pub fn new(label_limit: usize, series_limit: usize) -> Self {
         let recorder = PrometheusBuilder::new()
             .set_buckets(&LATENCY_BUCKETS)
             .unwrap_or_else(|_| PrometheusBuilder::new())
@@ -289,9 +310,15 @@ impl Metrics {
         });
         let policy_reloads = ["ok", "error"]
             .map(|result| counter(POLICY_RELOADS_TOTAL, vec![Label::new("result", result)]));
+        let folded = [VALIDATIONS_TOTAL, FIELD_FAILURES_TOTAL]
+            .map(|family| counter(SERIES_FOLDED_TOTAL, vec![Label::new("family", family)]));
         Metrics {
             request_errors,
             policy_reloads,
+            series_limit,
+            pairs: AtomicUsize::new(0),
+            field_series: AtomicUsize::new(0),
+            folded,
             duration_rest: histogram(VALIDATION_DURATION_SECONDS, transport(Transport::Rest)),
             duration_grpc: histogram(VALIDATION_DURATION_SECONDS, transport(Transport::Grpc)),
             cache_hits: counter(CACHE_HITS_TOTAL, vec![]),
@@ -376,6 +403,17 @@ impl Metrics {
                 return Arc::clone(t);
             }
         }
+        // Each pair has a series per tier, attempt and outcome: past the family's bound, new
+        // pairs share the `_other` pair's.
+        let per_pair = Tier::ALL.len() * Attempt::ALL.len() * Outcome::ALL.len();
+        let other = *server == *OTHER_LABEL && *tool == *OTHER_LABEL;
+        if !other {
+            let taken = self.pairs.fetch_add(1, Ordering::Relaxed);
+            if (taken + 2) * per_pair > self.series_limit {
+                self.pairs.fetch_sub(1, Ordering::Relaxed);
+                return self.resolve_target(Arc::from(OTHER_LABEL), Arc::from(OTHER_LABEL));
+            }
+        }
         let validations: Validations = Tier::ALL.map(|tier| {
             Attempt::ALL.map(|attempt| {
                 Outcome::ALL.map(|outcome| {
@@ -405,6 +443,7 @@ impl Metrics {
             server: Arc::clone(&server),
             tool: Arc::clone(&tool),
             validations,
+            folded: other.then(|| self.folded[0].clone()),
             drift,
             fields: RwLock::new(HashMap::new()),
         });
@@ -427,20 +466,35 @@ impl Metrics {
             }
         }
         let path_label = self.paths.fold(path);
+        // Past the family's bound a new combination counts under `_other` everywhere.
+        let within = self.field_series.fetch_add(1, Ordering::Relaxed) + 1 < self.series_limit;
+        let (server, tool, path_value, keyword_value) = if within {
+            (
+                target.server.to_string(),
+                target.tool.to_string(),
+                path_label.to_string(),
+                keyword.to_owned(),
+            )
+        } else {
+            self.field_series.fetch_sub(1, Ordering::Relaxed);
+            self.folded[1].increment(1);
+            let o = || OTHER_LABEL.to_owned();
+            (o(), o(), o(), o())
+        };
         let counter = self.recorder.register_counter(
             &Key::from_parts(
                 FIELD_FAILURES_TOTAL,
                 vec![
-                    Label::new("server", target.server.to_string()),
-                    Label::new("tool", target.tool.to_string()),
-                    Label::new("path", path_label.to_string()),
-                    Label::new("keyword", keyword.to_owned()),
+                    Label::new("server", server),
+                    Label::new("tool", tool),
+                    Label::new("path", path_value),
+                    Label::new("keyword", keyword_value),
                 ],
             ),
             &METADATA,
         );
         counter.increment(1);
-        if *path_label == *path {
+        if within && *path_label == *path {
             if let Ok(mut fields) = target.fields.write() {
                 fields.insert((path_label, keyword.to_owned()), counter);
             }
@@ -484,7 +538,7 @@ mod tests {
 
     #[test]
     fn targets_render_with_their_labels() {
-        let metrics = Metrics::new(1);
+        let metrics = Metrics::new(1, 10_000);
         let t = metrics.target(Some("crm"), Some("get"));
         t.validation(Tier::Untrusted, Attempt::Retry, Outcome::Invalid)
             .increment(2);
@@ -500,8 +554,38 @@ mod tests {
     }
 
     #[test]
+    fn label_combinations_fold_past_the_series_limit() {
+        // 30 series per pair: room for 2 pairs of their own plus the `_other` pair.
+        let metrics = Metrics::new(1_000, 90);
+        for i in 0..50 {
+            let t = metrics.target(Some(&format!("s{i}")), Some(&format!("t{i}")));
+            t.count(Tier::Untrusted, Attempt::First, Outcome::Valid);
+            metrics.field_failure(&t, &format!("/f{i}"), "type");
+        }
+        let text = metrics.render();
+        let pairs: std::collections::BTreeSet<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("schemagate_validations_total{"))
+            .filter_map(|l| l.split(",tier=").next())
+            .collect();
+        assert_eq!(pairs.len(), 3, "{pairs:?}");
+        assert!(text.contains(r#"schemagate_validations_total{server="_other",tool="_other",tier="untrusted",attempt="first",outcome="valid"} 48"#), "{text}");
+        let fields = text
+            .lines()
+            .filter(|l| l.starts_with("schemagate_field_failures_total{"))
+            .count();
+        assert!(fields <= 90, "{fields}");
+        assert!(
+            text.contains(
+                r#"schemagate_series_folded_total{family="schemagate_validations_total"} 48"#
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn error_and_reload_counters_exist_from_the_start() {
-        let metrics = Metrics::new(10);
+        let metrics = Metrics::new(10, 10_000);
         metrics.request_error(Transport::Grpc, &CheckError::MissingPayload);
         metrics.policy_reload(false);
         let text = metrics.render();

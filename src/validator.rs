@@ -121,7 +121,7 @@ impl Validator {
         let attempt = Attempt::of(check.attempt);
         // Nothing validated (yet): `valid` stays unset unless a validation sets it.
         let unvalidated = |outcome: Outcome| {
-            target.validation(rules.tier, attempt, outcome).increment(1);
+            target.count(rules.tier, attempt, outcome);
             Verdict {
                 outcome,
                 ..unvalidated_verdict(rules.tier, check)
@@ -387,9 +387,7 @@ impl Validator {
                 );
             }
         }
-        target
-            .validation(rules.tier, attempt, verdict.outcome)
-            .increment(1);
+        target.count(rules.tier, attempt, verdict.outcome);
     }
 }
 

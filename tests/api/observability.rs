@@ -302,3 +302,31 @@ async fn the_drain_delay_fails_readiness_while_checks_are_answered() {
     // After it, the listeners close.
     app.stop().await.expect("clean stop");
 }
+
+#[tokio::test]
+async fn series_past_the_limit_fold_into_other() {
+    // 30 series per (server, tool) pair: room for two pairs and the `_other` one.
+    let app = spawn_app_with(&["--metrics-series-limit", "90"]).await;
+    for i in 0..10 {
+        let (status, _) = app
+            .validate(&json!({"server": format!("s{i}"), "tool": "t",
+                              "schema": {"type": "integer"}, "instance": "x"}))
+            .await;
+        assert_eq!(status, 200);
+    }
+    let (_, text) = app.get("/metrics").await;
+    let pairs: std::collections::BTreeSet<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("schemagate_validations_total{"))
+        .filter_map(|l| l.split(",tier=").next())
+        .collect();
+    assert_eq!(pairs.len(), 3, "{pairs:?}");
+    let folded = app
+        .metric(r#"schemagate_series_folded_total{family="schemagate_validations_total"}"#)
+        .await;
+    assert_eq!(folded, 8.0);
+    let other = app
+        .metric(r#"schemagate_validations_total{server="_other",tool="_other",tier="untrusted",attempt="first",outcome="invalid"}"#)
+        .await;
+    assert_eq!(other, 8.0);
+}
