@@ -114,9 +114,19 @@ impl TestApp {
 
     /// PUT /v1/servers/{server}/tools.
     pub async fn register(&self, server: &str, tools_list: &Value) -> (u16, Value) {
+        self.register_with(server, "", tools_list).await
+    }
+
+    /// PUT /v1/servers/{server}/tools{query} (`query` empty or starting with `?`).
+    pub async fn register_with(
+        &self,
+        server: &str,
+        query: &str,
+        tools_list: &Value,
+    ) -> (u16, Value) {
         let response = self
             .client
-            .put(self.url(&format!("/v1/servers/{server}/tools")))
+            .put(self.url(&format!("/v1/servers/{server}/tools{query}")))
             .body(tools_list.to_string())
             .send()
             .await

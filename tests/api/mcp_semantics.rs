@@ -237,15 +237,10 @@ async fn the_root_rule_follows_the_protocol_revision() {
     // A registration names its revision; checks follow it unless they name their own.
     let tools = json!({"tools": [{"name": "list", "outputSchema": array_schema}],
                        "ttlMs": 60000, "cacheScope": "session"});
-    let response = app
-        .client
-        .put(app.url("/v1/servers/old/tools?protocol_version=2025-11-25"))
-        .body(tools.to_string())
-        .send()
-        .await
-        .expect("request");
-    assert_eq!(response.status(), 200);
-    let reg: Value = response.json().await.expect("json");
+    let (status, reg) = app
+        .register_with("old", "?protocol_version=2025-11-25", &tools)
+        .await;
+    assert_eq!(status, 200, "{reg}");
     assert_eq!(reg["protocol_version"], "2025-11-25", "{reg}");
     assert_eq!(
         reg["tools"][0]["errors"][0]["code"], "schema_root_not_object",
@@ -277,17 +272,7 @@ async fn paginated_tools_lists_register_page_by_page() {
     let tool = |name: &str| json!({"name": name, "outputSchema": {"type": "object"}});
     let put = |query: &'static str, body: Value| {
         let app = &app;
-        async move {
-            let response = app
-                .client
-                .put(app.url(&format!("/v1/servers/crm/tools{query}")))
-                .body(body.to_string())
-                .send()
-                .await
-                .expect("request");
-            let status = response.status().as_u16();
-            (status, response.json::<Value>().await.expect("json"))
-        }
+        async move { app.register_with("crm", query, &body).await }
     };
     let (status, first) = put(
         "",
