@@ -13,7 +13,7 @@ use metrics::{Counter, Gauge, Histogram, Key, Label, Metadata, Recorder, SharedS
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle, PrometheusRecorder};
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, OnceLock, RwLock};
 use std::time::Duration;
 
 pub const VALIDATIONS_TOTAL: &str = "schemagate_validations_total";
@@ -268,13 +268,40 @@ pub struct Metrics {
     request_errors: [[Counter; CheckError::CODES.len()]; Transport::ALL.len()],
     /// `ok`, then `error`.
     policy_reloads: [Counter; 2],
-    /// Most label combinations per client-labelled family (`--metrics-series-limit`).
-    series_limit: usize,
-    /// (server, tool) pairs with series of their own, and field-failure series, so far.
-    pairs: AtomicUsize,
-    field_series: AtomicUsize,
-    /// Folds past the series limit: validations (by pair), then field failures.
-    folded: [Counter; 2],
+    /// (server, tool) pairs that may have series of their own (`--metrics-series-limit` over the
+    /// 30 series of a pair, one pair's worth kept for `_other`).
+    pair_budget: SeriesBudget,
+    /// Field-failure label combinations that may have a series of their own.
+    field_budget: SeriesBudget,
+    /// What counts under `_other` in each family, for `schemagate_series_folded_total`.
+    folded_validations: Counter,
+    folded_fields: Counter,
+    /// The one field-failure series past the budget (every label `_other`), made on first use.
+    other_field: OnceLock<Counter>,
+}
+
+/// How many more label combinations a family may create.
+struct SeriesBudget {
+    used: AtomicUsize,
+    limit: usize,
+}
+
+impl SeriesBudget {
+    fn new(limit: usize) -> Self {
+        Self {
+            used: AtomicUsize::new(0),
+            limit,
+        }
+    }
+
+    /// Takes one combination; `false` once the budget is spent.
+    fn take(&self) -> bool {
+        self.used
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |used| {
+                (used < self.limit).then_some(used + 1)
+            })
+            .is_ok()
+    }
 }
 
 static METADATA: Metadata<'static> =
@@ -310,15 +337,17 @@ impl Metrics {
         });
         let policy_reloads = ["ok", "error"]
             .map(|result| counter(POLICY_RELOADS_TOTAL, vec![Label::new("result", result)]));
-        let folded = [VALIDATIONS_TOTAL, FIELD_FAILURES_TOTAL]
-            .map(|family| counter(SERIES_FOLDED_TOTAL, vec![Label::new("family", family)]));
+        let folded =
+            |family: &'static str| counter(SERIES_FOLDED_TOTAL, vec![Label::new("family", family)]);
+        let per_pair = Tier::ALL.len() * Attempt::ALL.len() * Outcome::ALL.len();
         Metrics {
             request_errors,
             policy_reloads,
-            series_limit,
-            pairs: AtomicUsize::new(0),
-            field_series: AtomicUsize::new(0),
-            folded,
+            pair_budget: SeriesBudget::new((series_limit / per_pair).saturating_sub(1)),
+            field_budget: SeriesBudget::new(series_limit.saturating_sub(1)),
+            folded_validations: folded(VALIDATIONS_TOTAL),
+            folded_fields: folded(FIELD_FAILURES_TOTAL),
+            other_field: OnceLock::new(),
             duration_rest: histogram(VALIDATION_DURATION_SECONDS, transport(Transport::Rest)),
             duration_grpc: histogram(VALIDATION_DURATION_SECONDS, transport(Transport::Grpc)),
             cache_hits: counter(CACHE_HITS_TOTAL, vec![]),
@@ -403,16 +432,10 @@ impl Metrics {
                 return Arc::clone(t);
             }
         }
-        // Each pair has a series per tier, attempt and outcome: past the family's bound, new
-        // pairs share the `_other` pair's.
-        let per_pair = Tier::ALL.len() * Attempt::ALL.len() * Outcome::ALL.len();
+        // Past the family's bound, new pairs share the `_other` pair's series.
         let other = *server == *OTHER_LABEL && *tool == *OTHER_LABEL;
-        if !other {
-            let taken = self.pairs.fetch_add(1, Ordering::Relaxed);
-            if (taken + 2) * per_pair > self.series_limit {
-                self.pairs.fetch_sub(1, Ordering::Relaxed);
-                return self.resolve_target(Arc::from(OTHER_LABEL), Arc::from(OTHER_LABEL));
-            }
+        if !other && !self.pair_budget.take() {
+            return self.resolve_target(Arc::from(OTHER_LABEL), Arc::from(OTHER_LABEL));
         }
         let validations: Validations = Tier::ALL.map(|tier| {
             Attempt::ALL.map(|attempt| {
@@ -443,7 +466,7 @@ impl Metrics {
             server: Arc::clone(&server),
             tool: Arc::clone(&tool),
             validations,
-            folded: other.then(|| self.folded[0].clone()),
+            folded: other.then(|| self.folded_validations.clone()),
             drift,
             fields: RwLock::new(HashMap::new()),
         });
@@ -466,38 +489,41 @@ impl Metrics {
             }
         }
         let path_label = self.paths.fold(path);
-        // Past the family's bound a new combination counts under `_other` everywhere.
-        let within = self.field_series.fetch_add(1, Ordering::Relaxed) + 1 < self.series_limit;
-        let (server, tool, path_value, keyword_value) = if within {
-            (
-                target.server.to_string(),
-                target.tool.to_string(),
-                path_label.to_string(),
-                keyword.to_owned(),
-            )
-        } else {
-            self.field_series.fetch_sub(1, Ordering::Relaxed);
-            self.folded[1].increment(1);
-            let o = || OTHER_LABEL.to_owned();
-            (o(), o(), o(), o())
-        };
+        // A path past its label bound is kept under `_other`: look that up before taking a new
+        // combination from the family's budget.
+        if let Ok(fields) = target.fields.read() {
+            if let Some(c) = fields.get(&FieldRef(&path_label, keyword)) {
+                c.increment(1);
+                return;
+            }
+        }
+        if !self.field_budget.take() {
+            self.folded_fields.increment(1);
+            let other = self.other_field.get_or_init(|| {
+                let labels = ["server", "tool", "path", "keyword"]
+                    .map(|name| Label::new(name, OTHER_LABEL))
+                    .to_vec();
+                self.recorder
+                    .register_counter(&Key::from_parts(FIELD_FAILURES_TOTAL, labels), &METADATA)
+            });
+            other.increment(1);
+            return;
+        }
         let counter = self.recorder.register_counter(
             &Key::from_parts(
                 FIELD_FAILURES_TOTAL,
                 vec![
-                    Label::new("server", server),
-                    Label::new("tool", tool),
-                    Label::new("path", path_value),
-                    Label::new("keyword", keyword_value),
+                    Label::new("server", target.server.to_string()),
+                    Label::new("tool", target.tool.to_string()),
+                    Label::new("path", path_label.to_string()),
+                    Label::new("keyword", keyword.to_owned()),
                 ],
             ),
             &METADATA,
         );
         counter.increment(1);
-        if within && *path_label == *path {
-            if let Ok(mut fields) = target.fields.write() {
-                fields.insert((path_label, keyword.to_owned()), counter);
-            }
+        if let Ok(mut fields) = target.fields.write() {
+            fields.insert((path_label, keyword.to_owned()), counter);
         }
     }
 
@@ -579,6 +605,26 @@ mod tests {
             text.contains(
                 r#"schemagate_series_folded_total{family="schemagate_validations_total"} 48"#
             ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_repeated_folded_path_takes_one_combination() {
+        // One path value kept; every other path folds to `_other`, which is one combination
+        // however often it recurs: 200 of them do not spend a budget of 59 field series.
+        let metrics = Metrics::new(1, 60);
+        let t = metrics.target(Some("crm"), Some("get"));
+        metrics.field_failure(&t, "/a", "type");
+        for i in 0..200 {
+            metrics.field_failure(&t, &format!("/p{i}"), "type");
+        }
+        metrics.field_failure(&t, "/a", "format");
+        let text = metrics.render();
+        assert!(text.contains(r#"schemagate_field_failures_total{server="crm",tool="get",path="_other",keyword="type"} 200"#), "{text}");
+        assert!(text.contains(r#"schemagate_field_failures_total{server="crm",tool="get",path="/a",keyword="format"} 1"#), "{text}");
+        assert!(
+            !text.contains(r#"family="schemagate_field_failures_total"} 1"#),
             "{text}"
         );
     }

@@ -156,12 +156,7 @@ pub async fn serve(
     let streams_drain = CancellationToken::new();
     let reporter = tonic_health::server::HealthReporter::new();
     let health = health::service(reporter.clone(), streams_drain.clone());
-    reporter
-        .set_serving::<ValidatorServer<ValidatorService>>()
-        .await;
-    reporter
-        .set_service_status("", tonic_health::ServingStatus::Serving)
-        .await;
+    report(&reporter, tonic_health::ServingStatus::Serving).await;
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -175,12 +170,7 @@ pub async fn serve(
     let set = not_serving_set.clone();
     tokio::spawn(async move {
         unready.cancelled().await;
-        reporter
-            .set_not_serving::<ValidatorServer<ValidatorService>>()
-            .await;
-        reporter
-            .set_service_status("", tonic_health::ServingStatus::NotServing)
-            .await;
+        report(&reporter, tonic_health::ServingStatus::NotServing).await;
         set.cancel();
     });
     let validator = ValidatorServer::new(ValidatorService::new(gate, streams_drain.clone()))
@@ -208,4 +198,18 @@ pub async fn serve(
         )
         .await?;
     Ok(())
+}
+
+/// Sets the health of the whole server and of the Validator service to `status`.
+async fn report(
+    reporter: &tonic_health::server::HealthReporter,
+    status: tonic_health::ServingStatus,
+) {
+    reporter.set_service_status("", status).await;
+    reporter
+        .set_service_status(
+            <ValidatorServer<ValidatorService> as tonic::server::NamedService>::NAME,
+            status,
+        )
+        .await;
 }
