@@ -2,7 +2,8 @@
 //! documented default that a newcomer can run with.
 
 use crate::cache::CacheConfig;
-use crate::gate::{GateConfig, Limits};
+use crate::gate::{GateConfig, Limits, QueueLimits};
+use crate::listen::{connections_from_fd_limit, ConnectionLimits, Http2Limits};
 use crate::policy::Policy;
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
@@ -37,6 +38,20 @@ pub const DEFAULT_SHUTDOWN_GRACE_SECS: u64 = 30;
 /// Seconds readiness fails (and gRPC health says NOT_SERVING) before the listeners close, while
 /// checks are still answered: time for Kubernetes to take the pod out of its Service.
 pub const DEFAULT_DRAIN_DELAY_SECS: u64 = 5;
+/// Checks admitted at once (queued or running) before new work is refused as overloaded.
+pub const DEFAULT_MAX_QUEUED_CHECKS: usize = 100_000;
+/// Request bytes admitted at once before new work is refused as overloaded (256 MiB).
+pub const DEFAULT_MAX_QUEUED_BYTES: usize = 256 << 20;
+pub const DEFAULT_HEADER_READ_TIMEOUT_SECS: u64 = 10;
+pub const DEFAULT_BODY_READ_TIMEOUT_SECS: u64 = 30;
+pub const DEFAULT_IDLE_TIMEOUT_SECS: u64 = 60;
+pub const DEFAULT_WRITE_TIMEOUT_SECS: u64 = 30;
+pub const DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS: u32 = 128;
+/// Bytes a client may send on one HTTP/2 stream before schemagate reads them (256 KiB).
+pub const DEFAULT_HTTP2_STREAM_WINDOW: u32 = 256 << 10;
+/// Bytes a client may send on one HTTP/2 connection before schemagate reads them (1 MiB).
+pub const DEFAULT_HTTP2_CONNECTION_WINDOW: u32 = 1 << 20;
+pub const DEFAULT_HTTP2_KEEPALIVE_SECS: u64 = 30;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -131,6 +146,46 @@ pub struct ServeArgs {
     /// Threads for CPU work (compiles, large checks, batches); 0 means one per core.
     #[arg(long, env = "SCHEMAGATE_WORKER_THREADS", default_value_t = 0)]
     pub worker_threads: usize,
+    /// Checks admitted at once (queued or running on the workers); past it, new requests are
+    /// refused at once with 503 `overloaded` and Retry-After (gRPC RESOURCE_EXHAUSTED). At least
+    /// --max-batch-items.
+    #[arg(long, env = "SCHEMAGATE_MAX_QUEUED_CHECKS", default_value_t = DEFAULT_MAX_QUEUED_CHECKS)]
+    pub max_queued_checks: usize,
+    /// Request bytes admitted at once; past it, new requests are refused as overloaded. At least
+    /// --max-body-bytes and --grpc-max-message-bytes.
+    #[arg(long, env = "SCHEMAGATE_MAX_QUEUED_BYTES", default_value_t = DEFAULT_MAX_QUEUED_BYTES)]
+    pub max_queued_bytes: usize,
+    /// Most open connections over both ports; 0 derives it from the open-file limit (raised to
+    /// its hard limit at start-up). Past it, new connections are closed at once and counted.
+    #[arg(long, env = "SCHEMAGATE_MAX_CONNECTIONS", default_value_t = 0)]
+    pub max_connections: usize,
+    /// Seconds an HTTP/1 client has to send a request's headers (also how long an idle
+    /// keep-alive HTTP/1 connection stays open).
+    #[arg(long, env = "SCHEMAGATE_HEADER_READ_TIMEOUT_SECS", default_value_t = DEFAULT_HEADER_READ_TIMEOUT_SECS)]
+    pub header_read_timeout_secs: u64,
+    /// Seconds a request body (REST, or a unary gRPC message) has to arrive in full: 408
+    /// `body_timeout` (gRPC DEADLINE_EXCEEDED) past it.
+    #[arg(long, env = "SCHEMAGATE_BODY_READ_TIMEOUT_SECS", default_value_t = DEFAULT_BODY_READ_TIMEOUT_SECS)]
+    pub body_read_timeout_secs: u64,
+    /// Seconds a connection may stay open with no request in flight.
+    #[arg(long, env = "SCHEMAGATE_IDLE_TIMEOUT_SECS", default_value_t = DEFAULT_IDLE_TIMEOUT_SECS)]
+    pub idle_timeout_secs: u64,
+    /// Seconds an answer may wait for the client to read it before the connection is closed.
+    #[arg(long, env = "SCHEMAGATE_WRITE_TIMEOUT_SECS", default_value_t = DEFAULT_WRITE_TIMEOUT_SECS)]
+    pub write_timeout_secs: u64,
+    /// HTTP/2 streams one connection may have open at once (both ports).
+    #[arg(long, env = "SCHEMAGATE_HTTP2_MAX_CONCURRENT_STREAMS", default_value_t = DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS)]
+    pub http2_max_concurrent_streams: u32,
+    /// HTTP/2 flow-control window of each stream, in bytes.
+    #[arg(long, env = "SCHEMAGATE_HTTP2_STREAM_WINDOW_BYTES", default_value_t = DEFAULT_HTTP2_STREAM_WINDOW)]
+    pub http2_stream_window_bytes: u32,
+    /// HTTP/2 flow-control window of each connection, in bytes.
+    #[arg(long, env = "SCHEMAGATE_HTTP2_CONNECTION_WINDOW_BYTES", default_value_t = DEFAULT_HTTP2_CONNECTION_WINDOW)]
+    pub http2_connection_window_bytes: u32,
+    /// Seconds between HTTP/2 keep-alive pings on a quiet connection; a peer that does not answer
+    /// one within the same time is disconnected.
+    #[arg(long, env = "SCHEMAGATE_HTTP2_KEEPALIVE_SECS", default_value_t = DEFAULT_HTTP2_KEEPALIVE_SECS)]
+    pub http2_keepalive_secs: u64,
     /// Seconds after SIGINT or SIGTERM during which /readyz answers 503 and gRPC health says
     /// NOT_SERVING while checks are still accepted and answered (so load balancers stop sending
     /// before the listeners close).
@@ -180,6 +235,30 @@ impl ServeArgs {
             anyhow::ensure!(value > 0, "{name} must be at least 1");
         }
         anyhow::ensure!(
+            self.max_queued_checks >= self.max_batch_items,
+            "--max-queued-checks ({}) must be at least --max-batch-items ({}), or a full batch could never be admitted",
+            self.max_queued_checks,
+            self.max_batch_items
+        );
+        anyhow::ensure!(
+            self.max_queued_bytes >= self.max_body_bytes.max(self.grpc_max_message_bytes),
+            "--max-queued-bytes ({}) must be at least --max-body-bytes and --grpc-max-message-bytes, or a full request could never be admitted",
+            self.max_queued_bytes
+        );
+        for (name, value) in [
+            ("--header-read-timeout-secs", self.header_read_timeout_secs),
+            ("--body-read-timeout-secs", self.body_read_timeout_secs),
+            ("--idle-timeout-secs", self.idle_timeout_secs),
+            ("--write-timeout-secs", self.write_timeout_secs),
+            ("--http2-keepalive-secs", self.http2_keepalive_secs),
+        ] {
+            anyhow::ensure!(value > 0, "{name} must be at least 1");
+        }
+        anyhow::ensure!(
+            self.http2_stream_window_bytes >= 65_535 && self.http2_connection_window_bytes >= 65_535,
+            "--http2-stream-window-bytes and --http2-connection-window-bytes must be at least 65535 (HTTP/2's initial window)"
+        );
+        anyhow::ensure!(
             (1..=120).contains(&self.max_depth),
             "--max-depth must be between 1 and 120 (JSON parsing itself stops at 128 levels)"
         );
@@ -194,6 +273,7 @@ impl ServeArgs {
                 max_schema_regex_bytes: self.max_schema_regex_bytes,
                 max_check_work: self.max_check_work,
                 max_error_work: self.max_error_work,
+                body_read_timeout: Duration::from_secs(self.body_read_timeout_secs),
             },
             cache: CacheConfig {
                 max_bytes: self.cache_max_bytes,
@@ -205,7 +285,33 @@ impl ServeArgs {
             policy,
             policy_path: self.policy.clone(),
             worker_threads: self.worker_threads,
+            queue: QueueLimits {
+                max_checks: self.max_queued_checks,
+                max_bytes: self.max_queued_bytes,
+            },
         })
+    }
+
+    /// The limits every connection is served under (raises the open-file limit when
+    /// --max-connections is 0).
+    pub fn connection_limits(&self) -> ConnectionLimits {
+        let max_connections = match self.max_connections {
+            0 => connections_from_fd_limit(),
+            n => n,
+        };
+        ConnectionLimits {
+            max_connections,
+            header_read_timeout: Duration::from_secs(self.header_read_timeout_secs),
+            idle_timeout: Duration::from_secs(self.idle_timeout_secs),
+            write_timeout: Duration::from_secs(self.write_timeout_secs),
+            http2: Http2Limits {
+                max_concurrent_streams: self.http2_max_concurrent_streams,
+                stream_window: self.http2_stream_window_bytes,
+                connection_window: self.http2_connection_window_bytes,
+                keepalive_interval: Duration::from_secs(self.http2_keepalive_secs),
+                keepalive_timeout: Duration::from_secs(self.http2_keepalive_secs),
+            },
+        }
     }
 }
 

@@ -17,8 +17,12 @@ pub enum ErrorClass {
     /// The request is well formed but its schema or payload cannot be checked (does not compile,
     /// would need a fetch, is too costly).
     Unprocessable,
-    /// The service is shutting down or overloaded.
+    /// The service is shutting down.
     Unavailable,
+    /// The service has as much work as it takes; retry shortly.
+    Overloaded,
+    /// The client took too long to send its request.
+    Timeout,
     /// A fault inside schemagate; details are logged, not sent.
     Internal,
 }
@@ -75,6 +79,10 @@ pub enum CheckError {
         tools: usize,
         limit: usize,
     },
+    #[error("request body did not arrive within {secs} s (see --body-read-timeout-secs): send the whole body at once")]
+    BodyTimeout { secs: u64 },
+    #[error("schemagate is at capacity ({checks} checks, {bytes} bytes of work admitted; see --max-queued-checks and --max-queued-bytes): retry after a short wait, or on another instance")]
+    Overloaded { checks: usize, bytes: usize },
     #[error("schemagate is shutting down; retry on another instance")]
     Unavailable,
     #[error("internal error; the details are in schemagate's log")]
@@ -125,6 +133,8 @@ impl CheckError {
             CheckError::SchemaRootNotObject { .. } => "schema_root_not_object",
             CheckError::InexactNumber(_) => "number_not_exact",
             CheckError::TooManyTools { .. } => "too_many_tools",
+            CheckError::BodyTimeout { .. } => "body_timeout",
+            CheckError::Overloaded { .. } => "overloaded",
             CheckError::Unavailable => "unavailable",
             CheckError::Internal => "internal",
         }
@@ -132,7 +142,7 @@ impl CheckError {
 
     /// Every code, in the order of [`CheckError::code_index`]: the `code` label values of
     /// `schemagate_request_errors_total`, there from start-up.
-    pub const CODES: [&'static str; 22] = [
+    pub const CODES: [&'static str; 24] = [
         "malformed_json",
         "malformed_message",
         "invalid_field",
@@ -153,6 +163,8 @@ impl CheckError {
         "schema_root_not_object",
         "number_not_exact",
         "too_many_tools",
+        "body_timeout",
+        "overloaded",
         "unavailable",
         "internal",
     ];
@@ -190,6 +202,8 @@ impl CheckError {
             | CheckError::WorkLimitExceeded { .. }
             | CheckError::SchemaRootNotObject { .. }
             | CheckError::InexactNumber(_) => ErrorClass::Unprocessable,
+            CheckError::BodyTimeout { .. } => ErrorClass::Timeout,
+            CheckError::Overloaded { .. } => ErrorClass::Overloaded,
             CheckError::Unavailable => ErrorClass::Unavailable,
             CheckError::Internal => ErrorClass::Internal,
         }
@@ -267,6 +281,11 @@ mod tests {
                 server: String::new(),
                 tools: 2,
                 limit: 1,
+            },
+            CheckError::BodyTimeout { secs: 1 },
+            CheckError::Overloaded {
+                checks: 1,
+                bytes: 1,
             },
             CheckError::Unavailable,
             CheckError::Internal,

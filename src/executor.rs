@@ -1,81 +1,546 @@
-//! Where CPU work runs: a rayon pool beside the async runtime, so compiles, large payloads and
+//! Where CPU work runs: worker threads beside the async runtime, so compiles, large payloads and
 //! batches never block the threads that serve connections.
 //!
-//! Work handed to the pool comes back as one flat `Result`: the work's own error, or `internal`
-//! when the job was lost (it panicked). A batch is split across the workers only while some are
-//! idle; when every worker already has a job, splitting only moves documents between cores.
+//! Three promises, all kept here:
+//!
+//! - **Fair.** Work is shared between requests, not served in arrival order: a worker takes the
+//!   request at the front of the ready queue, works on it for one [`SLICE`], and puts it back at
+//!   the end if it has more to do. A 10,000-item batch takes its turns; a single check or a small
+//!   batch arriving behind it waits for at most one slice per worker, not for the whole batch. A
+//!   batch with items left is put back at once when it is taken, so an idle worker can share it.
+//! - **Owned by its request.** Each submission returns a future; dropping it (the client went away,
+//!   the deadline passed) cancels the work: no item is started after that, and the items never
+//!   started are reported to `on_cancel`.
+//! - **Bounded.** Work admitted and not yet finished is bounded in checks and in bytes
+//!   ([`QueueLimits`]); past either bound a new request is refused at once with
+//!   [`CheckError::Overloaded`] rather than queued. A request is always admitted when nothing else
+//!   is, so no single request within the body and batch limits is refused for its size alone.
+//!
+//! Work handed to a worker comes back as one flat `Result`: the work's own error, `overloaded`, or
+//! `internal` when the job was lost (it panicked).
 
 use crate::error::CheckError;
-use rayon::prelude::*;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::collections::VecDeque;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
-/// The worker pool and how many jobs it holds.
+/// How long a worker stays with one request before it takes the next one's turn.
+pub const SLICE: Duration = Duration::from_millis(2);
+
+/// The most work admitted at once (queued or running).
+#[derive(Debug, Clone, Copy)]
+pub struct QueueLimits {
+    pub max_checks: usize,
+    pub max_bytes: usize,
+}
+
+/// What a request asks of the workers, counted against [`QueueLimits`].
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Cost {
+    pub checks: usize,
+    pub bytes: usize,
+}
+
+/// Whether a request past the bounds is refused or admitted anyway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admit {
+    /// Refuse with `overloaded` past the bounds.
+    Shed,
+    /// Admit regardless (a stream's chunk: the stream has bounds of its own, and waits instead).
+    Always,
+}
+
+/// The worker threads and their ready queue.
 pub struct Executor {
-    pool: rayon::ThreadPool,
-    /// Jobs on the pool, queued or running.
-    pending: Arc<AtomicUsize>,
+    shared: Arc<Shared>,
 }
 
-/// Counts a job from its hand-off to the pool until it ends (or is dropped unrun).
-struct PendingJob(Arc<AtomicUsize>);
-
-impl PendingJob {
-    fn new(count: Arc<AtomicUsize>) -> Self {
-        count.fetch_add(1, Ordering::Relaxed);
-        Self(count)
-    }
+struct Shared {
+    state: Mutex<State>,
+    work_ready: Condvar,
+    limits: QueueLimits,
 }
 
-impl Drop for PendingJob {
+#[derive(Default)]
+struct State {
+    ready: VecDeque<Arc<Entry>>,
+    admitted: Cost,
+    stop: bool,
+}
+
+/// A request's place in the ready queue.
+struct Entry {
+    task: Box<dyn Task>,
+    /// In the ready queue now (so it is never there twice).
+    queued: AtomicBool,
+}
+
+/// Work a worker can do a slice of.
+trait Task: Send + Sync {
+    /// Works until `until` or the end; says whether anything is left to start.
+    fn run(&self, until: Instant) -> bool;
+    /// Whether more than one worker may work on it at once.
+    fn shareable(&self) -> bool;
+}
+
+/// Work admitted against the queue bounds, released when dropped.
+pub struct Ticket {
+    shared: Arc<Shared>,
+    cost: Cost,
+}
+
+impl Drop for Ticket {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
+        let mut state = lock(&self.shared.state);
+        state.admitted.checks -= self.cost.checks;
+        state.admitted.bytes -= self.cost.bytes;
     }
+}
+
+/// Sets its flag when dropped: the waiting side of a submission, gone before the answer came.
+struct CancelOnDrop(Arc<AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+fn lock(state: &Mutex<State>) -> MutexGuard<'_, State> {
+    // A worker never panics while holding the lock (tasks run outside it), so a poisoned lock
+    // still guards consistent state.
+    state
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl Executor {
-    /// A pool of `threads` workers (0: one per core).
-    pub fn new(threads: usize) -> anyhow::Result<Self> {
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .thread_name(|i| format!("schemagate-worker-{i}"))
-            .panic_handler(|_| tracing::error!("a job on the worker pool panicked"))
-            .build()?;
-        Ok(Self {
-            pool,
-            pending: Arc::new(AtomicUsize::new(0)),
+    /// `threads` workers (0: one per core).
+    pub fn new(threads: usize, limits: QueueLimits) -> anyhow::Result<Self> {
+        let threads = if threads == 0 {
+            std::thread::available_parallelism().map_or(1, usize::from)
+        } else {
+            threads
+        };
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            work_ready: Condvar::new(),
+            limits,
+        });
+        for i in 0..threads {
+            let shared = Arc::clone(&shared);
+            std::thread::Builder::new()
+                .name(format!("schemagate-worker-{i}"))
+                .spawn(move || work(&shared))?;
+        }
+        Ok(Self { shared })
+    }
+
+    /// Admits work of `cost`, or refuses it with `overloaded` when the bounds are full (see
+    /// [`Admit`]).
+    pub fn admit(&self, cost: Cost, how: Admit) -> Result<Ticket, CheckError> {
+        let mut state = lock(&self.shared.state);
+        let limits = self.shared.limits;
+        let admitted = state.admitted;
+        let fits = admitted.checks + cost.checks <= limits.max_checks
+            && admitted.bytes + cost.bytes <= limits.max_bytes;
+        if how == Admit::Shed && !fits && (admitted.checks > 0 || admitted.bytes > 0) {
+            return Err(CheckError::Overloaded {
+                checks: admitted.checks,
+                bytes: admitted.bytes,
+            });
+        }
+        state.admitted.checks += cost.checks;
+        state.admitted.bytes += cost.bytes;
+        Ok(Ticket {
+            shared: Arc::clone(&self.shared),
+            cost,
         })
     }
 
-    /// Runs `work` on the pool and waits for it without blocking the async runtime.
-    pub async fn run<R, F>(&self, work: F) -> Result<R, CheckError>
+    /// Runs `work` on a worker and waits for it without blocking the async runtime. Dropping the
+    /// returned future before it ends means `work` is never started if it has not been.
+    pub async fn run<R, F>(&self, _ticket: &Ticket, work: F) -> Result<R, CheckError>
     where
         R: Send + 'static,
         F: FnOnce() -> Result<R, CheckError> + Send + 'static,
     {
         let (tx, rx) = tokio::sync::oneshot::channel();
-        let pending = PendingJob::new(Arc::clone(&self.pending));
-        self.pool.spawn(move || {
-            let _pending = pending;
-            let _ = tx.send(work());
-        });
+        let cancelled = Arc::new(AtomicBool::new(false));
+        let _cancel = CancelOnDrop(Arc::clone(&cancelled));
+        self.submit(Box::new(Once {
+            work: Mutex::new(Some((work, tx))),
+            cancelled,
+        }));
         rx.await.unwrap_or(Err(CheckError::Internal))
     }
 
-    /// `one` over every item, in order: across the idle workers when there are some, else here.
-    /// Call from the pool (inside [`Executor::run`]).
-    pub fn map<T: Send, R: Send>(&self, items: Vec<T>, one: impl Fn(T) -> R + Sync) -> Vec<R> {
-        if !self.spare_workers() {
-            return items.into_iter().map(one).collect();
+    /// `one` over every item, answers in order, in slices shared fairly with other requests (and
+    /// across idle workers). Dropping the returned future stops the items not yet started;
+    /// `on_cancel` is then told how many there were.
+    pub async fn map<T, R, F, C>(
+        &self,
+        _ticket: &Ticket,
+        items: Vec<T>,
+        one: F,
+        on_cancel: C,
+    ) -> Result<Vec<R>, CheckError>
+    where
+        T: Send + 'static,
+        R: Send + 'static,
+        F: Fn(T) -> R + Send + Sync + 'static,
+        C: FnOnce(usize) + Send + 'static,
+    {
+        if items.is_empty() {
+            return Ok(Vec::new());
         }
-        self.pool
-            .install(|| items.into_par_iter().with_min_len(8).map(&one).collect())
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let cancelled = Arc::new(AtomicBool::new(false));
+        let _cancel = CancelOnDrop(Arc::clone(&cancelled));
+        let len = items.len();
+        self.submit(Box::new(Map {
+            items: items.into_iter().map(|t| Mutex::new(Some(t))).collect(),
+            answers: (0..len).map(|_| Mutex::new(None)).collect(),
+            next: AtomicUsize::new(0),
+            done: AtomicUsize::new(0),
+            one,
+            cancelled,
+            on_cancel: Mutex::new(Some(Box::new(on_cancel))),
+            tx: Mutex::new(Some(tx)),
+        }));
+        rx.await.unwrap_or(Err(CheckError::Internal))
     }
 
-    /// Whether a worker is free to take part of a batch. When every worker has a job of its own,
-    /// splitting a batch only moves its documents between cores (measured: at 32 batches in
-    /// flight, splitting cost a third of the throughput), so the batch runs where it was read.
-    fn spare_workers(&self) -> bool {
-        self.pending.load(Ordering::Relaxed) < self.pool.current_num_threads()
+    fn submit(&self, task: Box<dyn Task>) {
+        let entry = Arc::new(Entry {
+            task,
+            queued: AtomicBool::new(true),
+        });
+        lock(&self.shared.state).ready.push_back(entry);
+        self.shared.work_ready.notify_one();
+    }
+}
+
+impl Drop for Executor {
+    fn drop(&mut self) {
+        lock(&self.shared.state).stop = true;
+        self.shared.work_ready.notify_all();
+    }
+}
+
+/// A worker's life: take the request at the front, work a slice of it, put it back if unfinished.
+fn work(shared: &Shared) {
+    loop {
+        let entry = {
+            let mut state = lock(&shared.state);
+            loop {
+                if let Some(entry) = state.ready.pop_front() {
+                    break entry;
+                }
+                if state.stop {
+                    return;
+                }
+                state = shared
+                    .work_ready
+                    .wait(state)
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+            }
+        };
+        entry.queued.store(false, Ordering::Relaxed);
+        // A batch with more to do goes back at once, for an idle worker to share.
+        if entry.task.shareable() {
+            requeue(shared, &entry);
+        }
+        let more = catch_unwind(AssertUnwindSafe(|| entry.task.run(Instant::now() + SLICE)))
+            .unwrap_or_else(|_| {
+                tracing::error!("a job on the worker pool panicked");
+                false
+            });
+        if more {
+            requeue(shared, &entry);
+        }
+    }
+}
+
+fn requeue(shared: &Shared, entry: &Arc<Entry>) {
+    if entry.queued.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    lock(&shared.state).ready.push_back(Arc::clone(entry));
+    shared.work_ready.notify_one();
+}
+
+type Reply<R> = tokio::sync::oneshot::Sender<Result<R, CheckError>>;
+/// Told how many items of a batch never started because it was cancelled.
+type OnCancel = Box<dyn FnOnce(usize) + Send>;
+
+/// One piece of work that cannot be split (a compile, a large check, a batch's read).
+struct Once<F, R> {
+    work: Mutex<Option<(F, Reply<R>)>>,
+    cancelled: Arc<AtomicBool>,
+}
+
+impl<F, R> Task for Once<F, R>
+where
+    F: FnOnce() -> Result<R, CheckError> + Send,
+    R: Send,
+{
+    fn run(&self, _until: Instant) -> bool {
+        let taken = self
+            .work
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        if let Some((work, tx)) = taken {
+            if !self.cancelled.load(Ordering::Relaxed) {
+                let _ = tx.send(work());
+            }
+        }
+        false
+    }
+
+    fn shareable(&self) -> bool {
+        false
+    }
+}
+
+/// A batch: items claimed one at a time by whichever worker has the request's turn.
+struct Map<T, R, F> {
+    items: Box<[Mutex<Option<T>>]>,
+    answers: Box<[Mutex<Option<R>>]>,
+    /// The next item to claim.
+    next: AtomicUsize,
+    /// Items answered.
+    done: AtomicUsize,
+    one: F,
+    cancelled: Arc<AtomicBool>,
+    on_cancel: Mutex<Option<OnCancel>>,
+    tx: Mutex<Option<Reply<Vec<R>>>>,
+}
+
+impl<T, R, F> Map<T, R, F> {
+    fn left(&self) -> bool {
+        self.next.load(Ordering::Relaxed) < self.items.len()
+    }
+}
+
+impl<T, R, F> Task for Map<T, R, F>
+where
+    T: Send,
+    R: Send,
+    F: Fn(T) -> R + Send + Sync,
+{
+    fn run(&self, until: Instant) -> bool {
+        let len = self.items.len();
+        loop {
+            if self.cancelled.load(Ordering::Relaxed) {
+                return false;
+            }
+            let i = self.next.fetch_add(1, Ordering::Relaxed);
+            if i >= len {
+                return false;
+            }
+            let item = self.items[i]
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .take();
+            if let Some(item) = item {
+                let answer = (self.one)(item);
+                *self.answers[i]
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(answer);
+            }
+            if self.done.fetch_add(1, Ordering::AcqRel) + 1 == len {
+                self.reply();
+                return false;
+            }
+            if Instant::now() >= until {
+                return self.left();
+            }
+        }
+    }
+
+    fn shareable(&self) -> bool {
+        // Two items or more left: worth a second worker.
+        !self.cancelled.load(Ordering::Relaxed)
+            && self.next.load(Ordering::Relaxed) + 1 < self.items.len()
+    }
+}
+
+impl<T, R, F> Map<T, R, F> {
+    /// Sends every answer, in order (called once, by the worker that answered the last item).
+    fn reply(&self) {
+        let answers: Option<Vec<R>> = self
+            .answers
+            .iter()
+            .map(|a| a.lock().unwrap_or_else(|p| p.into_inner()).take())
+            .collect();
+        if let Some(tx) = self.tx.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            let _ = tx.send(answers.ok_or(CheckError::Internal));
+        }
+    }
+}
+
+impl<T, R, F> Drop for Map<T, R, F> {
+    fn drop(&mut self) {
+        let started = self.next.load(Ordering::Relaxed).min(self.items.len());
+        let never_started = self.items.len() - started;
+        if never_started > 0 {
+            if let Some(on_cancel) = self
+                .on_cancel
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take()
+            {
+                on_cancel(never_started);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicU64;
+
+    fn executor(threads: usize, max_checks: usize) -> Executor {
+        Executor::new(
+            threads,
+            QueueLimits {
+                max_checks,
+                max_bytes: usize::MAX,
+            },
+        )
+        .expect("workers start")
+    }
+
+    #[tokio::test]
+    async fn a_batch_answers_in_order() {
+        let ex = executor(2, 1000);
+        let ticket = ex
+            .admit(
+                Cost {
+                    checks: 500,
+                    bytes: 0,
+                },
+                Admit::Shed,
+            )
+            .expect("admitted");
+        let out = ex
+            .map(&ticket, (0..500u64).collect(), |i| i * 2, |_| {})
+            .await
+            .expect("answered");
+        assert_eq!(out, (0..500u64).map(|i| i * 2).collect::<Vec<_>>());
+    }
+
+    #[tokio::test]
+    async fn past_the_bound_new_work_is_refused_and_admitted_again_once_released() {
+        let ex = executor(1, 10);
+        let first = ex
+            .admit(
+                Cost {
+                    checks: 8,
+                    bytes: 0,
+                },
+                Admit::Shed,
+            )
+            .expect("admitted");
+        let refused = ex.admit(
+            Cost {
+                checks: 3,
+                bytes: 0,
+            },
+            Admit::Shed,
+        );
+        assert!(
+            matches!(refused, Err(CheckError::Overloaded { checks: 8, .. })),
+            "{:?}",
+            refused.err()
+        );
+        // A stream's chunk waits within its own bounds instead.
+        let streamed = ex
+            .admit(
+                Cost {
+                    checks: 3,
+                    bytes: 0,
+                },
+                Admit::Always,
+            )
+            .expect("admitted");
+        drop((first, streamed));
+        // Alone, even a request over the bound is admitted: the bound never refuses a valid batch.
+        ex.admit(
+            Cost {
+                checks: 50,
+                bytes: 0,
+            },
+            Admit::Shed,
+        )
+        .expect("admitted when idle");
+    }
+
+    #[tokio::test]
+    async fn a_dropped_batch_stops_and_reports_what_never_started() {
+        let ex = executor(1, usize::MAX);
+        let ticket = ex.admit(Cost::default(), Admit::Shed).expect("admitted");
+        let ran = Arc::new(AtomicU64::new(0));
+        let never = Arc::new(AtomicU64::new(0));
+        let (r, n) = (Arc::clone(&ran), Arc::clone(&never));
+        let batch = ex.map(
+            &ticket,
+            (0..10_000).collect::<Vec<u32>>(),
+            move |_| {
+                r.fetch_add(1, Ordering::Relaxed);
+                std::thread::sleep(Duration::from_micros(200));
+            },
+            move |count| {
+                n.store(count as u64, Ordering::Relaxed);
+            },
+        );
+        // Give up on it after a little while, as a client that disconnects does.
+        let _ = tokio::time::timeout(Duration::from_millis(50), batch).await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let ran = ran.load(Ordering::Relaxed);
+        assert!(ran < 10_000, "the batch ran to the end: {ran}");
+        assert_eq!(
+            never.load(Ordering::Relaxed),
+            10_000 - ran,
+            "every item is either run or reported"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_small_request_is_not_queued_behind_a_big_batch() {
+        let ex = Arc::new(executor(1, usize::MAX));
+        let ticket = ex.admit(Cost::default(), Admit::Shed).expect("admitted");
+        let big_done = Arc::new(AtomicBool::new(false));
+        let done = Arc::clone(&big_done);
+        let big = {
+            let ex = Arc::clone(&ex);
+            tokio::spawn(async move {
+                let t = ex.admit(Cost::default(), Admit::Shed).expect("admitted");
+                let out = ex
+                    .map(
+                        &t,
+                        (0..2_000).collect::<Vec<u32>>(),
+                        |_| std::thread::sleep(Duration::from_micros(500)),
+                        |_| {},
+                    )
+                    .await;
+                done.store(true, Ordering::Relaxed);
+                out.map(|v| v.len())
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        // One second of batch is queued ahead; the small request takes the next turn.
+        let small = ex.run(&ticket, || Ok(7)).await.expect("answered");
+        assert_eq!(small, 7);
+        assert!(
+            !big_done.load(Ordering::Relaxed),
+            "the small request waited for the whole batch"
+        );
+        assert_eq!(big.await.expect("joined").expect("answered"), 2_000);
     }
 }

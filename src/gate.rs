@@ -7,7 +7,8 @@ use crate::cache::{CacheConfig, SchemaCache};
 use crate::check::Check;
 use crate::compile::CompileLimits;
 use crate::error::CheckError;
-use crate::executor::Executor;
+pub use crate::executor::{Admit, QueueLimits};
+use crate::executor::{Cost, Executor};
 use crate::instrument::Instrument;
 use crate::metrics::{Metrics, Transport};
 use crate::policy::{Policy, PolicyError, PolicyStore};
@@ -37,6 +38,8 @@ pub struct Limits {
     pub max_check_work: u64,
     /// Most work for which every error is collected; past it, one summary error is reported.
     pub max_error_work: u64,
+    /// How long a request body may take to arrive in full.
+    pub body_read_timeout: std::time::Duration,
 }
 
 impl Limits {
@@ -69,6 +72,8 @@ pub struct GateConfig {
     pub policy_path: Option<PathBuf>,
     /// Threads for CPU work; 0 means one per core.
     pub worker_threads: usize,
+    /// The most work admitted at once; past it, requests are refused as overloaded.
+    pub queue: QueueLimits,
 }
 
 /// The core as the transports see it.
@@ -96,7 +101,7 @@ impl Gate {
                 registry: Registry::new(config.max_registered_tools),
                 metrics: Arc::clone(&metrics),
             },
-            executor: Executor::new(config.worker_threads)?,
+            executor: Executor::new(config.worker_threads, config.queue)?,
             instrument: Instrument::new(metrics),
             ready: AtomicBool::new(true),
         }))
@@ -104,6 +109,11 @@ impl Gate {
 
     pub fn limits(&self) -> &Limits {
         &self.validator.limits
+    }
+
+    /// The metrics every part records into.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.validator.metrics
     }
 
     /// Where the adapters count requests refused before they reach the gate.
@@ -159,7 +169,8 @@ impl Gate {
     }
 
     /// Answers one check read by `read` (which parses it): in place when that is cheap, on the
-    /// worker pool otherwise. Counted once, whatever happens.
+    /// worker pool otherwise (refused as overloaded when the pool has all the work it takes).
+    /// Counted once, whatever happens. Dropping the future stops work not yet started.
     pub async fn check_one<F>(
         self: &Arc<Self>,
         size_hint: usize,
@@ -170,6 +181,10 @@ impl Gate {
         F: FnOnce(&Limits) -> Result<Check, CheckError> + Send + 'static,
     {
         let start = Instant::now();
+        let cost = Cost {
+            checks: 1,
+            bytes: size_hint,
+        };
         let result = if size_hint <= INLINE_PARSE_BYTES {
             match guarded(|| read(self.limits())) {
                 Err(e) => Err(e),
@@ -178,20 +193,30 @@ impl Gate {
                     Err(Deferred::Refused(e)) => Err(e),
                     Err(Deferred::ToWorker { hit_counted }) => {
                         let gate = Arc::clone(self);
-                        self.executor
-                            .run(move || gate.judge_on_worker(&check, hit_counted))
-                            .await
+                        match self.executor.admit(cost, Admit::Shed) {
+                            Ok(ticket) => {
+                                self.executor
+                                    .run(&ticket, move || gate.judge_on_worker(&check, hit_counted))
+                                    .await
+                            }
+                            Err(e) => Err(e),
+                        }
                     }
                 },
             }
         } else {
             let gate = Arc::clone(self);
-            self.executor
-                .run(move || {
-                    let check = guarded(|| read(gate.limits()))?;
-                    gate.judge_on_worker(&check, false)
-                })
-                .await
+            match self.executor.admit(cost, Admit::Shed) {
+                Ok(ticket) => {
+                    self.executor
+                        .run(&ticket, move || {
+                            let check = guarded(|| read(gate.limits()))?;
+                            gate.judge_on_worker(&check, false)
+                        })
+                        .await
+                }
+                Err(e) => Err(e),
+            }
         };
         self.instrument.checked(transport, start, &result);
         result
@@ -202,38 +227,79 @@ impl Gate {
     /// check, and `finish` shapes each answer there too (so that work is spread as well). A bad
     /// item gets its own error; the others are answered. The one batch entry point of every
     /// transport: REST bodies, gRPC batches, and the chunks of a gRPC stream.
+    ///
+    /// `bytes` is the batch's size and `admit` whether it may be refused as overloaded (a stream's
+    /// chunk is not: the stream waits instead). The items share the workers fairly with other
+    /// requests; dropping the future stops the items not yet started (counted as cancelled).
     pub async fn check_batch<T, R, I, F, G>(
         self: &Arc<Self>,
         transport: Transport,
+        (bytes, admit): (usize, Admit),
         read_items: I,
         read_one: F,
         finish: G,
     ) -> Result<Vec<R>, CheckError>
     where
-        T: Send,
+        T: Send + 'static,
         R: Send + 'static,
         I: FnOnce(&Limits) -> Result<Vec<T>, CheckError> + Send + 'static,
         F: Fn(T, &Limits) -> Result<Check, CheckError> + Send + Sync + 'static,
         G: Fn(Result<Verdict, CheckError>) -> R + Send + Sync + 'static,
     {
-        let gate = Arc::clone(self);
         let answers = self
-            .executor
-            .run(move || {
-                let items = guarded(|| read_items(gate.limits()))?;
-                Ok(gate.executor.map(items, |item| {
-                    let start = Instant::now();
-                    let result = guarded(|| read_one(item, gate.limits()))
-                        .and_then(|check| gate.judge_on_worker(&check, false));
-                    gate.instrument.checked(transport, start, &result);
-                    finish(result)
-                }))
-            })
+            .batch_on_workers(transport, bytes, admit, read_items, read_one, finish)
             .await;
         if let Err(e) = &answers {
             self.instrument.refused(transport, e);
         }
         answers
+    }
+
+    async fn batch_on_workers<T, R, I, F, G>(
+        self: &Arc<Self>,
+        transport: Transport,
+        bytes: usize,
+        admit: Admit,
+        read_items: I,
+        read_one: F,
+        finish: G,
+    ) -> Result<Vec<R>, CheckError>
+    where
+        T: Send + 'static,
+        R: Send + 'static,
+        I: FnOnce(&Limits) -> Result<Vec<T>, CheckError> + Send + 'static,
+        F: Fn(T, &Limits) -> Result<Check, CheckError> + Send + Sync + 'static,
+        G: Fn(Result<Verdict, CheckError>) -> R + Send + Sync + 'static,
+    {
+        let read_ticket = self.executor.admit(Cost { checks: 0, bytes }, admit)?;
+        let gate = Arc::clone(self);
+        let items = self
+            .executor
+            .run(&read_ticket, move || guarded(|| read_items(gate.limits())))
+            .await?;
+        let _items_ticket = self.executor.admit(
+            Cost {
+                checks: items.len(),
+                bytes: 0,
+            },
+            admit,
+        )?;
+        let gate = Arc::clone(self);
+        let instrument = self.instrument.clone();
+        self.executor
+            .map(
+                &read_ticket,
+                items,
+                move |item| {
+                    let start = Instant::now();
+                    let result = guarded(|| read_one(item, gate.limits()))
+                        .and_then(|check| gate.judge_on_worker(&check, false));
+                    gate.instrument.checked(transport, start, &result);
+                    finish(result)
+                },
+                move |never_started| instrument.cancelled(transport, never_started),
+            )
+            .await
     }
 
     /// Refuses a batch of `len` items when it is longer than the limit.
@@ -253,9 +319,16 @@ impl Gate {
         body: Bytes,
         how: RegisterOptions,
     ) -> Result<Registration, CheckError> {
+        let ticket = self.executor.admit(
+            Cost {
+                checks: 1,
+                bytes: body.len(),
+            },
+            Admit::Shed,
+        )?;
         let gate = Arc::clone(self);
         self.executor
-            .run(move || gate.register_now(&server, &body, how))
+            .run(&ticket, move || gate.register_now(&server, &body, how))
             .await
     }
 

@@ -37,5 +37,13 @@ impl Instrument {
     /// A request refused before any check was made (a body too large, a batch too long).
     pub fn refused(&self, transport: Transport, e: &CheckError) {
         self.metrics.request_error(transport, e);
+        if matches!(e, CheckError::Overloaded { .. }) {
+            self.metrics.shed(transport);
+        }
+    }
+
+    /// Checks never started because their request went away first.
+    pub fn cancelled(&self, transport: Transport, checks: usize) {
+        self.metrics.cancelled(transport, checks);
     }
 }

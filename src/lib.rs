@@ -19,7 +19,8 @@
 //!   entry points every transport calls.
 //! - [`metrics`]: the Prometheus series and their handles; [`instrument`]: what gets counted for
 //!   each request.
-//! - [`http`] and [`grpc`]: the two thin adapters; [`config`], [`shutdown`] and [`run`] wire them.
+//! - [`http`] and [`grpc`]: the two thin adapters, each served by [`listen`] (connection limits
+//!   and timeouts, the same on both ports); [`config`], [`shutdown`] and [`run`] wire them.
 
 mod analysis;
 mod cache;
@@ -34,6 +35,7 @@ pub mod gate;
 pub mod grpc;
 mod http;
 mod instrument;
+pub mod listen;
 pub mod metrics;
 pub mod policy;
 pub mod registry;
@@ -103,18 +105,19 @@ async fn run_gate(
     let grpc_addr = listeners.grpc.local_addr()?;
     tracing::info!(%http_addr, %grpc_addr, "schemagate is serving");
 
-    let http_token = token.clone();
-    // No Nagle delay: small answers go out at once.
-    let http_listener = axum::serve::ListenerExt::tap_io(listeners.http, |tcp| {
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
-        }
-    });
-    let http = axum::serve(http_listener, http::router(Arc::clone(&gate)))
-        .with_graceful_shutdown(async move { http_token.cancelled().await });
+    let connections =
+        listen::Connections::new(args.connection_limits(), Arc::clone(gate.metrics()));
+    let http = connections.serve(
+        listeners.http,
+        http::router(Arc::clone(&gate)),
+        listen::Protocols::Http1AndHttp2,
+        metrics::Transport::Rest,
+        token.clone(),
+    );
     let grpc = grpc::serve(
         Arc::clone(&gate),
         listeners.grpc,
+        &connections,
         args.grpc_max_message_bytes,
         unready,
         token.clone(),

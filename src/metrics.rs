@@ -30,6 +30,11 @@ pub const SCHEMA_COMPILE_FAILURES_TOTAL: &str = "schemagate_schema_compile_failu
 pub const REQUEST_ERRORS_TOTAL: &str = "schemagate_request_errors_total";
 pub const POLICY_RELOADS_TOTAL: &str = "schemagate_policy_reloads_total";
 pub const SERIES_FOLDED_TOTAL: &str = "schemagate_series_folded_total";
+pub const SHED_TOTAL: &str = "schemagate_shed_total";
+pub const CANCELLED_TOTAL: &str = "schemagate_cancelled_total";
+pub const CONNECTIONS_OPEN: &str = "schemagate_connections_open";
+pub const CONNECTIONS_REFUSED_TOTAL: &str = "schemagate_connections_refused_total";
+pub const CONNECTIONS_CLOSED_TOTAL: &str = "schemagate_connections_closed_total";
 
 /// What kind of series a name is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -49,7 +54,7 @@ pub struct Series {
 }
 
 /// Every series schemagate exports: the one table names, descriptions and [`ALL`] come from.
-pub const SERIES: [Series; 14] = [
+pub const SERIES: [Series; 19] = [
     Series { name: VALIDATIONS_TOTAL, kind: Kind::Counter, help: "Checks by server, tool, tier, attempt (first|retry) and outcome (valid|invalid|skipped|tool_error|unchecked)." },
     Series { name: FIELD_FAILURES_TOTAL, kind: Kind::Counter, help: "Failing fields by server, tool, instance path (array indices folded to *) and keyword." },
     Series { name: VALIDATION_DURATION_SECONDS, kind: Kind::Histogram, help: "Time to answer one check, by transport." },
@@ -64,6 +69,11 @@ pub const SERIES: [Series; 14] = [
     Series { name: REQUEST_ERRORS_TOTAL, kind: Kind::Counter, help: "Checks refused before a verdict, by transport and error code." },
     Series { name: POLICY_RELOADS_TOTAL, kind: Kind::Counter, help: "Policy reloads by result (ok|error)." },
     Series { name: SERIES_FOLDED_TOTAL, kind: Kind::Counter, help: "Counts that went to an _other series (a label value past --metrics-label-limit, or a label combination past --metrics-series-limit), by metric family." },
+    Series { name: SHED_TOTAL, kind: Kind::Counter, help: "Requests refused at once as overloaded (503 overloaded, gRPC RESOURCE_EXHAUSTED) because the work admitted was at --max-queued-checks or --max-queued-bytes, by transport." },
+    Series { name: CANCELLED_TOTAL, kind: Kind::Counter, help: "Checks never started because their request went away first (client disconnected, call cancelled, deadline passed), by transport." },
+    Series { name: CONNECTIONS_OPEN, kind: Kind::Gauge, help: "Open client connections, by transport." },
+    Series { name: CONNECTIONS_REFUSED_TOTAL, kind: Kind::Counter, help: "Connections closed on accept because --max-connections were open, by transport." },
+    Series { name: CONNECTIONS_CLOSED_TOTAL, kind: Kind::Counter, help: "Connections closed by schemagate, by transport and reason (idle: no request for --idle-timeout-secs; write_timeout: an answer not read for --write-timeout-secs)." },
 ];
 
 /// Every series name, for documentation checks.
@@ -268,6 +278,10 @@ pub struct Metrics {
     request_errors: [[Counter; CheckError::CODES.len()]; Transport::ALL.len()],
     /// `ok`, then `error`.
     policy_reloads: [Counter; 2],
+    /// By transport.
+    shed: [Counter; Transport::ALL.len()],
+    cancelled: [Counter; Transport::ALL.len()],
+    pub connections: [ConnectionMetrics; Transport::ALL.len()],
     /// (server, tool) pairs that may have series of their own (`--metrics-series-limit` over the
     /// 30 series of a pair, one pair's worth kept for `_other`).
     pair_budget: SeriesBudget,
@@ -278,6 +292,14 @@ pub struct Metrics {
     folded_fields: Counter,
     /// The one field-failure series past the budget (every label `_other`), made on first use.
     other_field: OnceLock<Counter>,
+}
+
+/// The connection series of one transport.
+pub struct ConnectionMetrics {
+    pub open: Gauge,
+    pub refused: Counter,
+    pub closed_idle: Counter,
+    pub closed_write_timeout: Counter,
 }
 
 /// How many more label combinations a family may create.
@@ -339,10 +361,33 @@ impl Metrics {
             .map(|result| counter(POLICY_RELOADS_TOTAL, vec![Label::new("result", result)]));
         let folded =
             |family: &'static str| counter(SERIES_FOLDED_TOTAL, vec![Label::new("family", family)]);
+        let shed = Transport::ALL.map(|t| counter(SHED_TOTAL, transport(t)));
+        let cancelled = Transport::ALL.map(|t| counter(CANCELLED_TOTAL, transport(t)));
+        let connections = Transport::ALL.map(|t| {
+            let closed = |reason: &'static str| {
+                counter(
+                    CONNECTIONS_CLOSED_TOTAL,
+                    vec![
+                        Label::new("transport", t.as_str()),
+                        Label::new("reason", reason),
+                    ],
+                )
+            };
+            ConnectionMetrics {
+                open: recorder
+                    .register_gauge(&Key::from_parts(CONNECTIONS_OPEN, transport(t)), &METADATA),
+                refused: counter(CONNECTIONS_REFUSED_TOTAL, transport(t)),
+                closed_idle: closed("idle"),
+                closed_write_timeout: closed("write_timeout"),
+            }
+        });
         let per_pair = Tier::ALL.len() * Attempt::ALL.len() * Outcome::ALL.len();
         Metrics {
             request_errors,
             policy_reloads,
+            shed,
+            cancelled,
+            connections,
             pair_budget: SeriesBudget::new((series_limit / per_pair).saturating_sub(1)),
             field_budget: SeriesBudget::new(series_limit.saturating_sub(1)),
             folded_validations: folded(VALIDATIONS_TOTAL),
@@ -530,6 +575,16 @@ impl Metrics {
     /// Counts a refused check.
     pub fn request_error(&self, transport: Transport, error: &CheckError) {
         self.request_errors[transport.index()][error.code_index()].increment(1);
+    }
+
+    /// Counts a request refused as overloaded.
+    pub fn shed(&self, transport: Transport) {
+        self.shed[transport.index()].increment(1);
+    }
+
+    /// Counts checks never started because their request went away.
+    pub fn cancelled(&self, transport: Transport, checks: usize) {
+        self.cancelled[transport.index()].increment(checks as u64);
     }
 
     /// Counts a policy reload, `ok` or `error`.

@@ -12,7 +12,8 @@ pub fn code_of(class: ErrorClass) -> Code {
     match class {
         ErrorClass::BadRequest | ErrorClass::Unprocessable => Code::InvalidArgument,
         ErrorClass::NotFound => Code::NotFound,
-        ErrorClass::TooLarge => Code::ResourceExhausted,
+        ErrorClass::TooLarge | ErrorClass::Overloaded => Code::ResourceExhausted,
+        ErrorClass::Timeout => Code::DeadlineExceeded,
         ErrorClass::Unavailable => Code::Unavailable,
         ErrorClass::Internal => Code::Internal,
     }
@@ -104,6 +105,14 @@ mod tests {
                 },
                 Code::ResourceExhausted,
             ),
+            (
+                CheckError::Overloaded {
+                    checks: 1,
+                    bytes: 1,
+                },
+                Code::ResourceExhausted,
+            ),
+            (CheckError::BodyTimeout { secs: 1 }, Code::DeadlineExceeded),
             (CheckError::Unavailable, Code::Unavailable),
             (CheckError::Internal, Code::Internal),
         ];
@@ -128,6 +137,9 @@ mod tests {
             (ErrorClass::NotFound, Code::NotFound),
             (ErrorClass::TooLarge, Code::ResourceExhausted),
             (ErrorClass::Unavailable, Code::Unavailable),
+            // Overloaded is not unavailable: a client retries the same instance after a pause.
+            (ErrorClass::Overloaded, Code::ResourceExhausted),
+            (ErrorClass::Timeout, Code::DeadlineExceeded),
             (ErrorClass::Internal, Code::Internal),
         ];
         for (class, code) in pinned {

@@ -3,6 +3,7 @@
 
 pub mod codec;
 mod convert;
+mod deadline;
 mod error;
 mod health;
 mod stream;
@@ -10,7 +11,8 @@ mod stream;
 pub use error::{code_of, status, ERROR_CODE_KEY};
 
 use crate::error::CheckError;
-use crate::gate::Gate;
+use crate::gate::{Admit, Gate};
+use crate::listen::{Connections, Protocols};
 use crate::metrics::Transport;
 use crate::registry::RegisterOptions;
 use proto::validator_server::{Validator, ValidatorServer};
@@ -91,11 +93,13 @@ impl Validator for ValidatorService {
         request: Request<proto::ValidateBatchRequest>,
     ) -> Result<Response<proto::ValidateBatchResponse>, Status> {
         let items = request.into_inner().items;
+        let bytes = items.iter().map(size_of).sum();
         let gate = Arc::clone(&self.gate);
         let results = self
             .gate
             .check_batch(
                 Transport::Grpc,
+                (bytes, Admit::Shed),
                 move |_| gate.ensure_batch_len(items.len()).map(|()| items),
                 |msg, limits| convert::check(&msg, limits),
                 |r| proto::CheckAnswer {
@@ -140,14 +144,15 @@ impl Validator for ValidatorService {
     }
 }
 
-/// Serves `schemagate.v1.Validator`, the standard health service and reflection on `listener`.
-/// When `unready` is cancelled health turns NOT_SERVING while calls are still answered; when
-/// `token` is cancelled (a drain delay later), in this order: open streams (and health watches)
-/// stop taking checks and end once the checks they read are answered, new connections are refused
-/// and requests in flight finish.
+/// Serves `schemagate.v1.Validator`, the standard health service and reflection on `listener`,
+/// under the connection limits of `connections`. When `unready` is cancelled health turns
+/// NOT_SERVING while calls are still answered; when `token` is cancelled (a drain delay later), in
+/// this order: open streams (and health watches) stop taking checks and end once the checks they
+/// read are answered, new connections are refused and requests in flight finish.
 pub async fn serve(
     gate: Arc<Gate>,
     listener: TcpListener,
+    connections: &Connections,
     max_message_bytes: usize,
     unready: CancellationToken,
     token: CancellationToken,
@@ -173,29 +178,38 @@ pub async fn serve(
         report(&reporter, tonic_health::ServingStatus::NotServing).await;
         set.cancel();
     });
-    let validator = ValidatorServer::new(ValidatorService::new(gate, streams_drain.clone()))
+    // Watchers get NOT_SERVING (set when the drain began) before their streams end; then the
+    // connections close.
+    let close = CancellationToken::new();
+    let close_now = close.clone();
+    let end_streams = streams_drain.clone();
+    tokio::spawn(async move {
+        token.cancelled().await;
+        not_serving_set.cancelled().await;
+        end_streams.cancel();
+        close_now.cancel();
+    });
+    let body_read_timeout = gate.limits().body_read_timeout;
+    let validator = ValidatorServer::new(ValidatorService::new(gate, streams_drain))
         .max_decoding_message_size(max_message_bytes)
         .max_encoding_message_size(max_message_bytes);
-    tonic::transport::Server::builder()
-        // A handler that panics answers INTERNAL, as REST answers 500.
-        .layer(CatchPanicLayer::custom(|_| {
-            tracing::error!("a gRPC handler panicked");
-            status(&CheckError::Internal).into_http::<tonic::body::Body>()
-        }))
-        .add_service(health)
+    let routes = tonic::service::Routes::new(health)
         .add_service(reflection)
         .add_service(reflection_alpha)
         .add_service(validator)
-        // No Nagle delay: small answers go out at once.
-        .serve_with_incoming_shutdown(
-            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
-            async move {
-                token.cancelled().await;
-                // Watchers get NOT_SERVING (set when the drain began) before their streams end.
-                not_serving_set.cancelled().await;
-                streams_drain.cancel();
-            },
-        )
+        .prepare();
+    let service = deadline::Deadlines {
+        inner: tower::ServiceBuilder::new()
+            // A handler that panics answers INTERNAL, as REST answers 500.
+            .layer(CatchPanicLayer::custom(|_| {
+                tracing::error!("a gRPC handler panicked");
+                status(&CheckError::Internal).into_http::<tonic::body::Body>()
+            }))
+            .service(routes),
+        body_read_timeout,
+    };
+    connections
+        .serve(listener, service, Protocols::Http2, Transport::Grpc, close)
         .await?;
     Ok(())
 }

@@ -16,7 +16,7 @@
 
 use super::{convert, proto, status};
 use crate::error::CheckError;
-use crate::gate::Gate;
+use crate::gate::{Admit, Gate};
 use crate::metrics::Transport;
 use futures_util::FutureExt;
 use proto::stream_answer::Answer;
@@ -29,7 +29,7 @@ use tonic::{Status, Streaming};
 /// Checks of one stream in progress at once, at most.
 pub const IN_FLIGHT: usize = 256;
 /// JSON bytes of one stream's checks in progress at once, at most (one check may pass it alone).
-pub const IN_FLIGHT_BYTES: usize = 64 * 1024 * 1024;
+pub const IN_FLIGHT_BYTES: usize = 16 * 1024 * 1024;
 /// Checks answered together as one job, at most.
 pub const CHUNK: usize = 64;
 /// A check with more JSON than this is a job of its own.
@@ -151,6 +151,8 @@ async fn answer(
     let answers = gate
         .check_batch(
             Transport::Grpc,
+            // The stream never sheds: it holds its own bounds and waits instead.
+            (bytes, Admit::Always),
             move |_| Ok(checks),
             read_check,
             |result| match result {

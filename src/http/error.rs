@@ -12,10 +12,14 @@ pub fn status_of(class: ErrorClass) -> StatusCode {
         ErrorClass::NotFound => StatusCode::NOT_FOUND,
         ErrorClass::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         ErrorClass::Unprocessable => StatusCode::UNPROCESSABLE_ENTITY,
-        ErrorClass::Unavailable => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorClass::Unavailable | ErrorClass::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorClass::Timeout => StatusCode::REQUEST_TIMEOUT,
         ErrorClass::Internal => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
+
+/// What `Retry-After` says when schemagate is overloaded: work drains in well under a second.
+pub const RETRY_AFTER_SECS: &str = "1";
 
 /// The body of every REST error, and of a failed batch item.
 #[derive(Debug, Serialize)]
@@ -61,7 +65,14 @@ impl From<CheckError> for ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = status_of(self.0.class());
-        (status, axum::Json(ErrorBody::from(&self.0))).into_response()
+        let mut response = (status, axum::Json(ErrorBody::from(&self.0))).into_response();
+        if self.0.class() == ErrorClass::Overloaded {
+            response.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                axum::http::HeaderValue::from_static(RETRY_AFTER_SECS),
+            );
+        }
+        response
     }
 }
 
@@ -109,6 +120,14 @@ mod tests {
                 },
                 413,
             ),
+            (
+                CheckError::Overloaded {
+                    checks: 1,
+                    bytes: 1,
+                },
+                503,
+            ),
+            (CheckError::BodyTimeout { secs: 1 }, 408),
             (CheckError::Unavailable, 503),
             (CheckError::Internal, 500),
         ];

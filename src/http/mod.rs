@@ -8,17 +8,18 @@ pub use error::{ApiError, ErrorBody};
 use crate::check::{batch_from_json, Check};
 use crate::domain::ProtocolVersion;
 use crate::error::CheckError;
-use crate::gate::Gate;
+use crate::gate::{Admit, Gate};
 use crate::metrics::Transport;
 use crate::registry::{RegisterOptions, Registration};
 use crate::verdict::Verdict;
-use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, QueryRejection};
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{DefaultBodyLimit, Path, Query, State};
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
 use axum::{Json, Router};
+use http_body_util::BodyExt;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use tower_http::catch_panic::CatchPanicLayer;
@@ -48,17 +49,31 @@ pub fn router(gate: Arc<Gate>) -> Router {
         .with_state(gate)
 }
 
-/// Reads the body, turning a too-large body into the core's own error.
-fn body(gate: &Gate, body: Result<Bytes, BytesRejection>) -> Result<Bytes, CheckError> {
-    body.map_err(|rejection| {
-        if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            CheckError::BodyTooLarge {
-                limit: gate.limits().max_body_bytes,
-            }
-        } else {
-            CheckError::MalformedJson(rejection.body_text())
-        }
-    })
+/// Reads the whole body: refused at once when its declared length is over the limit, as soon as
+/// it passes the limit otherwise, and when it has not all arrived within the body-read timeout.
+async fn read_body(gate: &Gate, headers: &HeaderMap, body: Body) -> Result<Bytes, CheckError> {
+    let limits = gate.limits();
+    let too_large = CheckError::BodyTooLarge {
+        limit: limits.max_body_bytes,
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|len| len > limits.max_body_bytes as u64) {
+        return Err(too_large);
+    }
+    let limited = http_body_util::Limited::new(body, limits.max_body_bytes);
+    match tokio::time::timeout(limits.body_read_timeout, limited.collect()).await {
+        Err(_) => Err(CheckError::BodyTimeout {
+            secs: limits.body_read_timeout.as_secs(),
+        }),
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(too_large),
+        Ok(Err(e)) => Err(CheckError::MalformedJson(format!(
+            "the request body could not be read: {e}"
+        ))),
+    }
 }
 
 fn refuse(gate: &Gate, e: CheckError) -> ApiError {
@@ -68,9 +83,12 @@ fn refuse(gate: &Gate, e: CheckError) -> ApiError {
 
 async fn validate(
     State(gate): State<Arc<Gate>>,
-    raw: Result<Bytes, BytesRejection>,
+    headers: HeaderMap,
+    raw: Body,
 ) -> Result<Response, ApiError> {
-    let bytes = body(&gate, raw).map_err(|e| refuse(&gate, e))?;
+    let bytes = read_body(&gate, &headers, raw)
+        .await
+        .map_err(|e| refuse(&gate, e))?;
     let verdict = gate
         .check_one(bytes.len(), Transport::Rest, move |limits| {
             Check::from_json(&bytes, limits.max_depth)
@@ -106,12 +124,16 @@ fn batch_entry(result: Result<Verdict, CheckError>) -> Vec<u8> {
 
 async fn validate_batch(
     State(gate): State<Arc<Gate>>,
-    raw: Result<Bytes, BytesRejection>,
+    headers: HeaderMap,
+    raw: Body,
 ) -> Result<Response, ApiError> {
-    let bytes = body(&gate, raw).map_err(|e| refuse(&gate, e))?;
+    let bytes = read_body(&gate, &headers, raw)
+        .await
+        .map_err(|e| refuse(&gate, e))?;
     let entries = gate
         .check_batch(
             Transport::Rest,
+            (bytes.len(), Admit::Shed),
             move |limits| batch_from_json(&bytes, limits.max_depth, limits.max_batch_items),
             |item, limits| item.into_check(limits.max_depth),
             batch_entry,
@@ -144,7 +166,8 @@ async fn register_tools(
     State(gate): State<Arc<Gate>>,
     Path(server): Path<String>,
     query: Result<Query<RegisterQuery>, QueryRejection>,
-    raw: Result<Bytes, BytesRejection>,
+    headers: HeaderMap,
+    raw: Body,
 ) -> Result<Json<Registration>, ApiError> {
     let Query(query) = query.map_err(|e| {
         refuse(
@@ -163,7 +186,9 @@ async fn register_tools(
             .transpose()
             .map_err(|e| refuse(&gate, e))?,
     };
-    let bytes = body(&gate, raw).map_err(|e| refuse(&gate, e))?;
+    let bytes = read_body(&gate, &headers, raw)
+        .await
+        .map_err(|e| refuse(&gate, e))?;
     let registration = gate
         .register(server, bytes, how)
         .await

@@ -7,6 +7,7 @@ mod bad_input;
 mod checks;
 mod deploy_manifests;
 mod grpc;
+mod hostile_load;
 mod hostile_schemas;
 mod mcp_semantics;
 mod observability;
