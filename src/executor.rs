@@ -5,9 +5,11 @@
 //!
 //! - **Fair.** Work is shared between requests, not served in arrival order: a worker takes the
 //!   request at the front of the ready queue, works on it for one [`SLICE`], and puts it back at
-//!   the end if it has more to do. A 10,000-item batch takes its turns; a single check or a small
-//!   batch arriving behind it waits for at most one slice per worker, not for the whole batch. A
-//!   batch with items left is put back at once when it is taken, so an idle worker can share it.
+//!   the end if it has more to do. A 10,000-item batch takes its turns; a batch with items left is
+//!   put back at once when it is taken, so an idle worker can share it. Work of one check (a
+//!   compile, a large check, a registration) has a queue of its own that workers serve first
+//!   (and every fourth turn second, so batches are never starved): it waits for the slices the
+//!   workers are in, not for a turn of every batch queued.
 //! - **Owned by its request.** Each submission returns a future; dropping it (the client went away,
 //!   the deadline passed) cancels the work: no item is started after that, and the items never
 //!   started are reported to `on_cancel`.
@@ -28,6 +30,8 @@ use std::time::{Duration, Instant};
 
 /// How long a worker stays with one request before it takes the next one's turn.
 pub const SLICE: Duration = Duration::from_millis(2);
+/// Items of a batch a worker claims at once.
+const BLOCK: usize = 8;
 
 /// The most work admitted at once (queued or running).
 #[derive(Debug, Clone, Copy)]
@@ -66,7 +70,12 @@ struct Shared {
 #[derive(Default)]
 struct State {
     ready: VecDeque<Arc<Entry>>,
+    /// Work of one check (a compile, a large check, a registration): taken before batches, so
+    /// it waits for a worker's current slice, not for a turn of every batch in the queue.
+    single: VecDeque<Arc<Entry>>,
     admitted: Cost,
+    /// Workers waiting for work (so a push wakes one only when one sleeps).
+    idle: usize,
     stop: bool,
 }
 
@@ -75,6 +84,8 @@ struct Entry {
     task: Box<dyn Task>,
     /// In the ready queue now (so it is never there twice).
     queued: AtomicBool,
+    /// One check's work: queued with [`State::single`].
+    single: bool,
 }
 
 /// Work a worker can do a slice of.
@@ -141,25 +152,8 @@ impl Executor {
     /// Admits work of `cost`, or refuses it with `overloaded` when the bounds are full (see
     /// [`Admit`]).
     pub fn admit(&self, cost: Cost, how: Admit) -> Result<Ticket, CheckError> {
-        let mut state = lock(&self.shared.state);
-        let limits = self.shared.limits;
-        let admitted = state.admitted;
-        let fits = admitted.checks + cost.checks <= limits.max_checks
-            && admitted.bytes + cost.bytes <= limits.max_bytes;
-        if how == Admit::Shed && !fits && (admitted.checks > 0 || admitted.bytes > 0) {
-            return Err(CheckError::Overloaded {
-                checks: admitted.checks,
-                bytes: admitted.bytes,
-            });
-        }
-        state.admitted.checks += cost.checks;
-        state.admitted.bytes += cost.bytes;
-        Ok(Ticket {
-            shared: Arc::clone(&self.shared),
-            cost,
-        })
+        admit(&self.shared, cost, how)
     }
-
     /// Runs `work` on a worker and waits for it without blocking the async runtime. Dropping the
     /// returned future before it ends means `work` is never started if it has not been.
     pub async fn run<R, F>(&self, _ticket: &Ticket, work: F) -> Result<R, CheckError>
@@ -170,56 +164,58 @@ impl Executor {
         let (tx, rx) = tokio::sync::oneshot::channel();
         let cancelled = Arc::new(AtomicBool::new(false));
         let _cancel = CancelOnDrop(Arc::clone(&cancelled));
-        self.submit(Box::new(Once {
-            work: Mutex::new(Some((work, tx))),
-            cancelled,
-        }));
+        self.submit(
+            true,
+            Box::new(Once {
+                work: Mutex::new(Some((work, tx))),
+                cancelled,
+            }),
+        );
         rx.await.unwrap_or(Err(CheckError::Internal))
     }
 
-    /// `one` over every item, answers in order, in slices shared fairly with other requests (and
-    /// across idle workers). Dropping the returned future stops the items not yet started;
-    /// `on_cancel` is then told how many there were.
-    pub async fn map<T, R, F, C>(
+    /// `read` (which splits a request into items), then `one` over every item, answers in order,
+    /// in slices shared fairly with other requests (and across idle workers). The items are
+    /// admitted (`how`) on the worker that read them, and its slice goes straight on to them.
+    /// Dropping the returned future stops the items not yet started; `on_cancel` is then told
+    /// how many there were.
+    pub async fn batch<T, R, I, F, C>(
         &self,
         _ticket: &Ticket,
-        items: Vec<T>,
+        how: Admit,
+        read: I,
         one: F,
         on_cancel: C,
     ) -> Result<Vec<R>, CheckError>
     where
         T: Send + 'static,
         R: Send + 'static,
+        I: FnOnce() -> Result<Vec<T>, CheckError> + Send + 'static,
         F: Fn(T) -> R + Send + Sync + 'static,
         C: FnOnce(usize) + Send + 'static,
     {
-        if items.is_empty() {
-            return Ok(Vec::new());
-        }
         let (tx, rx) = tokio::sync::oneshot::channel();
         let cancelled = Arc::new(AtomicBool::new(false));
         let _cancel = CancelOnDrop(Arc::clone(&cancelled));
-        let len = items.len();
-        self.submit(Box::new(Map {
-            items: items.into_iter().map(|t| Mutex::new(Some(t))).collect(),
-            answers: (0..len).map(|_| Mutex::new(None)).collect(),
-            next: AtomicUsize::new(0),
-            done: AtomicUsize::new(0),
-            one,
-            cancelled,
-            on_cancel: Mutex::new(Some(Box::new(on_cancel))),
-            tx: Mutex::new(Some(tx)),
-        }));
+        self.submit(
+            false,
+            Box::new(Read {
+                work: Mutex::new(Some((read, one, on_cancel, tx))),
+                cancelled,
+                shared: Arc::clone(&self.shared),
+                how,
+            }),
+        );
         rx.await.unwrap_or(Err(CheckError::Internal))
     }
 
-    fn submit(&self, task: Box<dyn Task>) {
+    fn submit(&self, single: bool, task: Box<dyn Task>) {
         let entry = Arc::new(Entry {
             task,
             queued: AtomicBool::new(true),
+            single,
         });
-        lock(&self.shared.state).ready.push_back(entry);
-        self.shared.work_ready.notify_one();
+        push(&self.shared, entry);
     }
 }
 
@@ -230,46 +226,98 @@ impl Drop for Executor {
     }
 }
 
+/// Admits work of `cost` against the bounds (see [`Executor::admit`]).
+fn admit(shared: &Arc<Shared>, cost: Cost, how: Admit) -> Result<Ticket, CheckError> {
+    let mut state = lock(&shared.state);
+    let limits = shared.limits;
+    let admitted = state.admitted;
+    let fits = admitted.checks + cost.checks <= limits.max_checks
+        && admitted.bytes + cost.bytes <= limits.max_bytes;
+    if how == Admit::Shed && !fits && (admitted.checks > 0 || admitted.bytes > 0) {
+        return Err(CheckError::Overloaded {
+            checks: admitted.checks,
+            bytes: admitted.bytes,
+        });
+    }
+    state.admitted.checks += cost.checks;
+    state.admitted.bytes += cost.bytes;
+    Ok(Ticket {
+        shared: Arc::clone(shared),
+        cost,
+    })
+}
+
 /// A worker's life: take the request at the front, work a slice of it, put it back if unfinished.
 fn work(shared: &Shared) {
+    // Every fourth turn goes to a batch first, so a flood of single checks cannot starve them.
+    let mut turn = 0u32;
     loop {
+        turn = turn.wrapping_add(1);
         let entry = {
             let mut state = lock(&shared.state);
             loop {
-                if let Some(entry) = state.ready.pop_front() {
+                let next = if turn % 4 == 0 {
+                    state.ready.pop_front().or_else(|| state.single.pop_front())
+                } else {
+                    state.single.pop_front().or_else(|| state.ready.pop_front())
+                };
+                if let Some(entry) = next {
                     break entry;
                 }
                 if state.stop {
                     return;
                 }
+                state.idle += 1;
                 state = shared
                     .work_ready
                     .wait(state)
                     .unwrap_or_else(|poisoned| poisoned.into_inner());
+                state.idle -= 1;
             }
         };
         entry.queued.store(false, Ordering::Relaxed);
-        // A batch with more to do goes back at once, for an idle worker to share.
-        if entry.task.shareable() {
-            requeue(shared, &entry);
-        }
-        let more = catch_unwind(AssertUnwindSafe(|| entry.task.run(Instant::now() + SLICE)))
-            .unwrap_or_else(|_| {
-                tracing::error!("a job on the worker pool panicked");
-                false
-            });
+        let more = catch_unwind(AssertUnwindSafe(|| {
+            work_on(shared, &entry, Instant::now() + SLICE)
+        }))
+        .unwrap_or_else(|_| {
+            tracing::error!("a job on the worker pool panicked");
+            false
+        });
         if more {
             requeue(shared, &entry);
         }
     }
 }
 
+/// Works one slice of `entry` (taken off the queue); says whether it has more to do.
+fn work_on(shared: &Shared, entry: &Arc<Entry>, until: Instant) -> bool {
+    // A batch with more to do goes back at once, for an idle worker to share.
+    if entry.task.shareable() {
+        requeue(shared, entry);
+    }
+    entry.task.run(until)
+}
+
 fn requeue(shared: &Shared, entry: &Arc<Entry>) {
     if entry.queued.swap(true, Ordering::Relaxed) {
         return;
     }
-    lock(&shared.state).ready.push_back(Arc::clone(entry));
-    shared.work_ready.notify_one();
+    push(shared, Arc::clone(entry));
+}
+
+/// Puts `entry` at the back of the ready queue, waking a worker if one sleeps.
+fn push(shared: &Shared, entry: Arc<Entry>) {
+    let mut state = lock(&shared.state);
+    if entry.single {
+        state.single.push_back(entry);
+    } else {
+        state.ready.push_back(entry);
+    }
+    let wake = state.idle > 0;
+    drop(state);
+    if wake {
+        shared.work_ready.notify_one();
+    }
 }
 
 type Reply<R> = tokio::sync::oneshot::Sender<Result<R, CheckError>>;
@@ -306,7 +354,85 @@ where
     }
 }
 
-/// A batch: items claimed one at a time by whichever worker has the request's turn.
+/// What a [`Read`] holds until it runs: the reader, the work per item, the cancel report, the
+/// reply.
+type ReadWork<I, F, C, R> = (I, F, C, Reply<Vec<R>>);
+
+/// A batch still to be read: reads it, admits its items, then works on them as a [`Map`].
+struct Read<I, F, C, R> {
+    work: Mutex<Option<ReadWork<I, F, C, R>>>,
+    cancelled: Arc<AtomicBool>,
+    shared: Arc<Shared>,
+    how: Admit,
+}
+
+impl<T, R, I, F, C> Task for Read<I, F, C, R>
+where
+    T: Send + 'static,
+    R: Send + 'static,
+    I: FnOnce() -> Result<Vec<T>, CheckError> + Send,
+    F: Fn(T) -> R + Send + Sync + 'static,
+    C: FnOnce(usize) + Send + 'static,
+{
+    fn run(&self, until: Instant) -> bool {
+        let taken = self
+            .work
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        let Some((read, one, on_cancel, tx)) = taken else {
+            return false;
+        };
+        if self.cancelled.load(Ordering::Relaxed) {
+            return false;
+        }
+        let items = match read() {
+            Ok(items) if items.is_empty() => {
+                let _ = tx.send(Ok(Vec::new()));
+                return false;
+            }
+            Ok(items) => items,
+            Err(e) => {
+                let _ = tx.send(Err(e));
+                return false;
+            }
+        };
+        let cost = Cost {
+            checks: items.len(),
+            bytes: 0,
+        };
+        let ticket = match admit(&self.shared, cost, self.how) {
+            Ok(ticket) => ticket,
+            Err(e) => {
+                let _ = tx.send(Err(e));
+                return false;
+            }
+        };
+        let map = Map::new(
+            items,
+            one,
+            Arc::clone(&self.cancelled),
+            on_cancel,
+            tx,
+            ticket,
+        );
+        let entry = Arc::new(Entry {
+            task: Box::new(map),
+            queued: AtomicBool::new(false),
+            single: false,
+        });
+        if work_on(&self.shared, &entry, until) {
+            requeue(&self.shared, &entry);
+        }
+        false
+    }
+
+    fn shareable(&self) -> bool {
+        false
+    }
+}
+
+/// A batch: items claimed a block at a time by whichever worker has the request's turn.
 struct Map<T, R, F> {
     items: Box<[Mutex<Option<T>>]>,
     answers: Box<[Mutex<Option<R>>]>,
@@ -314,13 +440,40 @@ struct Map<T, R, F> {
     next: AtomicUsize,
     /// Items answered.
     done: AtomicUsize,
+    /// Items claimed but not started because the batch was cancelled.
+    unstarted: AtomicUsize,
     one: F,
     cancelled: Arc<AtomicBool>,
     on_cancel: Mutex<Option<OnCancel>>,
     tx: Mutex<Option<Reply<Vec<R>>>>,
+    /// The items' admission (see [`Executor::batch`]), released when the batch is done.
+    _ticket: Ticket,
 }
 
 impl<T, R, F> Map<T, R, F> {
+    fn new(
+        items: Vec<T>,
+        one: F,
+        cancelled: Arc<AtomicBool>,
+        on_cancel: impl FnOnce(usize) + Send + 'static,
+        tx: Reply<Vec<R>>,
+        ticket: Ticket,
+    ) -> Self {
+        let len = items.len();
+        Map {
+            items: items.into_iter().map(|t| Mutex::new(Some(t))).collect(),
+            answers: (0..len).map(|_| Mutex::new(None)).collect(),
+            next: AtomicUsize::new(0),
+            done: AtomicUsize::new(0),
+            unstarted: AtomicUsize::new(0),
+            one,
+            cancelled,
+            on_cancel: Mutex::new(Some(Box::new(on_cancel))),
+            tx: Mutex::new(Some(tx)),
+            _ticket: ticket,
+        }
+    }
+
     fn left(&self) -> bool {
         self.next.load(Ordering::Relaxed) < self.items.len()
     }
@@ -335,24 +488,33 @@ where
     fn run(&self, until: Instant) -> bool {
         let len = self.items.len();
         loop {
-            if self.cancelled.load(Ordering::Relaxed) {
+            // Items are claimed a block at a time: two workers on one batch then touch each
+            // other's cache lines once a block, not once an item.
+            let first = self.next.fetch_add(BLOCK, Ordering::Relaxed);
+            if first >= len {
                 return false;
             }
-            let i = self.next.fetch_add(1, Ordering::Relaxed);
-            if i >= len {
-                return false;
-            }
-            let item = self.items[i]
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .take();
-            if let Some(item) = item {
-                let answer = (self.one)(item);
-                *self.answers[i]
+            let block = first..(first + BLOCK).min(len);
+            let mut answered = 0;
+            for i in block.clone() {
+                // Cancelled: the block's items not started are given back as never started.
+                if self.cancelled.load(Ordering::Relaxed) {
+                    self.unstarted.fetch_add(block.end - i, Ordering::Relaxed);
+                    return false;
+                }
+                let item = self.items[i]
                     .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(answer);
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .take();
+                if let Some(item) = item {
+                    let answer = (self.one)(item);
+                    *self.answers[i]
+                        .lock()
+                        .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(answer);
+                }
+                answered += 1;
             }
-            if self.done.fetch_add(1, Ordering::AcqRel) + 1 == len {
+            if self.done.fetch_add(answered, Ordering::AcqRel) + answered == len {
                 self.reply();
                 return false;
             }
@@ -363,9 +525,9 @@ where
     }
 
     fn shareable(&self) -> bool {
-        // Two items or more left: worth a second worker.
+        // More than one block left: worth a second worker.
         !self.cancelled.load(Ordering::Relaxed)
-            && self.next.load(Ordering::Relaxed) + 1 < self.items.len()
+            && self.next.load(Ordering::Relaxed) + BLOCK < self.items.len()
     }
 }
 
@@ -385,8 +547,8 @@ impl<T, R, F> Map<T, R, F> {
 
 impl<T, R, F> Drop for Map<T, R, F> {
     fn drop(&mut self) {
-        let started = self.next.load(Ordering::Relaxed).min(self.items.len());
-        let never_started = self.items.len() - started;
+        let claimed = self.next.load(Ordering::Relaxed).min(self.items.len());
+        let never_started = self.items.len() - claimed + self.unstarted.load(Ordering::Relaxed);
         if never_started > 0 {
             if let Some(on_cancel) = self
                 .on_cancel
@@ -429,7 +591,13 @@ mod tests {
             )
             .expect("admitted");
         let out = ex
-            .map(&ticket, (0..500u64).collect(), |i| i * 2, |_| {})
+            .batch(
+                &ticket,
+                Admit::Always,
+                || Ok((0..500u64).collect()),
+                |i| i * 2,
+                |_| {},
+            )
             .await
             .expect("answered");
         assert_eq!(out, (0..500u64).map(|i| i * 2).collect::<Vec<_>>());
@@ -488,9 +656,10 @@ mod tests {
         let ran = Arc::new(AtomicU64::new(0));
         let never = Arc::new(AtomicU64::new(0));
         let (r, n) = (Arc::clone(&ran), Arc::clone(&never));
-        let batch = ex.map(
+        let batch = ex.batch(
             &ticket,
-            (0..10_000).collect::<Vec<u32>>(),
+            Admit::Always,
+            || Ok((0..10_000).collect::<Vec<u32>>()),
             move |_| {
                 r.fetch_add(1, Ordering::Relaxed);
                 std::thread::sleep(Duration::from_micros(200));
@@ -522,9 +691,10 @@ mod tests {
             tokio::spawn(async move {
                 let t = ex.admit(Cost::default(), Admit::Shed).expect("admitted");
                 let out = ex
-                    .map(
+                    .batch(
                         &t,
-                        (0..2_000).collect::<Vec<u32>>(),
+                        Admit::Always,
+                        || Ok((0..2_000).collect::<Vec<u32>>()),
                         |_| std::thread::sleep(Duration::from_micros(500)),
                         |_| {},
                     )

@@ -271,25 +271,14 @@ impl Gate {
         F: Fn(T, &Limits) -> Result<Check, CheckError> + Send + Sync + 'static,
         G: Fn(Result<Verdict, CheckError>) -> R + Send + Sync + 'static,
     {
-        let read_ticket = self.executor.admit(Cost { checks: 0, bytes }, admit)?;
-        let gate = Arc::clone(self);
-        let items = self
-            .executor
-            .run(&read_ticket, move || guarded(|| read_items(gate.limits())))
-            .await?;
-        let _items_ticket = self.executor.admit(
-            Cost {
-                checks: items.len(),
-                bytes: 0,
-            },
-            admit,
-        )?;
-        let gate = Arc::clone(self);
+        let ticket = self.executor.admit(Cost { checks: 0, bytes }, admit)?;
+        let (reader, gate) = (Arc::clone(self), Arc::clone(self));
         let instrument = self.instrument.clone();
         self.executor
-            .map(
-                &read_ticket,
-                items,
+            .batch(
+                &ticket,
+                admit,
+                move || guarded(|| read_items(reader.limits())),
                 move |item| {
                     let start = Instant::now();
                     let result = guarded(|| read_one(item, gate.limits()))

@@ -7,7 +7,7 @@
 //!
 //! Flags (after `--`; `--help` lists them): `--corpus DIR` (`tools.json` + `results.jsonl`),
 //! `--seconds N` (each leg's length, default 3), `--only GROUPS` (comma-separated: `in-process`,
-//! `rest`, `grpc`, `memory`), `--skip-memory`, `--memory-only`, and `--pin` (server threads on the
+//! `rest`, `grpc`, `memory`, `abuse`), `--skip-memory`, `--memory-only`, `--abuse-only`, and `--pin` (server threads on the
 //! first half of the cores, client threads on the other half; off by default, since on two cores
 //! it leaves the server one).
 //!
@@ -38,6 +38,7 @@ mod corpus;
 #[path = "../support/service.rs"]
 mod service;
 
+mod abuse;
 mod alloc;
 mod cpu;
 mod grpc;
@@ -46,6 +47,7 @@ mod legs;
 mod opts;
 mod report;
 
+use abuse::*;
 use alloc::*;
 use cpu::*;
 use grpc::*;
@@ -91,6 +93,9 @@ fn main() -> anyhow::Result<()> {
         Some(dir) => corpus::Corpus::load(std::path::Path::new(dir))?,
         None => corpus::Corpus::generate(2_000, 20_261_122),
     };
+    if opts.abuse_only {
+        return abuse_leg(cores, opts.seconds, &corpus);
+    }
     let bodies = bodies_of(&corpus.items);
     let valid = subset(&corpus, "valid");
     let invalid = subset(&corpus, "invalid");
@@ -233,6 +238,16 @@ fn main() -> anyhow::Result<()> {
     println!("client s/k = the same for the client's threads; x ceil = checks/s over the ceiling on all threads.");
     summary(&legs, ceiling);
 
+    if opts.wants(Group::Abuse) && !opts.memory_only {
+        // A fresh process, so that resident sizes start from a fresh heap.
+        let mut child = std::process::Command::new(std::env::current_exe()?);
+        child.args(["--abuse-only", "--seconds", &opts.seconds.to_string()]);
+        if let Some(dir) = &opts.corpus {
+            child.args(["--corpus", dir]);
+        }
+        let status = child.status()?;
+        anyhow::ensure!(status.success(), "abuse leg failed: {status}");
+    }
     if opts.wants(Group::Memory) && !opts.memory_only {
         // A fresh process, so that resident sizes start from a fresh heap.
         let status = std::process::Command::new(std::env::current_exe()?)

@@ -14,7 +14,7 @@ pub(crate) struct Opts {
     #[arg(long, default_value_t = 3.0)]
     pub(crate) seconds: f64,
     /// Only these leg groups (comma-separated): in-process, rest (or rest-single, rest-batch),
-    /// grpc (or grpc-unary, grpc-batch, grpc-stream), memory.
+    /// grpc (or grpc-unary, grpc-batch, grpc-stream), memory, abuse.
     #[arg(long, value_delimiter = ',')]
     pub(crate) only: Option<Vec<String>>,
     /// Only the memory curves (each in a fresh process).
@@ -23,6 +23,9 @@ pub(crate) struct Opts {
     /// Only the regex part of the memory curves (run by `--memory-only` in a process of its own).
     #[arg(long)]
     pub(crate) regex_memory_only: bool,
+    /// Only the abuse leg (run in a process of its own).
+    #[arg(long)]
+    pub(crate) abuse_only: bool,
     /// Skip the memory curves.
     #[arg(long)]
     pub(crate) skip_memory: bool,
@@ -44,6 +47,7 @@ pub(crate) enum Group {
     GrpcBatch,
     GrpcStream,
     Memory,
+    Abuse,
 }
 
 impl Group {
@@ -64,6 +68,7 @@ impl Group {
             Group::GrpcBatch => "grpc-batch",
             Group::GrpcStream => "grpc-stream",
             Group::Memory => "memory",
+            Group::Abuse => "abuse",
         }
     }
 }
