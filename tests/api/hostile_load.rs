@@ -402,3 +402,66 @@ async fn an_idle_connection_is_closed_at_the_idle_timeout() {
         .await
         .expect("answered after a reconnect");
 }
+
+#[tokio::test]
+async fn both_ports_advertise_max_concurrent_streams() {
+    let app = spawn_app_with(&["--http2-max-concurrent-streams", "7"]).await;
+    for addr in [app.http_addr, app.grpc_addr] {
+        let tcp = TcpStream::connect(addr).await.expect("connect");
+        let (h2, connection) = h2::client::handshake(tcp).await.expect("handshake");
+        tokio::spawn(connection);
+        // The server's SETTINGS arrive with its first frames.
+        let mut ready = h2.ready().await.expect("ready");
+        let request = http::Request::get(format!("http://{addr}/healthz"))
+            .body(())
+            .expect("request");
+        let _ = ready.send_request(request, true);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert_eq!(ready.current_max_send_streams(), 7, "{addr}");
+    }
+}
+
+#[tokio::test]
+async fn a_grpc_answer_held_back_by_flow_control_is_dropped_at_the_write_timeout() {
+    let app = spawn_app_with(&["--write-timeout-secs", "1"]).await;
+    let item = json!({
+        "schema": {"type": "array", "items": {"type": "string"}},
+        "instance": (0..20).collect::<Vec<u32>>()
+    });
+    let request = schemagate::grpc::proto::ValidateBatchRequest {
+        items: vec![grpc_check(&item); 2_000],
+    };
+    let tcp = TcpStream::connect(app.grpc_addr).await.expect("connect");
+    // A client that reads frames but never gives the server more window than HTTP/2's first.
+    let (mut h2, connection) = h2::client::Builder::new()
+        .initial_window_size(65_535)
+        .handshake::<_, bytes::Bytes>(tcp)
+        .await
+        .expect("handshake");
+    tokio::spawn(connection);
+    let call = http::Request::post(format!(
+        "http://{}/schemagate.v1.Validator/ValidateBatch",
+        app.grpc_addr
+    ))
+    .header("content-type", "application/grpc")
+    .header("te", "trailers")
+    .body(())
+    .expect("request");
+    let (response, mut send) = h2.send_request(call, false).expect("send");
+    let encoded = prost::Message::encode_to_vec(&request);
+    let mut frame = vec![0u8];
+    frame.extend_from_slice(&u32::try_from(encoded.len()).expect("small").to_be_bytes());
+    frame.extend_from_slice(&encoded);
+    send.send_data(frame.into(), true).expect("data");
+    let response = response.await.expect("headers");
+    assert_eq!(response.status(), 200);
+    // The answer's body is never read, so its window is never released.
+    let closed = await_metric(
+        &app,
+        r#"schemagate_connections_closed_total{transport="grpc",reason="write_timeout"}"#,
+        1.0,
+    )
+    .await;
+    assert_eq!(closed, 1.0, "the held-back answer's connection was closed");
+    drop(response);
+}
