@@ -97,7 +97,7 @@ trait Task: Send + Sync {
 }
 
 /// Work admitted against the queue bounds, released when dropped.
-pub struct Ticket {
+struct Ticket {
     shared: Arc<Shared>,
     cost: Cost,
 }
@@ -149,39 +149,32 @@ impl Executor {
         Ok(Self { shared })
     }
 
-    /// Admits work of `cost`, or refuses it with `overloaded` when the bounds are full (see
-    /// [`Admit`]).
-    pub fn admit(&self, cost: Cost, how: Admit) -> Result<Ticket, CheckError> {
-        admit(&self.shared, cost, how)
-    }
-    /// Runs `work` on a worker and waits for it without blocking the async runtime. Dropping the
+    /// Runs `work` on a worker and waits for it without blocking the async runtime: refused at
+    /// once with `overloaded` when admitting its `cost` would pass the bounds. Dropping the
     /// returned future before it ends means `work` is never started if it has not been.
-    pub async fn run<R, F>(&self, _ticket: &Ticket, work: F) -> Result<R, CheckError>
+    pub async fn run<R, F>(&self, cost: Cost, work: F) -> Result<R, CheckError>
     where
         R: Send + 'static,
         F: FnOnce() -> Result<R, CheckError> + Send + 'static,
     {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let cancelled = Arc::new(AtomicBool::new(false));
-        let _cancel = CancelOnDrop(Arc::clone(&cancelled));
-        self.submit(
-            true,
+        let _admitted = admit(&self.shared, cost, Admit::Shed)?;
+        self.submit_and_wait(true, |tx, cancelled| {
             Box::new(Once {
                 work: Mutex::new(Some((work, tx))),
                 cancelled,
-            }),
-        );
-        rx.await.unwrap_or(Err(CheckError::Internal))
+            })
+        })
+        .await
     }
 
-    /// `read` (which splits a request into items), then `one` over every item, answers in order,
-    /// in slices shared fairly with other requests (and across idle workers). The items are
-    /// admitted (`how`) on the worker that read them, and its slice goes straight on to them.
-    /// Dropping the returned future stops the items not yet started; `on_cancel` is then told
-    /// how many there were.
+    /// `read` (which splits a request of `cost` into items), then `one` over every item, answers
+    /// in order, in slices shared fairly with other requests (and across idle workers). The
+    /// request and then its items are admitted as `how` says; the items on the worker that read
+    /// them, whose slice goes straight on to them. Dropping the returned future stops the items
+    /// not yet started; `on_cancel` is then told how many there were.
     pub async fn batch<T, R, I, F, C>(
         &self,
-        _ticket: &Ticket,
+        cost: Cost,
         how: Admit,
         read: I,
         one: F,
@@ -194,18 +187,30 @@ impl Executor {
         F: Fn(T) -> R + Send + Sync + 'static,
         C: FnOnce(usize) + Send + 'static,
     {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        let cancelled = Arc::new(AtomicBool::new(false));
-        let _cancel = CancelOnDrop(Arc::clone(&cancelled));
-        self.submit(
-            false,
+        let _admitted = admit(&self.shared, cost, how)?;
+        let shared = Arc::clone(&self.shared);
+        self.submit_and_wait(false, |tx, cancelled| {
             Box::new(Read {
                 work: Mutex::new(Some((read, one, on_cancel, tx))),
                 cancelled,
-                shared: Arc::clone(&self.shared),
+                shared,
                 how,
-            }),
-        );
+            })
+        })
+        .await
+    }
+
+    /// Queues the task `make` builds around a reply channel and a cancel flag, and waits for its
+    /// answer; dropping the future sets the flag.
+    async fn submit_and_wait<R>(
+        &self,
+        single: bool,
+        make: impl FnOnce(Reply<R>, Arc<AtomicBool>) -> Box<dyn Task>,
+    ) -> Result<R, CheckError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let cancelled = Arc::new(AtomicBool::new(false));
+        let _cancel = CancelOnDrop(Arc::clone(&cancelled));
+        self.submit(single, make(tx, cancelled));
         rx.await.unwrap_or(Err(CheckError::Internal))
     }
 
@@ -226,7 +231,8 @@ impl Drop for Executor {
     }
 }
 
-/// Admits work of `cost` against the bounds (see [`Executor::admit`]).
+/// Admits work of `cost`, or refuses it with `overloaded` when the bounds are full (see
+/// [`Admit`]).
 fn admit(shared: &Arc<Shared>, cost: Cost, how: Admit) -> Result<Ticket, CheckError> {
     let mut state = lock(&shared.state);
     let limits = shared.limits;
@@ -581,18 +587,9 @@ mod tests {
     #[tokio::test]
     async fn a_batch_answers_in_order() {
         let ex = executor(2, 1000);
-        let ticket = ex
-            .admit(
-                Cost {
-                    checks: 500,
-                    bytes: 0,
-                },
-                Admit::Shed,
-            )
-            .expect("admitted");
         let out = ex
             .batch(
-                &ticket,
+                Cost::default(),
                 Admit::Always,
                 || Ok((0..500u64).collect()),
                 |i| i * 2,
@@ -606,16 +603,17 @@ mod tests {
     #[tokio::test]
     async fn past_the_bound_new_work_is_refused_and_admitted_again_once_released() {
         let ex = executor(1, 10);
-        let first = ex
-            .admit(
-                Cost {
-                    checks: 8,
-                    bytes: 0,
-                },
-                Admit::Shed,
-            )
-            .expect("admitted");
-        let refused = ex.admit(
+        let first = admit(
+            &ex.shared,
+            Cost {
+                checks: 8,
+                bytes: 0,
+            },
+            Admit::Shed,
+        )
+        .expect("admitted");
+        let refused = admit(
+            &ex.shared,
             Cost {
                 checks: 3,
                 bytes: 0,
@@ -628,18 +626,19 @@ mod tests {
             refused.err()
         );
         // A stream's chunk waits within its own bounds instead.
-        let streamed = ex
-            .admit(
-                Cost {
-                    checks: 3,
-                    bytes: 0,
-                },
-                Admit::Always,
-            )
-            .expect("admitted");
+        let streamed = admit(
+            &ex.shared,
+            Cost {
+                checks: 3,
+                bytes: 0,
+            },
+            Admit::Always,
+        )
+        .expect("admitted");
         drop((first, streamed));
         // Alone, even a request over the bound is admitted: the bound never refuses a valid batch.
-        ex.admit(
+        admit(
+            &ex.shared,
             Cost {
                 checks: 50,
                 bytes: 0,
@@ -652,12 +651,11 @@ mod tests {
     #[tokio::test]
     async fn a_dropped_batch_stops_and_reports_what_never_started() {
         let ex = executor(1, usize::MAX);
-        let ticket = ex.admit(Cost::default(), Admit::Shed).expect("admitted");
         let ran = Arc::new(AtomicU64::new(0));
         let never = Arc::new(AtomicU64::new(0));
         let (r, n) = (Arc::clone(&ran), Arc::clone(&never));
         let batch = ex.batch(
-            &ticket,
+            Cost::default(),
             Admit::Always,
             || Ok((0..10_000).collect::<Vec<u32>>()),
             move |_| {
@@ -683,16 +681,14 @@ mod tests {
     #[tokio::test]
     async fn a_small_request_is_not_queued_behind_a_big_batch() {
         let ex = Arc::new(executor(1, usize::MAX));
-        let ticket = ex.admit(Cost::default(), Admit::Shed).expect("admitted");
         let big_done = Arc::new(AtomicBool::new(false));
         let done = Arc::clone(&big_done);
         let big = {
             let ex = Arc::clone(&ex);
             tokio::spawn(async move {
-                let t = ex.admit(Cost::default(), Admit::Shed).expect("admitted");
                 let out = ex
                     .batch(
-                        &t,
+                        Cost::default(),
                         Admit::Always,
                         || Ok((0..2_000).collect::<Vec<u32>>()),
                         |_| std::thread::sleep(Duration::from_micros(500)),
@@ -705,7 +701,7 @@ mod tests {
         };
         tokio::time::sleep(Duration::from_millis(20)).await;
         // One second of batch is queued ahead; the small request takes the next turn.
-        let small = ex.run(&ticket, || Ok(7)).await.expect("answered");
+        let small = ex.run(Cost::default(), || Ok(7)).await.expect("answered");
         assert_eq!(small, 7);
         assert!(
             !big_done.load(Ordering::Relaxed),

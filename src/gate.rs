@@ -193,30 +193,20 @@ impl Gate {
                     Err(Deferred::Refused(e)) => Err(e),
                     Err(Deferred::ToWorker { hit_counted }) => {
                         let gate = Arc::clone(self);
-                        match self.executor.admit(cost, Admit::Shed) {
-                            Ok(ticket) => {
-                                self.executor
-                                    .run(&ticket, move || gate.judge_on_worker(&check, hit_counted))
-                                    .await
-                            }
-                            Err(e) => Err(e),
-                        }
+                        self.executor
+                            .run(cost, move || gate.judge_on_worker(&check, hit_counted))
+                            .await
                     }
                 },
             }
         } else {
             let gate = Arc::clone(self);
-            match self.executor.admit(cost, Admit::Shed) {
-                Ok(ticket) => {
-                    self.executor
-                        .run(&ticket, move || {
-                            let check = guarded(|| read(gate.limits()))?;
-                            gate.judge_on_worker(&check, false)
-                        })
-                        .await
-                }
-                Err(e) => Err(e),
-            }
+            self.executor
+                .run(cost, move || {
+                    let check = guarded(|| read(gate.limits()))?;
+                    gate.judge_on_worker(&check, false)
+                })
+                .await
         };
         self.instrument.checked(transport, start, &result);
         result
@@ -246,37 +236,12 @@ impl Gate {
         F: Fn(T, &Limits) -> Result<Check, CheckError> + Send + Sync + 'static,
         G: Fn(Result<Verdict, CheckError>) -> R + Send + Sync + 'static,
     {
-        let answers = self
-            .batch_on_workers(transport, bytes, admit, read_items, read_one, finish)
-            .await;
-        if let Err(e) = &answers {
-            self.instrument.refused(transport, e);
-        }
-        answers
-    }
-
-    async fn batch_on_workers<T, R, I, F, G>(
-        self: &Arc<Self>,
-        transport: Transport,
-        bytes: usize,
-        admit: Admit,
-        read_items: I,
-        read_one: F,
-        finish: G,
-    ) -> Result<Vec<R>, CheckError>
-    where
-        T: Send + 'static,
-        R: Send + 'static,
-        I: FnOnce(&Limits) -> Result<Vec<T>, CheckError> + Send + 'static,
-        F: Fn(T, &Limits) -> Result<Check, CheckError> + Send + Sync + 'static,
-        G: Fn(Result<Verdict, CheckError>) -> R + Send + Sync + 'static,
-    {
-        let ticket = self.executor.admit(Cost { checks: 0, bytes }, admit)?;
         let (reader, gate) = (Arc::clone(self), Arc::clone(self));
         let instrument = self.instrument.clone();
-        self.executor
+        let answers = self
+            .executor
             .batch(
-                &ticket,
+                Cost { checks: 0, bytes },
                 admit,
                 move || guarded(|| read_items(reader.limits())),
                 move |item| {
@@ -288,7 +253,11 @@ impl Gate {
                 },
                 move |never_started| instrument.cancelled(transport, never_started),
             )
-            .await
+            .await;
+        if let Err(e) = &answers {
+            self.instrument.refused(transport, e);
+        }
+        answers
     }
 
     /// Refuses a batch of `len` items when it is longer than the limit.
@@ -308,16 +277,13 @@ impl Gate {
         body: Bytes,
         how: RegisterOptions,
     ) -> Result<Registration, CheckError> {
-        let ticket = self.executor.admit(
-            Cost {
-                checks: 1,
-                bytes: body.len(),
-            },
-            Admit::Shed,
-        )?;
+        let cost = Cost {
+            checks: 1,
+            bytes: body.len(),
+        };
         let gate = Arc::clone(self);
         self.executor
-            .run(&ticket, move || gate.register_now(&server, &body, how))
+            .run(cost, move || gate.register_now(&server, &body, how))
             .await
     }
 

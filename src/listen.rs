@@ -87,16 +87,6 @@ pub fn connections_from_fd_limit() -> usize {
     usize::try_from(soft.saturating_sub(RESERVED_FDS).max(16)).unwrap_or(usize::MAX)
 }
 
-/// The cap on open connections, shared by both ports.
-#[derive(Clone)]
-pub struct ConnectionCap(Arc<Semaphore>);
-
-impl ConnectionCap {
-    pub fn new(max: usize) -> Self {
-        Self(Arc::new(Semaphore::new(max.min(Semaphore::MAX_PERMITS))))
-    }
-}
-
 /// What a connection is doing, for its watchdog.
 struct ConnectionState {
     start: Instant,
@@ -148,29 +138,29 @@ impl Drop for InFlight {
 
 /// What the watchdog decides for a connection.
 #[derive(Debug, PartialEq, Eq)]
-enum Verdict {
+enum Condition {
     Fine,
     Idle,
     WriteStalled,
 }
 
 impl ConnectionState {
-    fn judge(&self, limits: &ConnectionLimits) -> Verdict {
+    fn condition(&self, limits: &ConnectionLimits) -> Condition {
         let now = self.now();
         let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         if self.awaiting_pull.load(Ordering::Relaxed) > 0
             && now.saturating_sub(self.last_pull.load(Ordering::Relaxed))
                 >= millis(limits.write_timeout)
         {
-            return Verdict::WriteStalled;
+            return Condition::WriteStalled;
         }
         if self.in_flight.load(Ordering::Relaxed) == 0
             && now.saturating_sub(self.idle_since.load(Ordering::Relaxed))
                 >= millis(limits.idle_timeout)
         {
-            return Verdict::Idle;
+            return Condition::Idle;
         }
-        Verdict::Fine
+        Condition::Fine
     }
 }
 
@@ -178,15 +168,18 @@ impl ConnectionState {
 /// counted.
 #[derive(Clone)]
 pub struct Connections {
-    pub limits: Arc<ConnectionLimits>,
-    pub cap: ConnectionCap,
-    pub metrics: Arc<Metrics>,
+    limits: Arc<ConnectionLimits>,
+    /// One permit per open connection, shared by both ports.
+    cap: Arc<Semaphore>,
+    metrics: Arc<Metrics>,
 }
 
 impl Connections {
     pub fn new(limits: ConnectionLimits, metrics: Arc<Metrics>) -> Self {
         Self {
-            cap: ConnectionCap::new(limits.max_connections),
+            cap: Arc::new(Semaphore::new(
+                limits.max_connections.min(Semaphore::MAX_PERMITS),
+            )),
             limits: Arc::new(limits),
             metrics,
         }
@@ -215,101 +208,72 @@ impl Connections {
         B: Body<Data = Bytes> + Send + 'static,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        serve(
-            listener,
-            service,
-            protocols,
-            Arc::clone(&self.limits),
-            self.cap.clone(),
-            Arc::clone(&self.metrics),
-            transport,
-            shutdown,
-        )
-        .await
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-async fn serve<S, B>(
-    listener: TcpListener,
-    service: S,
-    protocols: Protocols,
-    limits: Arc<ConnectionLimits>,
-    cap: ConnectionCap,
-    metrics: Arc<Metrics>,
-    transport: Transport,
-    shutdown: CancellationToken,
-) -> io::Result<()>
-where
-    S: tower::Service<http::Request<Incoming>, Response = http::Response<B>, Error = Infallible>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    B: Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    let builder = Arc::new(builder(protocols, &limits));
-    let connections = TaskTracker::new();
-    let mut last_refusal_log: Option<Instant> = None;
-    let mut refused_since_log = 0u64;
-    loop {
-        let accepted = tokio::select! {
-            () = shutdown.cancelled() => break,
-            accepted = listener.accept() => accepted,
-        };
-        let (tcp, peer) = match accepted {
-            Ok(accepted) => accepted,
-            Err(e) => {
-                // Out of descriptors or memory: back off rather than spin.
-                tracing::error!(error = %e, transport = transport.as_str(), "cannot accept a connection");
-                tokio::time::sleep(Duration::from_millis(50)).await;
+        let Connections {
+            limits,
+            cap,
+            metrics,
+        } = self;
+        let builder = Arc::new(builder(protocols, limits));
+        let connections = TaskTracker::new();
+        let mut last_refusal_log: Option<Instant> = None;
+        let mut refused_since_log = 0u64;
+        loop {
+            let accepted = tokio::select! {
+                () = shutdown.cancelled() => break,
+                accepted = listener.accept() => accepted,
+            };
+            let (tcp, peer) = match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // Out of descriptors or memory: back off rather than spin.
+                    tracing::error!(error = %e, transport = transport.as_str(), "cannot accept a connection");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let Ok(permit) = Arc::clone(cap).try_acquire_owned() else {
+                // At the cap: close at once, so the client learns now rather than at its timeout.
+                drop(tcp);
+                connection_metrics(metrics, transport).refused.increment(1);
+                refused_since_log += 1;
+                if last_refusal_log.is_none_or(|at| at.elapsed() >= Duration::from_secs(1)) {
+                    tracing::warn!(
+                        transport = transport.as_str(),
+                        max_connections = limits.max_connections,
+                        refused = refused_since_log,
+                        "connection limit reached (--max-connections): refusing new connections"
+                    );
+                    last_refusal_log = Some(Instant::now());
+                    refused_since_log = 0;
+                }
                 continue;
+            };
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!(error = %e, "cannot set TCP_NODELAY");
             }
-        };
-        let Ok(permit) = Arc::clone(&cap.0).try_acquire_owned() else {
-            // At the cap: close at once, so the client learns now rather than at its timeout.
-            drop(tcp);
-            let m = connection_metrics(&metrics, transport);
-            m.refused.increment(1);
-            refused_since_log += 1;
-            if last_refusal_log.is_none_or(|at| at.elapsed() >= Duration::from_secs(1)) {
-                tracing::warn!(
-                    transport = transport.as_str(),
-                    max_connections = limits.max_connections,
-                    refused = refused_since_log,
-                    "connection limit reached (--max-connections): refusing new connections"
-                );
-                last_refusal_log = Some(Instant::now());
-                refused_since_log = 0;
-            }
-            continue;
-        };
-        if let Err(e) = tcp.set_nodelay(true) {
-            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+            let (builder, service, limits, metrics, shutdown) = (
+                Arc::clone(&builder),
+                service.clone(),
+                Arc::clone(limits),
+                Arc::clone(metrics),
+                shutdown.clone(),
+            );
+            connections.spawn(async move {
+                let _permit = permit;
+                let open = &connection_metrics(&metrics, transport).open;
+                open.increment(1.0);
+                serve_connection(
+                    &builder, tcp, service, &limits, &metrics, transport, &shutdown,
+                )
+                .await;
+                open.decrement(1.0);
+                tracing::trace!(%peer, "connection closed");
+            });
         }
-        let (builder, service, limits, metrics, shutdown) = (
-            Arc::clone(&builder),
-            service.clone(),
-            Arc::clone(&limits),
-            Arc::clone(&metrics),
-            shutdown.clone(),
-        );
-        connections.spawn(async move {
-            let _permit = permit;
-            let open = &connection_metrics(&metrics, transport).open;
-            open.increment(1.0);
-            serve_connection(
-                &builder, tcp, service, &limits, &metrics, transport, &shutdown,
-            )
-            .await;
-            open.decrement(1.0);
-            tracing::trace!(%peer, "connection closed");
-        });
+        connections.close();
+        connections.wait().await;
+        Ok(())
     }
-    connections.close();
-    connections.wait().await;
-    Ok(())
 }
 
 fn connection_metrics(metrics: &Metrics, transport: Transport) -> &ConnectionMetrics {
@@ -389,16 +353,16 @@ async fn serve_connection<S, B>(
                 closing = true;
                 connection.as_mut().graceful_shutdown();
             }
-            _ = watchdog.tick() => match state.judge(limits) {
-                Verdict::Fine => {}
-                Verdict::Idle => {
+            _ = watchdog.tick() => match state.condition(limits) {
+                Condition::Fine => {}
+                Condition::Idle => {
                     if !closing {
                         closing = true;
                         m.closed_idle.increment(1);
                         connection.as_mut().graceful_shutdown();
                     }
                 }
-                Verdict::WriteStalled => {
+                Condition::WriteStalled => {
                     write_timed_out(m, limits, transport);
                     return;
                 }
@@ -620,9 +584,9 @@ mod tests {
         let state = Arc::new(ConnectionState::new());
         let limits = limits(0, 1_000);
         let request = state.begin();
-        assert_eq!(state.judge(&limits), Verdict::Fine);
+        assert_eq!(state.condition(&limits), Condition::Fine);
         drop(request);
-        assert_eq!(state.judge(&limits), Verdict::Idle);
+        assert_eq!(state.condition(&limits), Condition::Idle);
     }
 
     #[test]
@@ -635,16 +599,20 @@ mod tests {
         );
         let mut cx = Context::from_waker(std::task::Waker::noop());
         assert_eq!(
-            state.judge(&limits),
-            Verdict::Fine,
+            state.condition(&limits),
+            Condition::Fine,
             "nothing handed over yet"
         );
         let Poll::Ready(Some(Ok(frame))) = Pin::new(&mut answer).poll_frame(&mut cx) else {
             panic!("a first piece");
         };
         assert_eq!(frame.into_data().map(|d| d.len()).ok(), Some(ANSWER_CHUNK));
-        assert_eq!(state.judge(&limits), Verdict::WriteStalled);
+        assert_eq!(state.condition(&limits), Condition::WriteStalled);
         drop(answer);
-        assert_eq!(state.judge(&limits), Verdict::Fine, "the answer is gone");
+        assert_eq!(
+            state.condition(&limits),
+            Condition::Fine,
+            "the answer is gone"
+        );
     }
 }

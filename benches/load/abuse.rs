@@ -66,16 +66,6 @@ fn expensive_batch(n: usize, salt: &str) -> Bytes {
     Bytes::from(json!({ "items": items }).to_string())
 }
 
-fn post(path: &str, body: &[u8]) -> Vec<u8> {
-    let mut http = format!(
-        "POST {path} HTTP/1.1\r\nhost: schemagate\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
-        body.len()
-    )
-    .into_bytes();
-    http.extend_from_slice(body);
-    http
-}
-
 /// Runs the abuse leg (in a process of its own, for clean resident sizes).
 pub(crate) fn abuse_leg(cores: usize, seconds: f64, corpus: &corpus::Corpus) -> anyhow::Result<()> {
     let seconds = seconds.max(4.0);
@@ -108,7 +98,7 @@ pub(crate) fn abuse_leg(cores: usize, seconds: f64, corpus: &corpus::Corpus) -> 
     let singles: Arc<Vec<Vec<u8>>> = Arc::new(
         bodies
             .iter()
-            .map(|b| post("/v1/validate", &b.json))
+            .map(|b| http_post("/v1/validate", &b.json))
             .collect(),
     );
     // Every item fails on twenty fields: an answer of about 30 MB that the client never reads.
@@ -264,7 +254,7 @@ async fn run_phase(
             }
         }
         Abuse::Unread(n) => {
-            let request = Arc::new(post("/v1/validate/batch", unread_batch));
+            let request = Arc::new(http_post("/v1/validate/batch", unread_batch));
             for _ in 0..n {
                 let (stop, request) = (Arc::clone(&stop), Arc::clone(&request));
                 abusers.spawn(async move {
@@ -275,25 +265,16 @@ async fn run_phase(
                         if tcp.write_all(&request).await.is_err() {
                             continue;
                         }
-                        // Never read; wait for the server to give up on us.
-                        let mut one = [0u8; 1];
-                        let _ = tokio::time::timeout(Duration::from_secs(1), async {
-                            while !stop.load(Ordering::Relaxed) {
-                                tokio::time::sleep(Duration::from_millis(100)).await;
-                            }
-                        })
-                        .await;
-                        let _ = tcp.try_read(&mut one);
-                        if stop.load(Ordering::Relaxed) {
-                            return;
-                        }
-                        tokio::time::sleep(Duration::from_secs(3)).await;
+                        // Never read: hold the connection for 4 s (the server gives up on it
+                        // at its write timeout), then send again.
+                        tokio::time::sleep(Duration::from_secs(4)).await;
+                        drop(tcp);
                     }
                 });
             }
         }
         Abuse::Abandoned | Abuse::Running => {
-            let request = post(
+            let request = http_post(
                 "/v1/validate/batch",
                 &expensive_batch(10_000, &format!("s{salt}x")),
             );
@@ -326,7 +307,11 @@ async fn run_phase(
                     let mut i = 0u64;
                     while !stop.load(Ordering::Relaxed) {
                         let body = new_schema_check(&format!("storm{salt}c{c}n{i}"));
-                        if conn.round_trip(&post("/v1/validate", &body)).await.is_err() {
+                        if conn
+                            .round_trip(&http_post("/v1/validate", &body))
+                            .await
+                            .is_err()
+                        {
                             return;
                         }
                         i += 1;
@@ -384,7 +369,7 @@ async fn run_phase(
         };
         let mut i = 0u64;
         while Instant::now() < deadline {
-            let request = post(
+            let request = http_post(
                 "/v1/validate",
                 &new_schema_check(&format!("probe{salt}n{i}")),
             );

@@ -72,18 +72,23 @@ impl Request {
 
     /// A whole HTTP/1.1 POST of `body` to `path`.
     pub(crate) fn post(path: &str, body: &Body) -> Request {
-        let mut http = format!(
-            "POST {path} HTTP/1.1\r\nhost: schemagate\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
-            body.json.len()
-        )
-        .into_bytes();
-        http.extend_from_slice(&body.json);
         Request {
-            http: Bytes::from(http),
+            http: Bytes::from(http_post(path, &body.json)),
             checks: body.checks,
             bytes: body.json.len() as u64,
         }
     }
+}
+
+/// The bytes of a whole HTTP/1.1 POST of the JSON `body` to `path`.
+pub(crate) fn http_post(path: &str, body: &[u8]) -> Vec<u8> {
+    let mut http = format!(
+        "POST {path} HTTP/1.1\r\nhost: schemagate\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    http.extend_from_slice(body);
+    http
 }
 
 /// A REST leg: `connections` keep-alive connections, each sending the pre-built requests in turn.

@@ -20,10 +20,11 @@ use tokio::time::Sleep;
 use tonic::Status;
 
 /// Calls whose request body is a stream of messages.
-const STREAMING: [&str; 3] = [
+const STREAMING: [&str; 4] = [
     "/schemagate.v1.Validator/ValidateStream",
     "/grpc.health.v1.Health/Watch",
     "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+    "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
 ];
 
 /// The longest `grpc-timeout` honoured (the header allows eight digits of hours).

@@ -157,7 +157,8 @@ pub async fn serve(
     unready: CancellationToken,
     token: CancellationToken,
 ) -> anyhow::Result<()> {
-    // Cancelled once health says NOT_SERVING: open streams (checks and health watches) then end.
+    // Cancelled once health says NOT_SERVING and the drain delay is over: open streams (checks
+    // and health watches) end, and the connections close once their requests finish.
     let streams_drain = CancellationToken::new();
     let reporter = tonic_health::server::HealthReporter::new();
     let health = health::service(reporter.clone(), streams_drain.clone());
@@ -170,27 +171,18 @@ pub async fn serve(
         .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1alpha()?;
-    // NOT_SERVING as soon as the drain begins, while calls are still answered.
-    let not_serving_set = CancellationToken::new();
-    let set = not_serving_set.clone();
+    // NOT_SERVING as soon as the drain begins, while calls are still answered; once the drain
+    // delay is over (`token`, always after `unready`), watchers have had NOT_SERVING, and open
+    // streams end and the connections close.
+    let end_streams = streams_drain.clone();
     tokio::spawn(async move {
         unready.cancelled().await;
         report(&reporter, tonic_health::ServingStatus::NotServing).await;
-        set.cancel();
-    });
-    // Watchers get NOT_SERVING (set when the drain began) before their streams end; then the
-    // connections close.
-    let close = CancellationToken::new();
-    let close_now = close.clone();
-    let end_streams = streams_drain.clone();
-    tokio::spawn(async move {
         token.cancelled().await;
-        not_serving_set.cancelled().await;
         end_streams.cancel();
-        close_now.cancel();
     });
     let body_read_timeout = gate.limits().body_read_timeout;
-    let validator = ValidatorServer::new(ValidatorService::new(gate, streams_drain))
+    let validator = ValidatorServer::new(ValidatorService::new(gate, streams_drain.clone()))
         .max_decoding_message_size(max_message_bytes)
         .max_encoding_message_size(max_message_bytes);
     let routes = tonic::service::Routes::new(health)
@@ -209,7 +201,13 @@ pub async fn serve(
         body_read_timeout,
     };
     connections
-        .serve(listener, service, Protocols::Http2, Transport::Grpc, close)
+        .serve(
+            listener,
+            service,
+            Protocols::Http2,
+            Transport::Grpc,
+            streams_drain,
+        )
         .await?;
     Ok(())
 }

@@ -93,7 +93,7 @@ async fn pump(
             next = incoming.message(),
                 if reading && in_flight < IN_FLIGHT && in_flight_bytes < IN_FLIGHT_BYTES =>
             {
-                let mut chunk = Vec::new();
+                let (mut chunk, mut chunk_bytes) = (Vec::new(), 0);
                 let mut next = Some(next);
                 // The first message waited for; then whatever has already arrived.
                 while let Some(read) = next.take() {
@@ -103,9 +103,10 @@ async fn pump(
                             in_flight += 1;
                             in_flight_bytes += size;
                             if size > OWN_JOB_BYTES {
-                                jobs.spawn(answer(Arc::clone(&gate), vec![msg]));
+                                jobs.spawn(answer(Arc::clone(&gate), vec![msg], size));
                             } else {
                                 chunk.push(msg);
+                                chunk_bytes += size;
                             }
                         }
                         Ok(None) => reading = false,
@@ -125,7 +126,7 @@ async fn pump(
                     }
                 }
                 if !chunk.is_empty() {
-                    jobs.spawn(answer(Arc::clone(&gate), chunk));
+                    jobs.spawn(answer(Arc::clone(&gate), chunk, chunk_bytes));
                 }
             }
         }
@@ -139,13 +140,13 @@ fn size_of(msg: &proto::StreamCheck) -> usize {
     msg.check.as_ref().map_or(0, super::size_of)
 }
 
-/// Answers `checks` as one job on the worker pool, each answer tagged with its check's id; also
-/// gives back the JSON bytes the checks held.
+/// Answers `checks` (holding `bytes` of JSON) as one job on the worker pool, each answer tagged
+/// with its check's id; also gives back the bytes, for the stream's in-flight count.
 async fn answer(
     gate: Arc<Gate>,
     checks: Vec<proto::StreamCheck>,
+    bytes: usize,
 ) -> (Vec<proto::StreamAnswer>, usize) {
-    let bytes = checks.iter().map(size_of).sum();
     let (ids, checks): (Vec<String>, Vec<Option<proto::Check>>) =
         checks.into_iter().map(|m| (m.id, m.check)).unzip();
     let answers = gate

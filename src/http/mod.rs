@@ -14,7 +14,7 @@ use crate::registry::{RegisterOptions, Registration};
 use crate::verdict::Verdict;
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
@@ -26,7 +26,6 @@ use tower_http::catch_panic::CatchPanicLayer;
 
 /// The REST router over a shared core.
 pub fn router(gate: Arc<Gate>) -> Router {
-    let body_limit = gate.limits().max_body_bytes;
     Router::new()
         .route("/v1/validate", post(validate))
         .route("/v1/validate/batch", post(validate_batch))
@@ -37,7 +36,6 @@ pub fn router(gate: Arc<Gate>) -> Router {
         .route("/readyz", get(readyz))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(DefaultBodyLimit::max(body_limit))
         .layer(CatchPanicLayer::custom(|_| {
             tracing::error!("a request handler panicked");
             error::plain(
@@ -49,9 +47,16 @@ pub fn router(gate: Arc<Gate>) -> Router {
         .with_state(gate)
 }
 
-/// Reads the whole body: refused at once when its declared length is over the limit, as soon as
-/// it passes the limit otherwise, and when it has not all arrived within the body-read timeout.
-async fn read_body(gate: &Gate, headers: &HeaderMap, body: Body) -> Result<Bytes, CheckError> {
+/// Reads the whole body: refused (and counted) at once when its declared length is over the
+/// limit, as soon as it passes the limit otherwise, and when it has not all arrived within the
+/// body-read timeout.
+async fn read_body(gate: &Gate, headers: &HeaderMap, body: Body) -> Result<Bytes, ApiError> {
+    read_whole(gate, headers, body)
+        .await
+        .map_err(|e| refuse(gate, e))
+}
+
+async fn read_whole(gate: &Gate, headers: &HeaderMap, body: Body) -> Result<Bytes, CheckError> {
     let limits = gate.limits();
     let too_large = CheckError::BodyTooLarge {
         limit: limits.max_body_bytes,
@@ -86,9 +91,7 @@ async fn validate(
     headers: HeaderMap,
     raw: Body,
 ) -> Result<Response, ApiError> {
-    let bytes = read_body(&gate, &headers, raw)
-        .await
-        .map_err(|e| refuse(&gate, e))?;
+    let bytes = read_body(&gate, &headers, raw).await?;
     let verdict = gate
         .check_one(bytes.len(), Transport::Rest, move |limits| {
             Check::from_json(&bytes, limits.max_depth)
@@ -127,9 +130,7 @@ async fn validate_batch(
     headers: HeaderMap,
     raw: Body,
 ) -> Result<Response, ApiError> {
-    let bytes = read_body(&gate, &headers, raw)
-        .await
-        .map_err(|e| refuse(&gate, e))?;
+    let bytes = read_body(&gate, &headers, raw).await?;
     let entries = gate
         .check_batch(
             Transport::Rest,
@@ -186,9 +187,7 @@ async fn register_tools(
             .transpose()
             .map_err(|e| refuse(&gate, e))?,
     };
-    let bytes = read_body(&gate, &headers, raw)
-        .await
-        .map_err(|e| refuse(&gate, e))?;
+    let bytes = read_body(&gate, &headers, raw).await?;
     let registration = gate
         .register(server, bytes, how)
         .await
