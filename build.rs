@@ -14,6 +14,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     )?;
     tonic_prost_build::configure()
         .bytes(".schemagate.v1")
+        // The service does not depend on tonic's transport; clients build their own channel.
+        .build_transport(false)
         // A message that does not decode is the client's error, not INTERNAL.
         .codec_path("crate::grpc::codec::Codec")
         .compile_fds(fds)?;

@@ -17,7 +17,10 @@ async fn main() -> anyhow::Result<()> {
     } else {
         format!("http://{address}")
     };
-    let mut client = ValidatorClient::connect(address).await?;
+    let channel = tonic::transport::Channel::from_shared(address)?
+        .connect()
+        .await?;
+    let mut client = ValidatorClient::new(channel);
 
     let tools = json!({"tools": [{
         "name": "charge_card",

@@ -42,6 +42,8 @@ pub const DEFAULT_DRAIN_DELAY_SECS: u64 = 5;
 pub const DEFAULT_MAX_QUEUED_CHECKS: usize = 100_000;
 /// Request bytes admitted at once before new work is refused as overloaded (256 MiB).
 pub const DEFAULT_MAX_QUEUED_BYTES: usize = 256 << 20;
+/// Bytes request bodies still arriving may hold together before new ones are refused (256 MiB).
+pub const DEFAULT_MAX_RECEIVING_BYTES: usize = 256 << 20;
 pub const DEFAULT_HEADER_READ_TIMEOUT_SECS: u64 = 10;
 pub const DEFAULT_BODY_READ_TIMEOUT_SECS: u64 = 30;
 pub const DEFAULT_IDLE_TIMEOUT_SECS: u64 = 60;
@@ -155,6 +157,11 @@ pub struct ServeArgs {
     /// --max-body-bytes and --grpc-max-message-bytes.
     #[arg(long, env = "SCHEMAGATE_MAX_QUEUED_BYTES", default_value_t = DEFAULT_MAX_QUEUED_BYTES)]
     pub max_queued_bytes: usize,
+    /// Bytes that request bodies still arriving may hold together (a REST body until it is
+    /// complete, a gRPC message until its last byte is in); past it, the request is refused as
+    /// overloaded. At least --max-body-bytes and --grpc-max-message-bytes.
+    #[arg(long, env = "SCHEMAGATE_MAX_RECEIVING_BYTES", default_value_t = DEFAULT_MAX_RECEIVING_BYTES)]
+    pub max_receiving_bytes: usize,
     /// Most open connections over both ports; 0 derives it from the open-file limit (raised to
     /// its hard limit at start-up). Past it, new connections are closed at once and counted.
     #[arg(long, env = "SCHEMAGATE_MAX_CONNECTIONS", default_value_t = 0)]
@@ -245,6 +252,11 @@ impl ServeArgs {
             "--max-queued-bytes ({}) must be at least --max-body-bytes and --grpc-max-message-bytes, or a full request could never be admitted",
             self.max_queued_bytes
         );
+        anyhow::ensure!(
+            self.max_receiving_bytes >= self.max_body_bytes.max(self.grpc_max_message_bytes),
+            "--max-receiving-bytes ({}) must be at least --max-body-bytes and --grpc-max-message-bytes, or a full request could never arrive",
+            self.max_receiving_bytes
+        );
         for (name, value) in [
             ("--header-read-timeout-secs", self.header_read_timeout_secs),
             ("--body-read-timeout-secs", self.body_read_timeout_secs),
@@ -289,6 +301,7 @@ impl ServeArgs {
                 max_checks: self.max_queued_checks,
                 max_bytes: self.max_queued_bytes,
             },
+            max_receiving_bytes: self.max_receiving_bytes,
         })
     }
 

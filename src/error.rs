@@ -81,12 +81,36 @@ pub enum CheckError {
     },
     #[error("request body did not arrive within {secs} s (see --body-read-timeout-secs): send the whole body at once")]
     BodyTimeout { secs: u64 },
-    #[error("schemagate is at capacity ({checks} checks, {bytes} bytes of work admitted; see --max-queued-checks and --max-queued-bytes): retry after a short wait, or on another instance")]
-    Overloaded { checks: usize, bytes: usize },
+    #[error("schemagate is at capacity ({0}): retry after a short wait, or on another instance")]
+    Overloaded(Capacity),
     #[error("schemagate is shutting down; retry on another instance")]
     Unavailable,
     #[error("internal error; the details are in schemagate's log")]
     Internal,
+}
+
+/// Which bound an overloaded request met.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Capacity {
+    /// Work admitted to the workers (queued or running).
+    Queued { checks: usize, bytes: usize },
+    /// Bytes held by request bodies still arriving.
+    Receiving { held: usize, limit: usize },
+}
+
+impl std::fmt::Display for Capacity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Capacity::Queued { checks, bytes } => write!(
+                f,
+                "{checks} checks, {bytes} bytes of work admitted; see --max-queued-checks and --max-queued-bytes"
+            ),
+            Capacity::Receiving { held, limit } => write!(
+                f,
+                "request bodies still arriving hold {held} of {limit} bytes; see --max-receiving-bytes"
+            ),
+        }
+    }
 }
 
 /// A remedy whose how-to depends on the transport: each adapter names its own way.
@@ -134,7 +158,7 @@ impl CheckError {
             CheckError::InexactNumber(_) => "number_not_exact",
             CheckError::TooManyTools { .. } => "too_many_tools",
             CheckError::BodyTimeout { .. } => "body_timeout",
-            CheckError::Overloaded { .. } => "overloaded",
+            CheckError::Overloaded(_) => "overloaded",
             CheckError::Unavailable => "unavailable",
             CheckError::Internal => "internal",
         }
@@ -203,7 +227,7 @@ impl CheckError {
             | CheckError::SchemaRootNotObject { .. }
             | CheckError::InexactNumber(_) => ErrorClass::Unprocessable,
             CheckError::BodyTimeout { .. } => ErrorClass::Timeout,
-            CheckError::Overloaded { .. } => ErrorClass::Overloaded,
+            CheckError::Overloaded(_) => ErrorClass::Overloaded,
             CheckError::Unavailable => ErrorClass::Unavailable,
             CheckError::Internal => ErrorClass::Internal,
         }
@@ -283,10 +307,10 @@ mod tests {
                 limit: 1,
             },
             CheckError::BodyTimeout { secs: 1 },
-            CheckError::Overloaded {
+            CheckError::Overloaded(Capacity::Queued {
                 checks: 1,
                 bytes: 1,
-            },
+            }),
             CheckError::Unavailable,
             CheckError::Internal,
         ];

@@ -21,7 +21,7 @@
 //! Work handed to a worker comes back as one flat `Result`: the work's own error, `overloaded`, or
 //! `internal` when the job was lost (it panicked).
 
-use crate::error::CheckError;
+use crate::error::{Capacity, CheckError};
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -240,10 +240,10 @@ fn admit(shared: &Arc<Shared>, cost: Cost, how: Admit) -> Result<Ticket, CheckEr
     let fits = admitted.checks + cost.checks <= limits.max_checks
         && admitted.bytes + cost.bytes <= limits.max_bytes;
     if how == Admit::Shed && !fits && (admitted.checks > 0 || admitted.bytes > 0) {
-        return Err(CheckError::Overloaded {
+        return Err(CheckError::Overloaded(Capacity::Queued {
             checks: admitted.checks,
             bytes: admitted.bytes,
-        });
+        }));
     }
     state.admitted.checks += cost.checks;
     state.admitted.bytes += cost.bytes;
@@ -273,11 +273,21 @@ fn work(shared: &Shared) {
                 if state.stop {
                     return;
                 }
+                // Out of work: give back what this thread freed, and again every
+                // `memory::EVERY` while it waits (what it allocated may be freed later, by the
+                // thread that writes the answer).
+                drop(state);
+                crate::memory::return_freed();
+                state = lock(&shared.state);
+                if state.stop || !state.ready.is_empty() || !state.single.is_empty() {
+                    continue;
+                }
                 state.idle += 1;
                 state = shared
                     .work_ready
-                    .wait(state)
-                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                    .wait_timeout(state, crate::memory::EVERY)
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .0;
                 state.idle -= 1;
             }
         };
@@ -621,7 +631,10 @@ mod tests {
             Admit::Shed,
         );
         assert!(
-            matches!(refused, Err(CheckError::Overloaded { checks: 8, .. })),
+            matches!(
+                refused,
+                Err(CheckError::Overloaded(Capacity::Queued { checks: 8, .. }))
+            ),
             "{:?}",
             refused.err()
         );

@@ -12,6 +12,7 @@ use crate::executor::{Cost, Executor};
 use crate::instrument::Instrument;
 use crate::metrics::{Metrics, Transport};
 use crate::policy::{Policy, PolicyError, PolicyStore};
+use crate::receiving::{Held, Receiving};
 use crate::registry::{RegisterOptions, Registration, Registry};
 use crate::validator::{guarded, Deferred, Placement, Validator};
 use crate::verdict::Verdict;
@@ -74,12 +75,15 @@ pub struct GateConfig {
     pub worker_threads: usize,
     /// The most work admitted at once; past it, requests are refused as overloaded.
     pub queue: QueueLimits,
+    /// The most bytes request bodies still arriving may hold together.
+    pub max_receiving_bytes: usize,
 }
 
 /// The core as the transports see it.
 pub struct Gate {
     validator: Validator,
     executor: Executor,
+    receiving: Arc<Receiving>,
     instrument: Instrument,
     ready: AtomicBool,
 }
@@ -102,6 +106,7 @@ impl Gate {
                 metrics: Arc::clone(&metrics),
             },
             executor: Executor::new(config.worker_threads, config.queue)?,
+            receiving: Receiving::new(config.max_receiving_bytes),
             instrument: Instrument::new(metrics),
             ready: AtomicBool::new(true),
         }))
@@ -109,6 +114,11 @@ impl Gate {
 
     pub fn limits(&self) -> &Limits {
         &self.validator.limits
+    }
+
+    /// A hold on the receiving budget for one request body (see [`crate::receiving`]).
+    pub fn hold_receiving(&self) -> Held {
+        self.receiving.hold()
     }
 
     /// The metrics every part records into.

@@ -37,7 +37,7 @@ impl Instrument {
     /// A request refused before any check was made (a body too large, a batch too long).
     pub fn refused(&self, transport: Transport, e: &CheckError) {
         self.metrics.request_error(transport, e);
-        if matches!(e, CheckError::Overloaded { .. }) {
+        if matches!(e, CheckError::Overloaded(_)) {
             self.metrics.shed(transport);
         }
     }

@@ -15,8 +15,10 @@
 //!   text copy with its structured content.
 //! - [`error`]: why a check cannot be made at all.
 //! - [`validator`]: how a check is judged (the synchronous core).
+//! - [`receiving`]: the bytes of request bodies still arriving, bounded across the process.
 //! - [`executor`]: where CPU work runs (the worker pool); [`gate`]: where each check runs, the
 //!   entry points every transport calls.
+//! - [`memory`]: freed memory given back to the operating system when a thread goes quiet.
 //! - [`metrics`]: the Prometheus series and their handles; [`instrument`]: what gets counted for
 //!   each request.
 //! - [`http`] and [`grpc`]: the two thin adapters, each served by [`listen`] (connection limits
@@ -36,8 +38,10 @@ pub mod grpc;
 mod http;
 mod instrument;
 pub mod listen;
+pub mod memory;
 pub mod metrics;
 pub mod policy;
+pub mod receiving;
 pub mod registry;
 pub mod shutdown;
 mod validator;

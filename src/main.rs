@@ -8,9 +8,18 @@ use tracing_subscriber::EnvFilter;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    let Cli { command } = Cli::parse();
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        // A runtime thread out of work gives back the memory it freed (answers it wrote).
+        .on_thread_park(schemagate::memory::return_freed)
+        .build()
+        .context("cannot start the async runtime")?
+        .block_on(run(cli))
+}
+
+async fn run(Cli { command }: Cli) -> anyhow::Result<()> {
     match command {
         Command::Serve(args) => {
             let filter = EnvFilter::try_new(&args.log_level).with_context(|| {

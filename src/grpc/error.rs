@@ -41,6 +41,7 @@ pub fn status(e: &CheckError) -> Status {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Capacity;
 
     #[test]
     fn each_error_has_its_status() {
@@ -106,10 +107,10 @@ mod tests {
                 Code::ResourceExhausted,
             ),
             (
-                CheckError::Overloaded {
+                CheckError::Overloaded(Capacity::Queued {
                     checks: 1,
                     bytes: 1,
-                },
+                }),
                 Code::ResourceExhausted,
             ),
             (CheckError::BodyTimeout { secs: 1 }, Code::DeadlineExceeded),

@@ -3,9 +3,9 @@
 
 pub mod codec;
 mod convert;
-mod deadline;
 mod error;
 mod health;
+mod limits;
 mod stream;
 
 pub use error::{code_of, status, ERROR_CODE_KEY};
@@ -181,16 +181,18 @@ pub async fn serve(
         token.cancelled().await;
         end_streams.cancel();
     });
-    let body_read_timeout = gate.limits().body_read_timeout;
-    let validator = ValidatorServer::new(ValidatorService::new(gate, streams_drain.clone()))
-        .max_decoding_message_size(max_message_bytes)
-        .max_encoding_message_size(max_message_bytes);
+    let validator = ValidatorServer::new(ValidatorService::new(
+        Arc::clone(&gate),
+        streams_drain.clone(),
+    ))
+    .max_decoding_message_size(max_message_bytes)
+    .max_encoding_message_size(max_message_bytes);
     let routes = tonic::service::Routes::new(health)
         .add_service(reflection)
         .add_service(reflection_alpha)
         .add_service(validator)
         .prepare();
-    let service = deadline::Deadlines {
+    let service = limits::CallLimits {
         inner: tower::ServiceBuilder::new()
             // A handler that panics answers INTERNAL, as REST answers 500.
             .layer(CatchPanicLayer::custom(|_| {
@@ -198,7 +200,7 @@ pub async fn serve(
                 status(&CheckError::Internal).into_http::<tonic::body::Body>()
             }))
             .service(routes),
-        body_read_timeout,
+        gate,
     };
     connections
         .serve(

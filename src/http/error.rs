@@ -90,6 +90,7 @@ pub fn plain(status: StatusCode, code: &'static str, message: String) -> Respons
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::Capacity;
 
     #[test]
     fn each_class_has_its_status() {
@@ -121,10 +122,10 @@ mod tests {
                 413,
             ),
             (
-                CheckError::Overloaded {
+                CheckError::Overloaded(Capacity::Queued {
                     checks: 1,
                     bytes: 1,
-                },
+                }),
                 503,
             ),
             (CheckError::BodyTimeout { secs: 1 }, 408),

@@ -10,6 +10,7 @@ use crate::domain::ProtocolVersion;
 use crate::error::CheckError;
 use crate::gate::{Admit, Gate};
 use crate::metrics::Transport;
+use crate::receiving::Held;
 use crate::registry::{RegisterOptions, Registration};
 use crate::verdict::Verdict;
 use axum::body::{Body, Bytes};
@@ -48,8 +49,10 @@ pub fn router(gate: Arc<Gate>) -> Router {
 }
 
 /// Reads the whole body: refused (and counted) at once when its declared length is over the
-/// limit, as soon as it passes the limit otherwise, and when it has not all arrived within the
-/// body-read timeout.
+/// limit, as soon as it passes the limit otherwise, when it has not all arrived within the
+/// body-read timeout, and when the bodies still arriving would hold more than the receiving
+/// budget (its declared length is held from the start, so such a body is refused before it is
+/// read).
 async fn read_body(gate: &Gate, headers: &HeaderMap, body: Body) -> Result<Bytes, ApiError> {
     read_whole(gate, headers, body)
         .await
@@ -58,27 +61,64 @@ async fn read_body(gate: &Gate, headers: &HeaderMap, body: Body) -> Result<Bytes
 
 async fn read_whole(gate: &Gate, headers: &HeaderMap, body: Body) -> Result<Bytes, CheckError> {
     let limits = gate.limits();
-    let too_large = CheckError::BodyTooLarge {
-        limit: limits.max_body_bytes,
-    };
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|len| len > limits.max_body_bytes as u64) {
-        return Err(too_large);
+    let mut held = gate.hold_receiving();
+    if let Some(len) = declared {
+        let len = usize::try_from(len)
+            .ok()
+            .filter(|&len| len <= limits.max_body_bytes)
+            .ok_or(CheckError::BodyTooLarge {
+                limit: limits.max_body_bytes,
+            })?;
+        held.grow(len)?;
     }
-    let limited = http_body_util::Limited::new(body, limits.max_body_bytes);
-    match tokio::time::timeout(limits.body_read_timeout, limited.collect()).await {
+    match tokio::time::timeout(
+        limits.body_read_timeout,
+        collect(body, limits.max_body_bytes, &mut held),
+    )
+    .await
+    {
         Err(_) => Err(CheckError::BodyTimeout {
             secs: limits.body_read_timeout.as_secs(),
         }),
-        Ok(Ok(collected)) => Ok(collected.to_bytes()),
-        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(too_large),
-        Ok(Err(e)) => Err(CheckError::MalformedJson(format!(
-            "the request body could not be read: {e}"
-        ))),
+        Ok(read) => read,
     }
+}
+
+/// Collects a body of at most `limit` bytes, holding what has arrived so far.
+async fn collect(mut body: Body, limit: usize, held: &mut Held) -> Result<Bytes, CheckError> {
+    let mut pieces: Vec<Bytes> = Vec::new();
+    let mut total = 0usize;
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| {
+            CheckError::MalformedJson(format!("the request body could not be read: {e}"))
+        })?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        total += data.len();
+        if total > limit {
+            return Err(CheckError::BodyTooLarge { limit });
+        }
+        if total > held.bytes() {
+            held.set(total)?;
+        }
+        pieces.push(data);
+    }
+    Ok(match pieces.len() {
+        0 => Bytes::new(),
+        1 => pieces.swap_remove(0),
+        _ => {
+            let mut whole = Vec::with_capacity(total);
+            for piece in &pieces {
+                whole.extend_from_slice(piece);
+            }
+            whole.into()
+        }
+    })
 }
 
 fn refuse(gate: &Gate, e: CheckError) -> ApiError {

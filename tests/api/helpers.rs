@@ -225,10 +225,12 @@ pub fn id_chain(levels: usize, spell: impl Fn(usize) -> String) -> Value {
 // gRPC helpers: a client, and conversions between REST bodies and gRPC messages.
 
 pub async fn client(app: &TestApp) -> ValidatorClient<Channel> {
-    ValidatorClient::connect(format!("http://{}", app.grpc_addr))
+    let channel = Channel::from_shared(format!("http://{}", app.grpc_addr))
+        .expect("address")
+        .connect()
         .await
-        .expect("connect")
-        .max_decoding_message_size(64 << 20)
+        .expect("connect");
+    ValidatorClient::new(channel).max_decoding_message_size(64 << 20)
 }
 
 /// The gRPC form of a REST check body.

@@ -465,3 +465,170 @@ async fn a_grpc_answer_held_back_by_flow_control_is_dropped_at_the_write_timeout
     assert_eq!(closed, 1.0, "the held-back answer's connection was closed");
     drop(response);
 }
+
+/// Small enough bounds that two partial bodies fill the receiving budget.
+const RECEIVING: [&str; 8] = [
+    "--max-body-bytes",
+    "65536",
+    "--grpc-max-message-bytes",
+    "65536",
+    "--max-receiving-bytes",
+    "131072",
+    "--body-read-timeout-secs",
+    "3",
+];
+
+/// A check whose body is about `bytes` long.
+fn check_of_size(bytes: usize) -> Value {
+    json!({"schema": {"type": "string"}, "instance": "x".repeat(bytes)})
+}
+
+#[tokio::test]
+async fn rest_bodies_still_arriving_share_a_bounded_budget() {
+    let app = spawn_app_with(&RECEIVING).await;
+    // Two bodies that declare 60,000 bytes and send a few: their declared lengths are held.
+    let mut partial = Vec::new();
+    for _ in 0..2 {
+        let mut tcp = TcpStream::connect(app.http_addr).await.expect("connect");
+        tcp.write_all(
+            b"POST /v1/validate HTTP/1.1\r\nhost: x\r\ncontent-length: 60000\r\n\r\n{\"schema\":",
+        )
+        .await
+        .expect("send");
+        partial.push(tcp);
+    }
+    let big = check_of_size(20_000);
+    let mut refused = None;
+    for _ in 0..100 {
+        let response = app
+            .client
+            .post(app.url("/v1/validate"))
+            .json(&big)
+            .send()
+            .await
+            .expect("answered");
+        if response.status() == 503 {
+            refused = Some(response);
+            break;
+        }
+        // The partial bodies may not have been read yet.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let refused = refused.expect("a body past the receiving budget is refused");
+    assert_eq!(
+        refused
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok()),
+        Some("1")
+    );
+    let error: Value = refused.json().await.expect("json");
+    assert_eq!(error["error"]["code"], "overloaded", "{error}");
+    let message = error["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("--max-receiving-bytes"), "{message}");
+    // A small check still fits beside them.
+    let (status, body) = app.validate(&check_of_size(100)).await;
+    assert_eq!(status, 200, "{body}");
+    // Once the partial bodies' clients leave, the budget is theirs no more.
+    drop(partial);
+    let mut status = 0;
+    for _ in 0..100 {
+        (status, _) = app.validate(&big).await;
+        if status == 200 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(status, 200, "the budget was given back");
+    assert!(
+        app.metric(r#"schemagate_shed_total{transport="rest"}"#)
+            .await
+            >= 1.0
+    );
+}
+
+/// Opens a `ValidateStream` on `h2` and sends the first 50,000 bytes of a 60,000-byte message.
+async fn stream_with_a_partial_message(
+    h2: &mut h2::client::SendRequest<bytes::Bytes>,
+    addr: std::net::SocketAddr,
+) -> (h2::client::ResponseFuture, h2::SendStream<bytes::Bytes>) {
+    let request = http::Request::post(format!(
+        "http://{addr}/schemagate.v1.Validator/ValidateStream"
+    ))
+    .header("content-type", "application/grpc")
+    .header("te", "trailers")
+    .body(())
+    .expect("request");
+    let (response, mut send) = h2.send_request(request, false).expect("send");
+    let mut partial = vec![0u8];
+    partial.extend_from_slice(&60_000u32.to_be_bytes());
+    partial.resize(50_005, 0x0a);
+    send.send_data(partial.into(), false).expect("data");
+    (response, send)
+}
+
+#[tokio::test]
+async fn grpc_messages_still_arriving_share_a_bounded_budget_and_each_has_the_body_timeout() {
+    let app = spawn_app_with(&RECEIVING).await;
+    let tcp = TcpStream::connect(app.grpc_addr).await.expect("connect");
+    let (mut h2, connection) = h2::client::handshake(tcp).await.expect("handshake");
+    tokio::spawn(connection);
+    let mut streams = Vec::new();
+    for _ in 0..2 {
+        streams.push(stream_with_a_partial_message(&mut h2, app.grpc_addr).await);
+    }
+    let mut grpc = client(&app).await;
+    let big = grpc_check(&check_of_size(40_000));
+    let mut refusal = None;
+    for _ in 0..50 {
+        match grpc.validate(big.clone()).await {
+            Err(status) => {
+                refusal = Some(status);
+                break;
+            }
+            // The partial messages may not have been read yet.
+            Ok(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+    let refusal = refusal.expect("a message past the receiving budget is refused");
+    assert_eq!(
+        refusal.code(),
+        tonic::Code::ResourceExhausted,
+        "{refusal:?}"
+    );
+    assert!(
+        refusal.message().contains("--max-receiving-bytes"),
+        "{refusal:?}"
+    );
+    // Each unfinished message ends its stream at the body-read timeout (3 s), giving its bytes
+    // back; the stream had waited idle before it began, which does not count.
+    for (response, _send) in streams {
+        let response = tokio::time::timeout(Duration::from_secs(20), response)
+            .await
+            .expect("the stream ended")
+            .expect("response");
+        let header = |h: &http::HeaderMap| {
+            h.get("grpc-status")
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        let status = match header(response.headers()) {
+            Some(status) => status,
+            None => {
+                let mut body = response.into_body();
+                while let Some(data) = body.data().await {
+                    data.expect("data");
+                }
+                let trailers = body.trailers().await.expect("trailers").unwrap_or_default();
+                header(&trailers).unwrap_or_default()
+            }
+        };
+        assert_eq!(status, "4", "DEADLINE_EXCEEDED");
+    }
+    let verdict = grpc
+        .validate(big)
+        .await
+        .expect("the budget was given back")
+        .into_inner();
+    assert_eq!(verdict.valid, Some(true), "{verdict:?}");
+}

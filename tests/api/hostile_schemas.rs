@@ -1,17 +1,10 @@
 //! Hostile schemas and payloads, as an attacker would send them: each is refused with a clear
 //! 4xx (or INVALID_ARGUMENT) before it runs, and the other checks of a batch are answered.
 
-use crate::helpers::{id_chain, spawn_app, spawn_app_with, TestApp};
-use schemagate::grpc::proto::{self, validator_client::ValidatorClient};
+use crate::helpers::{client, id_chain, spawn_app, spawn_app_with};
+use schemagate::grpc::proto;
 use serde_json::{json, Value};
-use tonic::transport::Channel;
 use tonic::Code;
-
-async fn client(app: &TestApp) -> ValidatorClient<Channel> {
-    ValidatorClient::connect(format!("http://{}", app.grpc_addr))
-        .await
-        .expect("connect")
-}
 
 fn grpc_check(schema: &Value, instance: &Value) -> proto::Check {
     use proto::check::{Payload as P, SchemaSource as S};
