@@ -4,10 +4,10 @@
 //! job on the worker pool through the same [`Gate::check_batch`] as a batch, while the connection's
 //! thread goes on reading and writing frames. A check with more than [`OWN_JOB_BYTES`] of JSON is
 //! a job of its own, so a slow check does not hold up the quick ones around it. At most
-//! [`IN_FLIGHT`] checks (and [`IN_FLIGHT_BYTES`] of their JSON) of one stream are in progress and
-//! at most [`BUFFERED`] answers wait for the client: a client that does not read its answers stops
-//! the reading of its checks, and HTTP/2 flow control then slows its sending. Nothing grows
-//! without bound.
+//! [`IN_FLIGHT`] checks of one stream are in progress, at most [`WAITING`] more wait for a place
+//! (together at most [`IN_FLIGHT_BYTES`] of JSON), and at most [`BUFFERED`] answers wait for the
+//! client: a client that does not read its answers stops the reading of its checks, and HTTP/2
+//! flow control then slows its sending. Nothing grows without bound.
 //!
 //! The stream ends when the client has sent its last check and every check is answered. A client
 //! that goes away takes its checks in flight with it. When the server drains, it stops reading,
@@ -20,6 +20,7 @@ use crate::gate::{Admit, Gate};
 use crate::metrics::Transport;
 use futures_util::FutureExt;
 use proto::stream_answer::Answer;
+use std::collections::VecDeque;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
@@ -28,7 +29,13 @@ use tonic::{Status, Streaming};
 
 /// Checks of one stream in progress at once, at most.
 pub const IN_FLIGHT: usize = 256;
-/// JSON bytes of one stream's checks in progress at once, at most (one check may pass it alone).
+/// Checks of one stream read and waiting for a place in flight, at most. The stream goes on
+/// reading while its checks wait for the workers, so that a client sending one small check per
+/// HTTP/2 frame is not taken for a flood of small frames (which the HTTP/2 layer answers with
+/// GOAWAY) merely because the workers are busy.
+pub const WAITING: usize = 16 * 1024;
+/// JSON bytes of one stream's checks read and not yet answered, at most (one check may pass it
+/// alone).
 pub const IN_FLIGHT_BYTES: usize = 16 * 1024 * 1024;
 /// Checks answered together as one job, at most.
 pub const CHUNK: usize = 64;
@@ -58,7 +65,9 @@ async fn pump(
 ) {
     // Dropping the set (on any return) aborts the jobs still in it.
     let mut jobs = JoinSet::new();
-    let (mut in_flight, mut in_flight_bytes) = (0usize, 0usize);
+    // Checks read and not yet handed to a job, and the JSON bytes of those read and unanswered.
+    let mut waiting: VecDeque<(proto::StreamCheck, usize)> = VecDeque::new();
+    let (mut in_flight, mut held_bytes) = (0usize, 0usize);
     let mut reading = true;
     // How the stream ends once every check read is answered; `None` is a clean end.
     let mut end: Option<Status> = None;
@@ -67,7 +76,7 @@ async fn pump(
     tokio::pin!(client_gone);
     let drain = draining.cancelled();
     tokio::pin!(drain);
-    while reading || !jobs.is_empty() {
+    while reading || !jobs.is_empty() || !waiting.is_empty() {
         tokio::select! {
             biased;
             () = &mut client_gone => return,
@@ -77,7 +86,7 @@ async fn pump(
                 let Ok((answers, bytes)) = done else { continue };
                 let answers: Vec<proto::StreamAnswer> = answers;
                 in_flight -= answers.len();
-                in_flight_bytes -= bytes;
+                held_bytes -= bytes;
                 for answer in answers {
                     if tx.send(Ok(answer)).await.is_err() {
                         return;
@@ -91,43 +100,51 @@ async fn pump(
                 end = Some(status(&refusal));
             }
             next = incoming.message(),
-                if reading && in_flight < IN_FLIGHT && in_flight_bytes < IN_FLIGHT_BYTES =>
+                if reading && waiting.len() < WAITING && held_bytes < IN_FLIGHT_BYTES =>
             {
-                let (mut chunk, mut chunk_bytes) = (Vec::new(), 0);
                 let mut next = Some(next);
+                let mut read = 0;
                 // The first message waited for; then whatever has already arrived.
-                while let Some(read) = next.take() {
-                    match read {
+                while let Some(message) = next.take() {
+                    match message {
                         Ok(Some(msg)) => {
                             let size = size_of(&msg);
-                            in_flight += 1;
-                            in_flight_bytes += size;
-                            if size > OWN_JOB_BYTES {
-                                jobs.spawn(answer(Arc::clone(&gate), vec![msg], size));
-                            } else {
-                                chunk.push(msg);
-                                chunk_bytes += size;
-                            }
+                            held_bytes += size;
+                            waiting.push_back((msg, size));
+                            read += 1;
                         }
                         Ok(None) => reading = false,
-                        // A message that cannot be decoded (or is over the size limit) breaks
-                        // the stream's framing: answer what was read, then pass the status on.
+                        // A message that cannot be decoded (or is over the size limit, or past
+                        // the receiving budget) breaks the stream's framing: answer what was
+                        // read, then pass the status on.
                         Err(broken) => {
                             reading = false;
                             end = Some(broken);
                         }
                     }
-                    if reading
-                        && chunk.len() < CHUNK
-                        && in_flight < IN_FLIGHT
-                        && in_flight_bytes < IN_FLIGHT_BYTES
-                    {
+                    if reading && read < CHUNK && waiting.len() < WAITING && held_bytes < IN_FLIGHT_BYTES {
                         next = incoming.message().now_or_never();
                     }
                 }
-                if !chunk.is_empty() {
-                    jobs.spawn(answer(Arc::clone(&gate), chunk, chunk_bytes));
+            }
+        }
+        // Hand what waits to jobs, as far as the in-flight bound allows.
+        while in_flight < IN_FLIGHT && !waiting.is_empty() {
+            let (mut chunk, mut chunk_bytes) = (Vec::new(), 0);
+            while let Some((msg, size)) = waiting.pop_front() {
+                in_flight += 1;
+                if size > OWN_JOB_BYTES {
+                    jobs.spawn(answer(Arc::clone(&gate), vec![msg], size));
+                } else {
+                    chunk.push(msg);
+                    chunk_bytes += size;
                 }
+                if chunk.len() == CHUNK || in_flight == IN_FLIGHT {
+                    break;
+                }
+            }
+            if !chunk.is_empty() {
+                jobs.spawn(answer(Arc::clone(&gate), chunk, chunk_bytes));
             }
         }
     }

@@ -632,3 +632,74 @@ async fn grpc_messages_still_arriving_share_a_bounded_budget_and_each_has_the_bo
         .into_inner();
     assert_eq!(verdict.valid, Some(true), "{verdict:?}");
 }
+
+#[tokio::test]
+async fn a_stream_of_small_frames_is_not_disconnected_while_the_workers_are_busy() {
+    use prost::Message;
+    use schemagate::grpc::proto::{StreamAnswer, StreamCheck};
+    let app = spawn_app_with(&["--worker-threads", "1"]).await;
+    let body = compile_storm(10_000).to_string();
+    let busy = send_and_leave(&app, "/v1/validate/batch", body.as_bytes()).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let tcp = TcpStream::connect(app.grpc_addr).await.expect("connect");
+    let (mut h2, connection) = h2::client::handshake(tcp).await.expect("handshake");
+    let connection = tokio::spawn(connection);
+    let request = http::Request::post(format!(
+        "http://{}/schemagate.v1.Validator/ValidateStream",
+        app.grpc_addr
+    ))
+    .header("content-type", "application/grpc")
+    .header("te", "trailers")
+    .body(())
+    .expect("request");
+    let (response, mut send) = h2.send_request(request, false).expect("send");
+    // Each check in a DATA frame of its own, as a client sending one at a time does; each needs
+    // a compile, so they wait for the busy worker.
+    const N: usize = 4_000;
+    for i in 0..N {
+        let check = StreamCheck {
+            id: i.to_string(),
+            check: Some(grpc_check(
+                &json!({"schema": {"type": "integer", "minimum": -(i as i64)}, "instance": i}),
+            )),
+        };
+        let encoded = check.encode_to_vec();
+        let mut frame = vec![0u8];
+        frame.extend_from_slice(&u32::try_from(encoded.len()).expect("small").to_be_bytes());
+        frame.extend_from_slice(&encoded);
+        send.reserve_capacity(frame.len());
+        send.send_data(frame.into(), i + 1 == N)
+            .expect("the stream is still open");
+        if i % 100 == 0 {
+            tokio::task::yield_now().await;
+        }
+    }
+    let response = response.await.expect("response headers");
+    let mut body = response.into_body();
+    let mut buffered = Vec::new();
+    let mut answered = 0;
+    while let Some(data) = body.data().await {
+        let data = data.expect("the stream is not broken");
+        let _ = body.flow_control().release_capacity(data.len());
+        buffered.extend_from_slice(&data);
+        while buffered.len() >= 5 {
+            let len = u32::from_be_bytes(buffered[1..5].try_into().expect("4")) as usize;
+            if buffered.len() < 5 + len {
+                break;
+            }
+            let answer = StreamAnswer::decode(&buffered[5..5 + len]).expect("answer");
+            assert!(answer.answer.is_some());
+            answered += 1;
+            buffered.drain(..5 + len);
+        }
+    }
+    let trailers = body.trailers().await.expect("trailers").unwrap_or_default();
+    assert_eq!(
+        trailers.get("grpc-status").and_then(|v| v.to_str().ok()),
+        Some("0"),
+        "{trailers:?}"
+    );
+    assert_eq!(answered, N);
+    drop(busy);
+    drop(connection);
+}
