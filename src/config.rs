@@ -1,6 +1,7 @@
 //! The one configuration type: command-line flags, each with an environment fallback and a
 //! documented default that a newcomer can run with.
 
+use crate::auth::{Auth, TokenSpec};
 use crate::cache::CacheConfig;
 use crate::gate::{GateConfig, Limits, QueueLimits};
 use crate::listen::{connections_from_fd_limit, ConnectionLimits, Http2Limits};
@@ -95,6 +96,22 @@ pub struct ServeArgs {
     /// SIGHUP or POST /v1/admin/reload-policy).
     #[arg(long, env = "SCHEMAGATE_POLICY_POLL_INTERVAL", default_value_t = DEFAULT_POLICY_POLL_SECS)]
     pub policy_poll_interval: u64,
+    /// Token file (TOML, `[[tokens]]` with name, sha256, scopes, servers): requests then need
+    /// `Authorization: Bearer TOKEN` (gRPC: `authorization` metadata) with the scope of what they
+    /// ask. Reloaded like the policy (SIGHUP, content changes, POST /v1/admin/reload-tokens).
+    #[arg(long, env = "SCHEMAGATE_AUTH_TOKENS")]
+    pub auth_tokens: Option<PathBuf>,
+    /// A token given inline, `NAME:SHA256:SCOPES[:SERVERS]` (scopes and server globs
+    /// comma-separated); repeat the flag, or separate them by spaces in the variable.
+    #[arg(long = "auth-token", env = "SCHEMAGATE_AUTH_TOKEN", value_delimiter = ' ', value_parser = TokenSpec::parse_inline)]
+    pub auth_token: Vec<TokenSpec>,
+    /// Serve without tokens on a non-loopback address (anyone who can reach the ports may then
+    /// check, register tools and reload the policy).
+    #[arg(long, env = "SCHEMAGATE_ALLOW_UNAUTHENTICATED")]
+    pub allow_unauthenticated: bool,
+    /// With tokens configured, require the `metrics` scope for GET /metrics (probes stay open).
+    #[arg(long, env = "SCHEMAGATE_METRICS_REQUIRE_TOKEN")]
+    pub metrics_require_token: bool,
     /// Largest REST request body, in bytes.
     #[arg(long, env = "SCHEMAGATE_MAX_BODY_BYTES", default_value_t = DEFAULT_MAX_BODY_BYTES)]
     pub max_body_bytes: usize,
@@ -302,7 +319,33 @@ impl ServeArgs {
                 max_bytes: self.max_queued_bytes,
             },
             max_receiving_bytes: self.max_receiving_bytes,
+            auth: self.auth()?,
         })
+    }
+
+    /// The tokens, and whether serving without them is allowed here: with no tokens, only on
+    /// loopback addresses unless --allow-unauthenticated.
+    fn auth(&self) -> anyhow::Result<Auth> {
+        let auth = Auth::new(self.auth_tokens.clone(), self.auth_token.clone())
+            .context("loading --auth-tokens / --auth-token")?
+            .with_metrics_token(self.metrics_require_token);
+        if !auth.is_enabled() {
+            let public: Vec<String> = [self.listen, self.grpc_listen]
+                .iter()
+                .filter(|a| !a.ip().is_loopback())
+                .map(ToString::to_string)
+                .collect();
+            if !public.is_empty() && !self.allow_unauthenticated {
+                anyhow::bail!(
+                    "refusing to serve without authentication on {} (not loopback): give tokens with --auth-tokens FILE (or --auth-token), or pass --allow-unauthenticated to accept that anyone who reaches the port may check, register tools and reload the policy",
+                    public.join(" and ")
+                );
+            }
+            tracing::warn!(
+                "no tokens configured (--auth-tokens): any client that reaches the ports may check, register tools and reload the policy"
+            );
+        }
+        Ok(auth)
     }
 
     /// The limits every connection is served under (raises the open-file limit when

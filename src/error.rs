@@ -23,6 +23,10 @@ pub enum ErrorClass {
     Overloaded,
     /// The client took too long to send its request.
     Timeout,
+    /// No credentials, or ones schemagate does not know.
+    Unauthenticated,
+    /// Known credentials without the right to do this.
+    Forbidden,
     /// A fault inside schemagate; details are logged, not sent.
     Internal,
 }
@@ -83,10 +87,34 @@ pub enum CheckError {
     BodyTimeout { secs: u64 },
     #[error("schemagate is at capacity ({0}): retry after a short wait, or on another instance")]
     Overloaded(Capacity),
+    #[error("{0}")]
+    Unauthenticated(Unauthenticated),
+    #[error("token {token:?} {denied}")]
+    Forbidden { token: String, denied: Denied },
     #[error("schemagate is shutting down; retry on another instance")]
     Unavailable,
     #[error("internal error; the details are in schemagate's log")]
     Internal,
+}
+
+/// Why a request's credentials were not accepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Unauthenticated {
+    #[error("no credentials: send `Authorization: Bearer TOKEN` (gRPC: `authorization` metadata), or a client certificate where --tls-client-ca is set")]
+    Missing,
+    #[error("the bearer token is not one schemagate knows (it may have been revoked): ask the operator for a token")]
+    Unknown,
+}
+
+/// What a known caller may not do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Denied {
+    #[error("lacks the `{0}` scope this needs: ask the operator to grant it")]
+    Scope(&'static str),
+    #[error(
+        "may not name server {server:?} (its servers: {allowed}): use a token for that server"
+    )]
+    Server { server: String, allowed: String },
 }
 
 /// Which bound an overloaded request met.
@@ -159,6 +187,8 @@ impl CheckError {
             CheckError::TooManyTools { .. } => "too_many_tools",
             CheckError::BodyTimeout { .. } => "body_timeout",
             CheckError::Overloaded(_) => "overloaded",
+            CheckError::Unauthenticated(_) => "unauthenticated",
+            CheckError::Forbidden { .. } => "forbidden",
             CheckError::Unavailable => "unavailable",
             CheckError::Internal => "internal",
         }
@@ -166,7 +196,7 @@ impl CheckError {
 
     /// Every code, in the order of [`CheckError::code_index`]: the `code` label values of
     /// `schemagate_request_errors_total`, there from start-up.
-    pub const CODES: [&'static str; 24] = [
+    pub const CODES: [&'static str; 26] = [
         "malformed_json",
         "malformed_message",
         "invalid_field",
@@ -189,6 +219,8 @@ impl CheckError {
         "too_many_tools",
         "body_timeout",
         "overloaded",
+        "unauthenticated",
+        "forbidden",
         "unavailable",
         "internal",
     ];
@@ -228,6 +260,8 @@ impl CheckError {
             | CheckError::InexactNumber(_) => ErrorClass::Unprocessable,
             CheckError::BodyTimeout { .. } => ErrorClass::Timeout,
             CheckError::Overloaded(_) => ErrorClass::Overloaded,
+            CheckError::Unauthenticated(_) => ErrorClass::Unauthenticated,
+            CheckError::Forbidden { .. } => ErrorClass::Forbidden,
             CheckError::Unavailable => ErrorClass::Unavailable,
             CheckError::Internal => ErrorClass::Internal,
         }
@@ -311,6 +345,11 @@ mod tests {
                 checks: 1,
                 bytes: 1,
             }),
+            CheckError::Unauthenticated(Unauthenticated::Missing),
+            CheckError::Forbidden {
+                token: "t".into(),
+                denied: Denied::Scope("check"),
+            },
             CheckError::Unavailable,
             CheckError::Internal,
         ];

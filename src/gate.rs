@@ -3,6 +3,7 @@
 //! common case and the fast one) and on the [`Executor`]'s worker pool otherwise (a compile, a
 //! large payload, a batch), and records each request once through the [`Instrument`].
 
+use crate::auth::{Auth, Caller, Scope};
 use crate::cache::{CacheConfig, SchemaCache};
 use crate::check::Check;
 use crate::compile::CompileLimits;
@@ -77,6 +78,8 @@ pub struct GateConfig {
     pub queue: QueueLimits,
     /// The most bytes request bodies still arriving may hold together.
     pub max_receiving_bytes: usize,
+    /// Who may do what.
+    pub auth: Auth,
 }
 
 /// The core as the transports see it.
@@ -84,6 +87,7 @@ pub struct Gate {
     validator: Validator,
     executor: Executor,
     receiving: Arc<Receiving>,
+    auth: Arc<Auth>,
     instrument: Instrument,
     ready: AtomicBool,
 }
@@ -107,6 +111,7 @@ impl Gate {
             },
             executor: Executor::new(config.worker_threads, config.queue)?,
             receiving: Receiving::new(config.max_receiving_bytes),
+            auth: Arc::new(config.auth),
             instrument: Instrument::new(metrics),
             ready: AtomicBool::new(true),
         }))
@@ -119,6 +124,41 @@ impl Gate {
     /// A hold on the receiving budget for one request body (see [`crate::receiving`]).
     pub fn hold_receiving(&self) -> Held {
         self.receiving.hold()
+    }
+
+    /// The tokens in force, and their reload.
+    pub fn auth(&self) -> &Arc<Auth> {
+        &self.auth
+    }
+
+    /// Who sent `authorization`, if it may do `scope`; a refusal is counted and logged (with the
+    /// token's name, never the token).
+    pub fn authenticate(
+        &self,
+        transport: Transport,
+        authorization: Option<&[u8]>,
+        scope: Scope,
+    ) -> Result<Arc<Caller>, CheckError> {
+        self.auth
+            .authenticate(authorization, scope)
+            .inspect_err(|e| self.refuse_caller(transport, e))
+    }
+
+    /// Whether `caller` may name `server`; a refusal is counted and logged.
+    fn may_name(
+        &self,
+        caller: &Caller,
+        transport: Transport,
+        server: Option<&str>,
+    ) -> Result<(), CheckError> {
+        caller
+            .may_name(server)
+            .inspect_err(|e| self.refuse_caller(transport, e))
+    }
+
+    fn refuse_caller(&self, transport: Transport, e: &CheckError) {
+        self.validator.metrics.auth_failure(transport, e);
+        tracing::warn!(transport = transport.as_str(), code = e.code(), reason = %e, "request refused");
     }
 
     /// The metrics every part records into.
@@ -183,6 +223,7 @@ impl Gate {
     /// Counted once, whatever happens. Dropping the future stops work not yet started.
     pub async fn check_one<F>(
         self: &Arc<Self>,
+        caller: &Arc<Caller>,
         size_hint: usize,
         transport: Transport,
         read: F,
@@ -196,7 +237,10 @@ impl Gate {
             bytes: size_hint,
         };
         let result = if size_hint <= INLINE_PARSE_BYTES {
-            match guarded(|| read(self.limits())) {
+            match guarded(|| read(self.limits())).and_then(|check| {
+                self.may_name(caller, transport, check.server.as_deref())?;
+                Ok(check)
+            }) {
                 Err(e) => Err(e),
                 Ok(check) => match self.validator.judge(&check, Placement::Inline) {
                     Ok(verdict) => Ok(verdict),
@@ -210,10 +254,11 @@ impl Gate {
                 },
             }
         } else {
-            let gate = Arc::clone(self);
+            let (gate, caller) = (Arc::clone(self), Arc::clone(caller));
             self.executor
                 .run(cost, move || {
                     let check = guarded(|| read(gate.limits()))?;
+                    gate.may_name(&caller, transport, check.server.as_deref())?;
                     gate.judge_on_worker(&check, false)
                 })
                 .await
@@ -233,6 +278,7 @@ impl Gate {
     /// requests; dropping the future stops the items not yet started (counted as cancelled).
     pub async fn check_batch<T, R, I, F, G>(
         self: &Arc<Self>,
+        caller: &Arc<Caller>,
         transport: Transport,
         (bytes, admit): (usize, Admit),
         read_items: I,
@@ -246,7 +292,7 @@ impl Gate {
         F: Fn(T, &Limits) -> Result<Check, CheckError> + Send + Sync + 'static,
         G: Fn(Result<Verdict, CheckError>) -> R + Send + Sync + 'static,
     {
-        let (reader, gate) = (Arc::clone(self), Arc::clone(self));
+        let (reader, gate, caller) = (Arc::clone(self), Arc::clone(self), Arc::clone(caller));
         let instrument = self.instrument.clone();
         let answers = self
             .executor
@@ -256,8 +302,10 @@ impl Gate {
                 move || guarded(|| read_items(reader.limits())),
                 move |item| {
                     let start = Instant::now();
-                    let result = guarded(|| read_one(item, gate.limits()))
-                        .and_then(|check| gate.judge_on_worker(&check, false));
+                    let result = guarded(|| read_one(item, gate.limits())).and_then(|check| {
+                        gate.may_name(&caller, transport, check.server.as_deref())?;
+                        gate.judge_on_worker(&check, false)
+                    });
                     gate.instrument.checked(transport, start, &result);
                     finish(result)
                 },
@@ -283,17 +331,30 @@ impl Gate {
     /// [`Registry::register`].
     pub async fn register(
         self: &Arc<Self>,
+        caller: &Arc<Caller>,
+        transport: Transport,
         server: String,
         body: Bytes,
         how: RegisterOptions,
     ) -> Result<Registration, CheckError> {
+        self.may_name(caller, transport, Some(&server))?;
+        let by = Arc::clone(caller);
         let cost = Cost {
             checks: 1,
             bytes: body.len(),
         };
         let gate = Arc::clone(self);
         self.executor
-            .run(cost, move || gate.register_now(&server, &body, how))
+            .run(cost, move || {
+                let registration = gate.register_now(&server, &body, how)?;
+                tracing::info!(
+                    server = %server,
+                    tools = registration.tools.len(),
+                    token = by.name(),
+                    "tools registered"
+                );
+                Ok(registration)
+            })
             .await
     }
 

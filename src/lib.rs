@@ -21,10 +21,12 @@
 //! - [`memory`]: freed memory given back to the operating system when a thread goes quiet.
 //! - [`metrics`]: the Prometheus series and their handles; [`instrument`]: what gets counted for
 //!   each request.
+//! - [`auth`]: who may do what (bearer tokens, scopes, the servers a token may name).
 //! - [`http`] and [`grpc`]: the two thin adapters, each served by [`listen`] (connection limits
 //!   and timeouts, the same on both ports); [`config`], [`shutdown`] and [`run`] wire them.
 
 mod analysis;
+pub mod auth;
 mod cache;
 pub mod check;
 pub mod compile;
@@ -43,6 +45,7 @@ pub mod metrics;
 pub mod policy;
 pub mod receiving;
 pub mod registry;
+mod reload;
 pub mod shutdown;
 mod validator;
 pub mod verdict;
@@ -104,6 +107,18 @@ async fn run_gate(
         args.policy_poll_interval,
         token.clone(),
     );
+    if let Some(path) = gate.auth().path() {
+        let auth = Arc::clone(gate.auth());
+        reload::watch(
+            "tokens",
+            path.to_path_buf(),
+            args.policy_poll_interval,
+            token.clone(),
+            Arc::new(move || {
+                let _ = auth.reload();
+            }),
+        );
+    }
 
     let http_addr = listeners.http.local_addr()?;
     let grpc_addr = listeners.grpc.local_addr()?;

@@ -35,6 +35,10 @@ pub const CANCELLED_TOTAL: &str = "schemagate_cancelled_total";
 pub const CONNECTIONS_OPEN: &str = "schemagate_connections_open";
 pub const CONNECTIONS_REFUSED_TOTAL: &str = "schemagate_connections_refused_total";
 pub const CONNECTIONS_CLOSED_TOTAL: &str = "schemagate_connections_closed_total";
+pub const AUTH_FAILURES_TOTAL: &str = "schemagate_auth_failures_total";
+
+/// The `reason` values of `schemagate_auth_failures_total`.
+pub const AUTH_FAILURE_REASONS: [&str; 4] = ["missing", "unknown", "scope", "server"];
 
 /// What kind of series a name is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,7 +58,7 @@ pub struct Series {
 }
 
 /// Every series schemagate exports: the one table names, descriptions and [`ALL`] come from.
-pub const SERIES: [Series; 19] = [
+pub const SERIES: [Series; 20] = [
     Series { name: VALIDATIONS_TOTAL, kind: Kind::Counter, help: "Checks by server, tool, tier, attempt (first|retry) and outcome (valid|invalid|skipped|tool_error|unchecked)." },
     Series { name: FIELD_FAILURES_TOTAL, kind: Kind::Counter, help: "Failing fields by server, tool, instance path (array indices folded to *) and keyword." },
     Series { name: VALIDATION_DURATION_SECONDS, kind: Kind::Histogram, help: "Time to answer one check, by transport." },
@@ -73,6 +77,7 @@ pub const SERIES: [Series; 19] = [
     Series { name: CANCELLED_TOTAL, kind: Kind::Counter, help: "Checks never started because their request went away first (client disconnected, call cancelled, deadline passed), by transport." },
     Series { name: CONNECTIONS_OPEN, kind: Kind::Gauge, help: "Open client connections, by transport." },
     Series { name: CONNECTIONS_REFUSED_TOTAL, kind: Kind::Counter, help: "Connections closed on accept because --max-connections were open, by transport." },
+    Series { name: AUTH_FAILURES_TOTAL, kind: Kind::Counter, help: "Requests refused for their credentials, by transport and reason (missing: no token; unknown: a token not in force; scope: a token without the scope needed; server: a token not allowed that server)." },
     Series { name: CONNECTIONS_CLOSED_TOTAL, kind: Kind::Counter, help: "Connections closed by schemagate, by transport and reason (idle: no request for --idle-timeout-secs; write_timeout: an answer not read for --write-timeout-secs)." },
 ];
 
@@ -281,6 +286,8 @@ pub struct Metrics {
     /// By transport.
     shed: [Counter; Transport::ALL.len()],
     cancelled: [Counter; Transport::ALL.len()],
+    /// By transport and reason (in [`AUTH_FAILURE_REASONS`] order).
+    auth_failures: [[Counter; AUTH_FAILURE_REASONS.len()]; Transport::ALL.len()],
     pub connections: [ConnectionMetrics; Transport::ALL.len()],
     /// (server, tool) pairs that may have series of their own (`--metrics-series-limit` over the
     /// 30 series of a pair, one pair's worth kept for `_other`).
@@ -363,6 +370,17 @@ impl Metrics {
             |family: &'static str| counter(SERIES_FOLDED_TOTAL, vec![Label::new("family", family)]);
         let shed = Transport::ALL.map(|t| counter(SHED_TOTAL, transport(t)));
         let cancelled = Transport::ALL.map(|t| counter(CANCELLED_TOTAL, transport(t)));
+        let auth_failures = Transport::ALL.map(|t| {
+            AUTH_FAILURE_REASONS.map(|reason| {
+                counter(
+                    AUTH_FAILURES_TOTAL,
+                    vec![
+                        Label::new("transport", t.as_str()),
+                        Label::new("reason", reason),
+                    ],
+                )
+            })
+        });
         let connections = Transport::ALL.map(|t| {
             let closed = |reason: &'static str| {
                 counter(
@@ -387,6 +405,7 @@ impl Metrics {
             policy_reloads,
             shed,
             cancelled,
+            auth_failures,
             connections,
             pair_budget: SeriesBudget::new((series_limit / per_pair).saturating_sub(1)),
             field_budget: SeriesBudget::new(series_limit.saturating_sub(1)),
@@ -580,6 +599,25 @@ impl Metrics {
     /// Counts a request refused as overloaded.
     pub fn shed(&self, transport: Transport) {
         self.shed[transport.index()].increment(1);
+    }
+
+    /// Counts a request refused for its credentials (other errors are not counted here).
+    pub fn auth_failure(&self, transport: Transport, error: &CheckError) {
+        use crate::error::{Denied, Unauthenticated};
+        let reason = match error {
+            CheckError::Unauthenticated(Unauthenticated::Missing) => 0,
+            CheckError::Unauthenticated(Unauthenticated::Unknown) => 1,
+            CheckError::Forbidden {
+                denied: Denied::Scope(_),
+                ..
+            } => 2,
+            CheckError::Forbidden {
+                denied: Denied::Server { .. },
+                ..
+            } => 3,
+            _ => return,
+        };
+        self.auth_failures[transport.index()][reason].increment(1);
     }
 
     /// Counts checks never started because their request went away.

@@ -16,7 +16,6 @@ use serde::Deserialize;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// The regular-expression engine a schema's `pattern` and `patternProperties` run on.
@@ -352,54 +351,15 @@ pub fn watch(store: Arc<PolicyStore>, poll_secs: u64, token: CancellationToken) 
     let Some(path) = store.path().map(Path::to_path_buf) else {
         return;
     };
-    #[cfg(unix)]
-    {
-        let store = Arc::clone(&store);
-        let token = token.clone();
-        tokio::spawn(async move {
-            let Ok(mut hup) =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
-            else {
-                tracing::warn!(
-                    "cannot listen for SIGHUP; reload with POST /v1/admin/reload-policy"
-                );
-                return;
-            };
-            loop {
-                tokio::select! {
-                    () = token.cancelled() => return,
-                    got = hup.recv() => {
-                        if got.is_none() { return; }
-                        tracing::info!("SIGHUP: reloading the policy");
-                        let _ = store.reload();
-                    }
-                }
-            }
-        });
-    }
-    if poll_secs == 0 {
-        return;
-    }
-    let digest = |bytes: &[u8]| blake3::hash(bytes);
-    // Read now, at start-up, not when the task first runs: a change made before then would
-    // otherwise be taken for the content in force and never reloaded.
-    let mut last = std::fs::read(&path).ok().map(|b| digest(&b));
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_secs(poll_secs));
-        tick.tick().await;
-        loop {
-            tokio::select! {
-                () = token.cancelled() => return,
-                _ = tick.tick() => {}
-            }
-            let now = tokio::fs::read(&path).await.ok().map(|b| digest(&b));
-            if now.is_some() && now != last {
-                last = now;
-                tracing::info!(path = %path.display(), "policy file changed: reloading");
-                let _ = store.reload();
-            }
-        }
-    });
+    crate::reload::watch(
+        "policy",
+        path,
+        poll_secs,
+        token,
+        Arc::new(move || {
+            let _ = store.reload();
+        }),
+    );
 }
 
 #[cfg(test)]

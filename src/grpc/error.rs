@@ -14,6 +14,8 @@ pub fn code_of(class: ErrorClass) -> Code {
         ErrorClass::NotFound => Code::NotFound,
         ErrorClass::TooLarge | ErrorClass::Overloaded => Code::ResourceExhausted,
         ErrorClass::Timeout => Code::DeadlineExceeded,
+        ErrorClass::Unauthenticated => Code::Unauthenticated,
+        ErrorClass::Forbidden => Code::PermissionDenied,
         ErrorClass::Unavailable => Code::Unavailable,
         ErrorClass::Internal => Code::Internal,
     }
@@ -114,6 +116,20 @@ mod tests {
                 Code::ResourceExhausted,
             ),
             (CheckError::BodyTimeout { secs: 1 }, Code::DeadlineExceeded),
+            (
+                CheckError::Unauthenticated(crate::error::Unauthenticated::Missing),
+                Code::Unauthenticated,
+            ),
+            (
+                CheckError::Forbidden {
+                    token: "t".into(),
+                    denied: crate::error::Denied::Server {
+                        server: "x".into(),
+                        allowed: "crm".into(),
+                    },
+                },
+                Code::PermissionDenied,
+            ),
             (CheckError::Unavailable, Code::Unavailable),
             (CheckError::Internal, Code::Internal),
         ];
@@ -141,6 +157,8 @@ mod tests {
             // Overloaded is not unavailable: a client retries the same instance after a pause.
             (ErrorClass::Overloaded, Code::ResourceExhausted),
             (ErrorClass::Timeout, Code::DeadlineExceeded),
+            (ErrorClass::Unauthenticated, Code::Unauthenticated),
+            (ErrorClass::Forbidden, Code::PermissionDenied),
             (ErrorClass::Internal, Code::Internal),
         ];
         for (class, code) in pinned {

@@ -1,4 +1,5 @@
-//! Limits on a gRPC call: the client's own deadline (`grpc-timeout`), the body-read timeout, and
+//! Limits on a gRPC call: who may make it (the bearer token in `authorization` metadata, checked
+//! before the request is read), the client's own deadline (`grpc-timeout`), the body-read timeout, and
 //! the receiving budget.
 //!
 //! When the deadline passes, the call answers DEADLINE_EXCEEDED and its handler is dropped, which
@@ -11,6 +12,7 @@
 //! the budget past its limit ends the call with RESOURCE_EXHAUSTED (`overloaded`).
 
 use super::status;
+use crate::auth::Scope;
 use crate::error::CheckError;
 use crate::gate::Gate;
 use crate::metrics::Transport;
@@ -33,6 +35,14 @@ const STREAMING: [&str; 4] = [
     "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
     "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
 ];
+
+/// The scope a call needs: the Validator's methods need one; health and reflection are open.
+fn scope_of(path: &str) -> Option<Scope> {
+    match path.strip_prefix("/schemagate.v1.Validator/")? {
+        "RegisterTools" => Some(Scope::Register),
+        _ => Some(Scope::Check),
+    }
+}
 
 /// The longest `grpc-timeout` honoured (the header allows eight digits of hours).
 const MAX_DEADLINE: Duration = Duration::from_secs(24 * 3600);
@@ -64,7 +74,25 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+    fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
+        if let Some(scope) = scope_of(request.uri().path()) {
+            let authorization = request
+                .headers()
+                .get(http::header::AUTHORIZATION)
+                .map(|v| v.as_bytes());
+            match self
+                .gate
+                .authenticate(Transport::Grpc, authorization, scope)
+            {
+                Ok(caller) => {
+                    request.extensions_mut().insert(caller);
+                }
+                Err(e) => {
+                    self.gate.instrument().refused(Transport::Grpc, &e);
+                    return Box::pin(std::future::ready(Ok(status(&e).into_http())));
+                }
+            }
+        }
         let deadline = request
             .headers()
             .get("grpc-timeout")

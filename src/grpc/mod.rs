@@ -10,6 +10,7 @@ mod stream;
 
 pub use error::{code_of, status, ERROR_CODE_KEY};
 
+use crate::auth::Caller;
 use crate::error::CheckError;
 use crate::gate::{Admit, Gate};
 use crate::listen::{Connections, Protocols};
@@ -51,6 +52,15 @@ impl ValidatorService {
     }
 }
 
+/// The caller [`limits::CallLimits`] authenticated for this call.
+fn caller<T>(request: &Request<T>) -> Result<Arc<Caller>, Status> {
+    request
+        .extensions()
+        .get::<Arc<Caller>>()
+        .cloned()
+        .ok_or_else(|| status(&CheckError::Internal))
+}
+
 fn answer(result: Result<crate::verdict::Verdict, CheckError>) -> proto::check_answer::Answer {
     match result {
         Ok(v) => proto::check_answer::Answer::Verdict(convert::verdict(v)),
@@ -77,10 +87,11 @@ impl Validator for ValidatorService {
         &self,
         request: Request<proto::Check>,
     ) -> Result<Response<proto::Verdict>, Status> {
+        let caller = caller(&request)?;
         let msg = request.into_inner();
         let verdict = self
             .gate
-            .check_one(size_of(&msg), Transport::Grpc, move |limits| {
+            .check_one(&caller, size_of(&msg), Transport::Grpc, move |limits| {
                 convert::check(&msg, limits)
             })
             .await
@@ -92,12 +103,14 @@ impl Validator for ValidatorService {
         &self,
         request: Request<proto::ValidateBatchRequest>,
     ) -> Result<Response<proto::ValidateBatchResponse>, Status> {
+        let caller = caller(&request)?;
         let items = request.into_inner().items;
         let bytes = items.iter().map(size_of).sum();
         let gate = Arc::clone(&self.gate);
         let results = self
             .gate
             .check_batch(
+                &caller,
                 Transport::Grpc,
                 (bytes, Admit::Shed),
                 move |_| gate.ensure_batch_len(items.len()).map(|()| items),
@@ -117,8 +130,10 @@ impl Validator for ValidatorService {
         &self,
         request: Request<Streaming<proto::StreamCheck>>,
     ) -> Result<Response<Self::ValidateStreamStream>, Status> {
+        let caller = caller(&request)?;
         let answers = stream::spawn(
             Arc::clone(&self.gate),
+            caller,
             request.into_inner(),
             self.draining.clone(),
         );
@@ -129,6 +144,7 @@ impl Validator for ValidatorService {
         &self,
         request: Request<proto::RegisterToolsRequest>,
     ) -> Result<Response<proto::RegisterToolsResponse>, Status> {
+        let caller = caller(&request)?;
         let msg = request.into_inner();
         let how = RegisterOptions {
             merge: msg.merge,
@@ -137,7 +153,7 @@ impl Validator for ValidatorService {
         };
         let registration = self
             .gate
-            .register(msg.server, msg.tools_list, how)
+            .register(&caller, Transport::Grpc, msg.server, msg.tools_list, how)
             .await
             .map_err(|e| self.refuse(&e))?;
         Ok(Response::new(convert::registration(registration)))

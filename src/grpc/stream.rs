@@ -15,6 +15,7 @@
 //! answer were not read, and can be sent to another instance.
 
 use super::{convert, proto, status};
+use crate::auth::Caller;
 use crate::error::CheckError;
 use crate::gate::{Admit, Gate};
 use crate::metrics::Transport;
@@ -49,16 +50,18 @@ pub type Answers = mpsc::Receiver<Result<proto::StreamAnswer, Status>>;
 /// Starts answering `incoming`; the answers arrive on the returned channel.
 pub fn spawn(
     gate: Arc<Gate>,
+    caller: Arc<Caller>,
     incoming: Streaming<proto::StreamCheck>,
     draining: CancellationToken,
 ) -> Answers {
     let (tx, rx) = mpsc::channel(BUFFERED);
-    tokio::spawn(pump(gate, incoming, tx, draining));
+    tokio::spawn(pump(gate, caller, incoming, tx, draining));
     rx
 }
 
 async fn pump(
     gate: Arc<Gate>,
+    caller: Arc<Caller>,
     mut incoming: Streaming<proto::StreamCheck>,
     tx: mpsc::Sender<Result<proto::StreamAnswer, Status>>,
     draining: CancellationToken,
@@ -134,7 +137,12 @@ async fn pump(
             while let Some((msg, size)) = waiting.pop_front() {
                 in_flight += 1;
                 if size > OWN_JOB_BYTES {
-                    jobs.spawn(answer(Arc::clone(&gate), vec![msg], size));
+                    jobs.spawn(answer(
+                        Arc::clone(&gate),
+                        Arc::clone(&caller),
+                        vec![msg],
+                        size,
+                    ));
                 } else {
                     chunk.push(msg);
                     chunk_bytes += size;
@@ -144,7 +152,12 @@ async fn pump(
                 }
             }
             if !chunk.is_empty() {
-                jobs.spawn(answer(Arc::clone(&gate), chunk, chunk_bytes));
+                jobs.spawn(answer(
+                    Arc::clone(&gate),
+                    Arc::clone(&caller),
+                    chunk,
+                    chunk_bytes,
+                ));
             }
         }
     }
@@ -161,6 +174,7 @@ fn size_of(msg: &proto::StreamCheck) -> usize {
 /// with its check's id; also gives back the bytes, for the stream's in-flight count.
 async fn answer(
     gate: Arc<Gate>,
+    caller: Arc<Caller>,
     checks: Vec<proto::StreamCheck>,
     bytes: usize,
 ) -> (Vec<proto::StreamAnswer>, usize) {
@@ -168,6 +182,7 @@ async fn answer(
         checks.into_iter().map(|m| (m.id, m.check)).unzip();
     let answers = gate
         .check_batch(
+            &caller,
             Transport::Grpc,
             // The stream never sheds: it holds its own bounds and waits instead.
             (bytes, Admit::Always),

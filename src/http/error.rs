@@ -14,6 +14,8 @@ pub fn status_of(class: ErrorClass) -> StatusCode {
         ErrorClass::Unprocessable => StatusCode::UNPROCESSABLE_ENTITY,
         ErrorClass::Unavailable | ErrorClass::Overloaded => StatusCode::SERVICE_UNAVAILABLE,
         ErrorClass::Timeout => StatusCode::REQUEST_TIMEOUT,
+        ErrorClass::Unauthenticated => StatusCode::UNAUTHORIZED,
+        ErrorClass::Forbidden => StatusCode::FORBIDDEN,
         ErrorClass::Internal => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
@@ -66,11 +68,20 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = status_of(self.0.class());
         let mut response = (status, axum::Json(ErrorBody::from(&self.0))).into_response();
-        if self.0.class() == ErrorClass::Overloaded {
-            response.headers_mut().insert(
-                axum::http::header::RETRY_AFTER,
-                axum::http::HeaderValue::from_static(RETRY_AFTER_SECS),
-            );
+        match self.0.class() {
+            ErrorClass::Overloaded => {
+                response.headers_mut().insert(
+                    axum::http::header::RETRY_AFTER,
+                    axum::http::HeaderValue::from_static(RETRY_AFTER_SECS),
+                );
+            }
+            ErrorClass::Unauthenticated => {
+                response.headers_mut().insert(
+                    axum::http::header::WWW_AUTHENTICATE,
+                    axum::http::HeaderValue::from_static(r#"Bearer realm="schemagate""#),
+                );
+            }
+            _ => {}
         }
         response
     }
@@ -129,6 +140,17 @@ mod tests {
                 503,
             ),
             (CheckError::BodyTimeout { secs: 1 }, 408),
+            (
+                CheckError::Unauthenticated(crate::error::Unauthenticated::Unknown),
+                401,
+            ),
+            (
+                CheckError::Forbidden {
+                    token: "t".into(),
+                    denied: crate::error::Denied::Scope("register"),
+                },
+                403,
+            ),
             (CheckError::Unavailable, 503),
             (CheckError::Internal, 500),
         ];

@@ -5,6 +5,7 @@ mod error;
 
 pub use error::{ApiError, ErrorBody};
 
+use crate::auth::{Caller, Scope};
 use crate::check::{batch_from_json, Check};
 use crate::domain::ProtocolVersion;
 use crate::error::CheckError;
@@ -19,20 +20,39 @@ use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, put};
-use axum::{Json, Router};
+use axum::{middleware, Extension, Json, Router};
 use http_body_util::BodyExt;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use tower_http::catch_panic::CatchPanicLayer;
 
-/// The REST router over a shared core.
+/// The REST router over a shared core. Each group of routes asks for its scope once, in
+/// [`authorise`], before its handler runs.
 pub fn router(gate: Arc<Gate>) -> Router {
-    Router::new()
+    let scoped = |routes: Router<Arc<Gate>>, scope: Scope| {
+        routes.route_layer(middleware::from_fn_with_state(
+            (Arc::clone(&gate), scope),
+            authorise,
+        ))
+    };
+    let checks = Router::new()
         .route("/v1/validate", post(validate))
-        .route("/v1/validate/batch", post(validate_batch))
-        .route("/v1/servers/{server}/tools", put(register_tools))
+        .route("/v1/validate/batch", post(validate_batch));
+    let registrations = Router::new().route("/v1/servers/{server}/tools", put(register_tools));
+    let admin = Router::new()
         .route("/v1/admin/reload-policy", post(reload_policy))
-        .route("/metrics", get(metrics))
+        .route("/v1/admin/reload-tokens", post(reload_tokens));
+    let metrics_route = Router::new().route("/metrics", get(metrics));
+    let metrics_route = if gate.auth().metrics_need_token() {
+        scoped(metrics_route, Scope::Metrics)
+    } else {
+        metrics_route
+    };
+    Router::new()
+        .merge(scoped(checks, Scope::Check))
+        .merge(scoped(registrations, Scope::Register))
+        .merge(scoped(admin, Scope::Admin))
+        .merge(metrics_route)
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .fallback(not_found)
@@ -46,6 +66,26 @@ pub fn router(gate: Arc<Gate>) -> Router {
             )
         }))
         .with_state(gate)
+}
+
+/// Lets a request through when its bearer token has `scope` (the [`Caller`] then goes with it to
+/// the handler); answers 401 or 403 otherwise, before the body is read.
+async fn authorise(
+    State((gate, scope)): State<(Arc<Gate>, Scope)>,
+    mut request: axum::extract::Request,
+    next: middleware::Next,
+) -> Response {
+    let authorization = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .map(|v| v.as_bytes());
+    match gate.authenticate(Transport::Rest, authorization, scope) {
+        Ok(caller) => {
+            request.extensions_mut().insert(caller);
+            next.run(request).await
+        }
+        Err(e) => refuse(&gate, e).into_response(),
+    }
 }
 
 /// Reads the whole body: refused (and counted) at once when its declared length is over the
@@ -128,12 +168,13 @@ fn refuse(gate: &Gate, e: CheckError) -> ApiError {
 
 async fn validate(
     State(gate): State<Arc<Gate>>,
+    Extension(caller): Extension<Arc<Caller>>,
     headers: HeaderMap,
     raw: Body,
 ) -> Result<Response, ApiError> {
     let bytes = read_body(&gate, &headers, raw).await?;
     let verdict = gate
-        .check_one(bytes.len(), Transport::Rest, move |limits| {
+        .check_one(&caller, bytes.len(), Transport::Rest, move |limits| {
             Check::from_json(&bytes, limits.max_depth)
         })
         .await?;
@@ -167,12 +208,14 @@ fn batch_entry(result: Result<Verdict, CheckError>) -> Vec<u8> {
 
 async fn validate_batch(
     State(gate): State<Arc<Gate>>,
+    Extension(caller): Extension<Arc<Caller>>,
     headers: HeaderMap,
     raw: Body,
 ) -> Result<Response, ApiError> {
     let bytes = read_body(&gate, &headers, raw).await?;
     let entries = gate
         .check_batch(
+            &caller,
             Transport::Rest,
             (bytes.len(), Admit::Shed),
             move |limits| batch_from_json(&bytes, limits.max_depth, limits.max_batch_items),
@@ -205,6 +248,7 @@ struct RegisterQuery {
 
 async fn register_tools(
     State(gate): State<Arc<Gate>>,
+    Extension(caller): Extension<Arc<Caller>>,
     Path(server): Path<String>,
     query: Result<Query<RegisterQuery>, QueryRejection>,
     headers: HeaderMap,
@@ -229,7 +273,7 @@ async fn register_tools(
     };
     let bytes = read_body(&gate, &headers, raw).await?;
     let registration = gate
-        .register(server, bytes, how)
+        .register(&caller, Transport::Rest, server, bytes, how)
         .await
         .map_err(|e| refuse(&gate, e))?;
     Ok(Json(registration))
@@ -241,7 +285,11 @@ struct Reloaded {
     policy: String,
 }
 
-async fn reload_policy(State(gate): State<Arc<Gate>>) -> Response {
+async fn reload_policy(
+    State(gate): State<Arc<Gate>>,
+    Extension(caller): Extension<Arc<Caller>>,
+) -> Response {
+    tracing::info!(token = caller.name(), "policy reload requested");
     match gate.reload_policy() {
         Ok(()) => Json(Reloaded {
             reloaded: true,
@@ -256,6 +304,31 @@ async fn reload_policy(State(gate): State<Arc<Gate>>) -> Response {
             StatusCode::UNPROCESSABLE_ENTITY,
             "policy_invalid",
             format!("{e}; the previous policy stays in force"),
+        ),
+    }
+}
+
+#[derive(Serialize)]
+struct TokensReloaded {
+    reloaded: bool,
+    tokens: usize,
+}
+
+async fn reload_tokens(
+    State(gate): State<Arc<Gate>>,
+    Extension(caller): Extension<Arc<Caller>>,
+) -> Response {
+    tracing::info!(token = caller.name(), "token reload requested");
+    match gate.auth().reload() {
+        Ok(tokens) => Json(TokensReloaded {
+            reloaded: true,
+            tokens,
+        })
+        .into_response(),
+        Err(e) => error::plain(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "tokens_invalid",
+            format!("{e}; the previous tokens stay in force"),
         ),
     }
 }

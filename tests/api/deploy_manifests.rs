@@ -315,3 +315,59 @@ fn metric_names_are_found_in_promql() {
     .collect();
     assert_eq!(names, expected);
 }
+
+#[test]
+fn the_token_secret_is_mounted_and_used_and_only_clients_are_admitted() {
+    let auth = schemagate::auth::Auth::new(Some(root().join("k8s/tokens.toml")), Vec::new())
+        .expect("the server loads the shipped token file");
+    assert!(auth.is_enabled() && auth.len() == 1);
+    let kustomization = &yaml_docs(&root().join("k8s/kustomization.yaml"))[0];
+    let generator = &kustomization["secretGenerator"][0];
+    assert_eq!(generator["files"][0], "tokens.toml");
+    assert_eq!(generator["options"]["disableNameSuffixHash"], true);
+    let docs = manifests();
+    let pod = &kind(&docs, "Deployment")["spec"]["template"]["spec"];
+    let volume = pod["volumes"]
+        .as_array()
+        .expect("volumes")
+        .iter()
+        .find(|v| v["secret"]["secretName"] == generator["name"])
+        .expect("the token Secret is mounted");
+    let mount = pod["containers"][0]["volumeMounts"]
+        .as_array()
+        .expect("mounts")
+        .iter()
+        .find(|m| m["name"] == volume["name"])
+        .expect("mounted in the container");
+    assert!(mount.get("subPath").is_none());
+    let arg = format!(
+        "--auth-tokens={}/tokens.toml",
+        mount["mountPath"].as_str().expect("path")
+    );
+    assert!(
+        pod["containers"][0]["args"]
+            .as_array()
+            .expect("args")
+            .iter()
+            .any(|a| a == arg.as_str()),
+        "the server is started with {arg}"
+    );
+    // Every ingress rule names who it admits; none is open to any pod.
+    let policy = kind(&docs, "NetworkPolicy");
+    let rules = policy["spec"]["ingress"].as_array().expect("ingress");
+    assert!(!rules.is_empty());
+    for rule in rules {
+        let from = rule["from"].as_array().expect("a `from` on every rule");
+        assert!(
+            from.iter()
+                .all(|peer| peer["podSelector"]["matchLabels"].is_object()),
+            "{rule}"
+        );
+    }
+    assert!(
+        rules
+            .iter()
+            .any(|r| r["from"][0]["podSelector"]["matchLabels"]["schemagate.io/client"] == "true"),
+        "clients are admitted by their label"
+    );
+}

@@ -3,6 +3,7 @@
 
 mod helpers;
 
+mod auth;
 mod bad_input;
 mod checks;
 mod deploy_manifests;
