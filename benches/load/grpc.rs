@@ -79,12 +79,15 @@ impl GrpcConnection {
 
     /// Makes `call`; returns how many answer messages came back, after checking grpc-status.
     pub(crate) async fn call(&mut self, call: &GrpcCall) -> anyhow::Result<u64> {
-        let request = http::Request::builder()
+        let mut request = http::Request::builder()
             .method("POST")
             .uri(format!("http://{}{}", self.authority, call.path))
             .header("content-type", "application/grpc")
-            .header("te", "trailers")
-            .body(())?;
+            .header("te", "trailers");
+        if let Some(token) = crate::http1::TOKEN.get() {
+            request = request.header("authorization", format!("Bearer {token}"));
+        }
+        let request = request.body(())?;
         let mut h2 = self.h2.clone().ready().await?;
         let (response, mut send) = h2.send_request(request, false)?;
         send.send_data(call.frames.clone(), true)?;

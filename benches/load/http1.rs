@@ -80,10 +80,17 @@ impl Request {
     }
 }
 
+/// The bearer token every request carries, when the harness runs with `--with-token`.
+pub(crate) static TOKEN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
 /// The bytes of a whole HTTP/1.1 POST of the JSON `body` to `path`.
 pub(crate) fn http_post(path: &str, body: &[u8]) -> Vec<u8> {
+    let authorization = TOKEN
+        .get()
+        .map(|t| format!("authorization: Bearer {t}\r\n"))
+        .unwrap_or_default();
     let mut http = format!(
-        "POST {path} HTTP/1.1\r\nhost: schemagate\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        "POST {path} HTTP/1.1\r\nhost: schemagate\r\ncontent-type: application/json\r\n{authorization}content-length: {}\r\n\r\n",
         body.len()
     )
     .into_bytes();

@@ -262,7 +262,16 @@ impl TransportRun<'_> {
             let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
             let (http_addr, grpc_addr) = (http.local_addr()?, grpc.local_addr()?);
             let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-            let args = <ServeArgs as clap::Parser>::parse_from(["serve", "--log-level", "error"]);
+            let mut argv = vec!["serve".to_owned(), "--log-level".into(), "error".into()];
+            if let Some(token) = crate::http1::TOKEN.get() {
+                use sha2::Digest;
+                let digest: String = sha2::Sha256::digest(token.as_bytes())
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect();
+                argv.push(format!("--auth-token=bench:{digest}:check,register"));
+            }
+            let args = <ServeArgs as clap::Parser>::parse_from(argv);
             // Spawned, so that the core (and its worker pool) is built on a server thread.
             tokio::spawn(schemagate::run(
                 args,
@@ -278,11 +287,13 @@ impl TransportRun<'_> {
             let base = format!("http://{http_addr}");
             let http = reqwest::Client::new();
             for (server, list) in self.corpus.tools["servers"].as_object().expect("servers") {
-                let r = http
+                let mut put = http
                     .put(format!("{base}/v1/servers/{server}/tools"))
-                    .body(list.to_string())
-                    .send()
-                    .await?;
+                    .body(list.to_string());
+                if let Some(token) = crate::http1::TOKEN.get() {
+                    put = put.bearer_auth(token);
+                }
+                let r = put.send().await?;
                 anyhow::ensure!(r.status().is_success(), "registration failed");
             }
             let compiles = || async {

@@ -75,6 +75,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 fn main() -> anyhow::Result<()> {
     let opts = Opts::from_args();
+    if opts.with_token {
+        let _ = http1::TOKEN.set("bench-token-5d0c7e2a9f".to_owned());
+    }
     let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
     if opts.regex_memory_only {
         regex_memory_leg(cores);

@@ -32,6 +32,10 @@ pub(crate) struct Opts {
     /// Server threads on the first half of the cores, client threads on the other half.
     #[arg(long)]
     pub(crate) pin: bool,
+    /// Run the transport legs with authentication on: the server has a token, and every request
+    /// carries it (compare with a run without, for what authorisation costs).
+    #[arg(long)]
+    pub(crate) with_token: bool,
     /// Passed by `cargo bench`; ignored.
     #[arg(long, hide = true)]
     bench: bool,
