@@ -109,6 +109,12 @@ impl Caller {
     }
 }
 
+/// The DNS names of the client certificate a connection presented (mutual TLS), verified against
+/// `--tls-client-ca`: a token whose name is one of them is the caller when no bearer token is
+/// sent.
+#[derive(Debug, Clone)]
+pub struct PeerNames(pub Arc<[String]>);
+
 /// Why a token file (or an inline token) cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum AuthError {
@@ -126,8 +132,8 @@ pub enum AuthError {
 #[serde(deny_unknown_fields)]
 pub struct TokenSpec {
     pub name: String,
-    /// Hex SHA-256 of the token.
-    pub sha256: String,
+    /// Hex SHA-256 of the token; absent, the entry is for a client certificate naming `name`.
+    pub sha256: Option<String>,
     pub scopes: Vec<String>,
     /// Globs of the servers it may check and register for; absent: any.
     pub servers: Option<Vec<String>>,
@@ -158,7 +164,7 @@ impl TokenSpec {
         }
         Ok(TokenSpec {
             name: name.to_owned(),
-            sha256: sha256.to_owned(),
+            sha256: Some(sha256.to_owned()),
             scopes: scopes.split(',').map(str::to_owned).collect(),
             servers,
         })
@@ -169,6 +175,8 @@ impl TokenSpec {
 #[derive(Debug, Default)]
 struct Tokens {
     by_digest: HashMap<[u8; 32], Arc<Caller>>,
+    /// Every entry, by name: a client certificate's DNS name finds its entry here.
+    by_name: HashMap<String, Arc<Caller>>,
 }
 
 impl Tokens {
@@ -178,20 +186,23 @@ impl Tokens {
             message,
         };
         let mut by_digest = HashMap::new();
-        let mut names = std::collections::HashSet::new();
+        let mut by_name = HashMap::new();
         for spec in specs {
-            if spec.name.is_empty() || !names.insert(spec.name.as_str()) {
+            if spec.name.is_empty() || by_name.contains_key(&spec.name) {
                 return Err(invalid(format!(
                     "token name {:?} is empty or used twice: give each token its own name",
                     spec.name
                 )));
             }
-            let digest = parse_digest(&spec.sha256).ok_or_else(|| {
-                invalid(format!(
-                    "token {:?}: sha256 must be 64 hex digits (sha256sum of the token), not {:?}",
-                    spec.name, spec.sha256
-                ))
-            })?;
+            let digest = match &spec.sha256 {
+                None => None,
+                Some(hex) => Some(parse_digest(hex).ok_or_else(|| {
+                    invalid(format!(
+                        "token {:?}: sha256 must be 64 hex digits (sha256sum of the token), not {hex:?}",
+                        spec.name
+                    ))
+                })?),
+            };
             let mut scopes = 0u8;
             for scope in &spec.scopes {
                 let scope = Scope::parse(scope).ok_or_else(|| {
@@ -222,14 +233,17 @@ impl Tokens {
                 scopes,
                 servers,
             });
-            if by_digest.insert(digest, caller).is_some() {
-                return Err(invalid(format!(
-                    "token {:?} has the same sha256 as another token",
-                    spec.name
-                )));
+            by_name.insert(spec.name.clone(), Arc::clone(&caller));
+            if let Some(digest) = digest {
+                if by_digest.insert(digest, caller).is_some() {
+                    return Err(invalid(format!(
+                        "token {:?} has the same sha256 as another token",
+                        spec.name
+                    )));
+                }
             }
         }
-        Ok(Tokens { by_digest })
+        Ok(Tokens { by_digest, by_name })
     }
 }
 
@@ -291,9 +305,9 @@ impl Auth {
         self.path.as_deref()
     }
 
-    /// How many tokens are in force.
+    /// How many tokens (and certificate names) are in force.
     pub fn len(&self) -> usize {
-        self.current.load().by_digest.len()
+        self.current.load().by_name.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -304,7 +318,7 @@ impl Auth {
     pub fn reload(&self) -> Result<usize, AuthError> {
         match load(self.path.as_deref(), &self.inline) {
             Ok(tokens) => {
-                let n = tokens.by_digest.len();
+                let n = tokens.by_name.len();
                 self.current.store(Arc::new(tokens));
                 tracing::info!(tokens = n, "tokens reloaded");
                 Ok(n)
@@ -316,26 +330,31 @@ impl Auth {
         }
     }
 
-    /// Who sent `authorization` (the header's or metadata's value), if it may do `scope`.
+    /// Who sent `authorization` (the header's or metadata's value) or, without one, presented a
+    /// client certificate naming a token, if it may do `scope`.
     pub fn authenticate(
         &self,
         authorization: Option<&[u8]>,
+        peer: Option<&PeerNames>,
         scope: Scope,
     ) -> Result<Arc<Caller>, CheckError> {
         if !self.enabled {
             return Ok(Caller::open());
         }
-        let token = authorization
-            .and_then(bearer)
-            .ok_or(CheckError::Unauthenticated(Unauthenticated::Missing))?;
-        let digest: [u8; 32] = Sha256::digest(token).into();
-        let caller = self
-            .current
-            .load()
-            .by_digest
-            .get(&digest)
-            .cloned()
-            .ok_or(CheckError::Unauthenticated(Unauthenticated::Unknown))?;
+        let tokens = self.current.load();
+        let caller = match (authorization, peer) {
+            (Some(authorization), _) => {
+                let token = bearer(authorization)
+                    .ok_or(CheckError::Unauthenticated(Unauthenticated::Missing))?;
+                let digest: [u8; 32] = Sha256::digest(token).into();
+                tokens.by_digest.get(&digest).cloned()
+            }
+            (None, Some(PeerNames(names))) => {
+                names.iter().find_map(|n| tokens.by_name.get(n).cloned())
+            }
+            (None, None) => return Err(CheckError::Unauthenticated(Unauthenticated::Missing)),
+        }
+        .ok_or(CheckError::Unauthenticated(Unauthenticated::Unknown))?;
         caller.may(scope)?;
         Ok(caller)
     }
@@ -394,7 +413,7 @@ mod tests {
         ))
         .expect("inline")]);
         let caller = auth
-            .authenticate(Some(b"Bearer s3cret"), Scope::Check)
+            .authenticate(Some(b"Bearer s3cret"), None, Scope::Check)
             .expect("known");
         assert_eq!(caller.name(), "crm-bot");
         assert!(caller.may_name(Some("partner-eu")).is_ok());
@@ -410,7 +429,7 @@ mod tests {
             })
         ));
         assert!(matches!(
-            auth.authenticate(Some(b"bearer s3cret"), Scope::Register),
+            auth.authenticate(Some(b"bearer s3cret"), None, Scope::Register),
             Err(CheckError::Forbidden {
                 denied: Denied::Scope("register"),
                 ..
@@ -423,17 +442,43 @@ mod tests {
             (Some(&b"Bearer s3cret2"[..]), Unauthenticated::Unknown),
         ] {
             assert!(
-                matches!(auth.authenticate(header, Scope::Check), Err(CheckError::Unauthenticated(got)) if got == want),
+                matches!(auth.authenticate(header, None, Scope::Check), Err(CheckError::Unauthenticated(got)) if got == want),
                 "{header:?}"
             );
         }
     }
 
     #[test]
+    fn a_client_certificate_name_stands_for_its_token_when_no_bearer_is_sent() {
+        let cert_only = TokenSpec {
+            name: "orch.clients".into(),
+            sha256: None,
+            scopes: vec!["check".into()],
+            servers: None,
+        };
+        let auth = auth(vec![cert_only]);
+        let peer = PeerNames(vec!["other.clients".to_owned(), "orch.clients".to_owned()].into());
+        let caller = auth
+            .authenticate(None, Some(&peer), Scope::Check)
+            .expect("named by the certificate");
+        assert_eq!(caller.name(), "orch.clients");
+        let nobody = PeerNames(vec!["nobody.clients".to_owned()].into());
+        assert!(matches!(
+            auth.authenticate(None, Some(&nobody), Scope::Check),
+            Err(CheckError::Unauthenticated(Unauthenticated::Unknown))
+        ));
+        // A bearer token, when sent, is what counts.
+        assert!(matches!(
+            auth.authenticate(Some(b"Bearer x"), Some(&peer), Scope::Check),
+            Err(CheckError::Unauthenticated(Unauthenticated::Unknown))
+        ));
+    }
+
+    #[test]
     fn without_tokens_everyone_may_do_everything() {
         let auth = auth(Vec::new());
         assert!(!auth.is_enabled());
-        let caller = auth.authenticate(None, Scope::Admin).expect("open");
+        let caller = auth.authenticate(None, None, Scope::Admin).expect("open");
         assert!(caller.may_name(Some("anything")).is_ok());
     }
 

@@ -6,10 +6,12 @@ use crate::cache::CacheConfig;
 use crate::gate::{GateConfig, Limits, QueueLimits};
 use crate::listen::{connections_from_fd_limit, ConnectionLimits, Http2Limits};
 use crate::policy::Policy;
+use crate::tls::{Tls, TlsFiles};
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
@@ -109,6 +111,18 @@ pub struct ServeArgs {
     /// check, register tools and reload the policy).
     #[arg(long, env = "SCHEMAGATE_ALLOW_UNAUTHENTICATED")]
     pub allow_unauthenticated: bool,
+    /// TLS certificate chain (PEM) for both ports; with --tls-key. Reloaded when the file
+    /// changes (every --policy-poll-interval seconds) and on SIGHUP.
+    #[arg(long, env = "SCHEMAGATE_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM) for --tls-cert.
+    #[arg(long, env = "SCHEMAGATE_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// CA certificates (PEM) that client certificates must chain to: clients must then present
+    /// one (mutual TLS). A certificate whose DNS name is a token's name authenticates as that
+    /// token when the request carries no bearer token.
+    #[arg(long, env = "SCHEMAGATE_TLS_CLIENT_CA", requires = "tls_cert")]
+    pub tls_client_ca: Option<PathBuf>,
     /// With tokens configured, require the `metrics` scope for GET /metrics (probes stay open).
     #[arg(long, env = "SCHEMAGATE_METRICS_REQUIRE_TOKEN")]
     pub metrics_require_token: bool,
@@ -321,6 +335,19 @@ impl ServeArgs {
             max_receiving_bytes: self.max_receiving_bytes,
             auth: self.auth()?,
         })
+    }
+
+    /// TLS for both ports, when --tls-cert is given.
+    pub fn tls(&self) -> anyhow::Result<Option<Arc<Tls>>> {
+        let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) else {
+            return Ok(None);
+        };
+        Tls::load(TlsFiles {
+            cert: cert.clone(),
+            key: key.clone(),
+            client_ca: self.tls_client_ca.clone(),
+        })
+        .map(Some)
     }
 
     /// The tokens, and whether serving without them is allowed here: with no tokens, only on

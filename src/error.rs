@@ -102,7 +102,7 @@ pub enum CheckError {
 pub enum Unauthenticated {
     #[error("no credentials: send `Authorization: Bearer TOKEN` (gRPC: `authorization` metadata), or a client certificate where --tls-client-ca is set")]
     Missing,
-    #[error("the bearer token is not one schemagate knows (it may have been revoked): ask the operator for a token")]
+    #[error("the bearer token (or the client certificate's name) is not one schemagate knows (it may have been revoked): ask the operator for a token")]
     Unknown,
 }
 

@@ -3,7 +3,7 @@
 //! common case and the fast one) and on the [`Executor`]'s worker pool otherwise (a compile, a
 //! large payload, a batch), and records each request once through the [`Instrument`].
 
-use crate::auth::{Auth, Caller, Scope};
+use crate::auth::{Auth, Caller, PeerNames, Scope};
 use crate::cache::{CacheConfig, SchemaCache};
 use crate::check::Check;
 use crate::compile::CompileLimits;
@@ -137,10 +137,11 @@ impl Gate {
         &self,
         transport: Transport,
         authorization: Option<&[u8]>,
+        peer: Option<&PeerNames>,
         scope: Scope,
     ) -> Result<Arc<Caller>, CheckError> {
         self.auth
-            .authenticate(authorization, scope)
+            .authenticate(authorization, peer, scope)
             .inspect_err(|e| self.refuse_caller(transport, e))
     }
 

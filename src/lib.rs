@@ -47,6 +47,7 @@ pub mod receiving;
 pub mod registry;
 mod reload;
 pub mod shutdown;
+pub mod tls;
 mod validator;
 pub mod verdict;
 
@@ -124,6 +125,17 @@ async fn run_gate(
     let grpc_addr = listeners.grpc.local_addr()?;
     tracing::info!(%http_addr, %grpc_addr, "schemagate is serving");
 
+    let tls = args.tls()?;
+    if let Some(tls) = &tls {
+        let watched = Arc::clone(tls);
+        reload::watch(
+            "tls",
+            tls.cert_path().to_path_buf(),
+            args.policy_poll_interval,
+            token.clone(),
+            Arc::new(move || watched.reload()),
+        );
+    }
     let connections =
         listen::Connections::new(args.connection_limits(), Arc::clone(gate.metrics()));
     let http = connections.serve(
@@ -131,6 +143,7 @@ async fn run_gate(
         http::router(Arc::clone(&gate)),
         listen::Protocols::Http1AndHttp2,
         metrics::Transport::Rest,
+        tls.clone(),
         token.clone(),
     );
     let grpc = grpc::serve(
@@ -138,6 +151,7 @@ async fn run_gate(
         listeners.grpc,
         &connections,
         args.grpc_max_message_bytes,
+        tls,
         unready,
         token.clone(),
     );

@@ -17,7 +17,9 @@
 //!
 //! This module knows hyper, not axum or tonic: both adapters hand it a tower service.
 
+use crate::auth::PeerNames;
 use crate::metrics::{ConnectionMetrics, Metrics, Transport};
+use crate::tls::{self, Tls};
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
@@ -194,6 +196,7 @@ impl Connections {
         service: S,
         protocols: Protocols,
         transport: Transport,
+        tls: Option<Arc<Tls>>,
         shutdown: CancellationToken,
     ) -> io::Result<()>
     where
@@ -258,14 +261,42 @@ impl Connections {
                 Arc::clone(metrics),
                 shutdown.clone(),
             );
+            let acceptor = tls.as_ref().map(|tls| tls.acceptor(protocols));
             connections.spawn(async move {
                 let _permit = permit;
                 let open = &connection_metrics(&metrics, transport).open;
                 open.increment(1.0);
-                serve_connection(
-                    &builder, tcp, service, &limits, &metrics, transport, &shutdown,
-                )
-                .await;
+                let state = Arc::new(ConnectionState::new());
+                let io = TimedIo::new(tcp, limits.write_timeout, Arc::clone(&state));
+                let c = Conn {
+                    builder: &builder,
+                    limits: &limits,
+                    metrics: &metrics,
+                    transport,
+                    shutdown: &shutdown,
+                    state,
+                };
+                match acceptor {
+                    None => c.serve(io, service, None).await,
+                    // The handshake has the header-read timeout: a client that stalls in it is
+                    // closed like one that stalls in its headers.
+                    Some(acceptor) => {
+                        match tokio::time::timeout(limits.header_read_timeout, acceptor.accept(io))
+                            .await
+                        {
+                            Ok(Ok(stream)) => {
+                                let names = tls::peer_names(stream.get_ref().1.peer_certificates());
+                                c.serve(stream, service, names.map(PeerNames)).await;
+                            }
+                            Ok(Err(e)) => {
+                                tracing::debug!(%peer, error = %e, transport = transport.as_str(), "TLS handshake failed");
+                            }
+                            Err(_) => {
+                                tracing::debug!(%peer, transport = transport.as_str(), "TLS handshake timed out");
+                            }
+                        }
+                    }
+                }
                 open.decrement(1.0);
                 tracing::trace!(%peer, "connection closed");
             });
@@ -302,71 +333,92 @@ fn builder(protocols: Protocols, limits: &ConnectionLimits) -> auto::Builder<Tok
     }
 }
 
-/// Serves one connection under its watchdog.
-async fn serve_connection<S, B>(
-    builder: &auto::Builder<TokioExecutor>,
-    tcp: TcpStream,
-    service: S,
-    limits: &ConnectionLimits,
-    metrics: &Metrics,
+/// What serving one connection needs.
+struct Conn<'a> {
+    builder: &'a auto::Builder<TokioExecutor>,
+    limits: &'a ConnectionLimits,
+    metrics: &'a Metrics,
     transport: Transport,
-    shutdown: &CancellationToken,
-) where
-    S: tower::Service<http::Request<Incoming>, Response = http::Response<B>, Error = Infallible>
-        + Clone
-        + Send
-        + 'static,
-    S::Future: Send + 'static,
-    B: Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    let state = Arc::new(ConnectionState::new());
-    let io = TokioIo::new(TimedIo::new(tcp, limits.write_timeout, Arc::clone(&state)));
-    let requests = Arc::clone(&state);
-    let hyper_service = hyper::service::service_fn(move |request| {
-        let in_flight = requests.begin();
-        let answer = service.clone().oneshot(request);
-        async move {
-            let response = answer.await?;
-            Ok::<_, Infallible>(response.map(|body| Answer::new(body, in_flight)))
-        }
-    });
-    let connection = builder.serve_connection(io, hyper_service);
-    tokio::pin!(connection);
-    let tick = (limits.idle_timeout.min(limits.write_timeout) / 4)
-        .clamp(Duration::from_millis(50), Duration::from_secs(1));
-    let mut watchdog = tokio::time::interval(tick);
-    watchdog.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut closing = false;
-    let m = connection_metrics(metrics, transport);
-    loop {
-        tokio::select! {
-            result = connection.as_mut() => {
-                if state.write_timed_out.load(Ordering::Relaxed) {
-                    write_timed_out(m, limits, transport);
-                } else if let Err(e) = result {
-                    tracing::debug!(error = %e, transport = transport.as_str(), "connection ended with an error");
+    shutdown: &'a CancellationToken,
+    state: Arc<ConnectionState>,
+}
+
+impl Conn<'_> {
+    /// Serves one connection (plain or TLS) under its watchdog; every request carries the
+    /// client certificate's names, when there are some.
+    async fn serve<I, S, B>(self, io: I, service: S, peer: Option<PeerNames>)
+    where
+        I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+        S: tower::Service<
+                http::Request<Incoming>,
+                Response = http::Response<B>,
+                Error = Infallible,
+            > + Clone
+            + Send
+            + 'static,
+        S::Future: Send + 'static,
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let Conn {
+            builder,
+            limits,
+            metrics,
+            transport,
+            shutdown,
+            state,
+        } = self;
+        let io = TokioIo::new(io);
+        let requests = Arc::clone(&state);
+        let hyper_service =
+            hyper::service::service_fn(move |mut request: http::Request<Incoming>| {
+                if let Some(peer) = &peer {
+                    request.extensions_mut().insert(peer.clone());
                 }
-                return;
-            }
-            () = shutdown.cancelled(), if !closing => {
-                closing = true;
-                connection.as_mut().graceful_shutdown();
-            }
-            _ = watchdog.tick() => match state.condition(limits) {
-                Condition::Fine => {}
-                Condition::Idle => {
-                    if !closing {
-                        closing = true;
-                        m.closed_idle.increment(1);
-                        connection.as_mut().graceful_shutdown();
+                let in_flight = requests.begin();
+                let answer = service.clone().oneshot(request);
+                async move {
+                    let response = answer.await?;
+                    Ok::<_, Infallible>(response.map(|body| Answer::new(body, in_flight)))
+                }
+            });
+        let connection = builder.serve_connection(io, hyper_service);
+        tokio::pin!(connection);
+        let tick = (limits.idle_timeout.min(limits.write_timeout) / 4)
+            .clamp(Duration::from_millis(50), Duration::from_secs(1));
+        let mut watchdog = tokio::time::interval(tick);
+        watchdog.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut closing = false;
+        let m = connection_metrics(metrics, transport);
+        loop {
+            tokio::select! {
+                result = connection.as_mut() => {
+                    if state.write_timed_out.load(Ordering::Relaxed) {
+                        write_timed_out(m, limits, transport);
+                    } else if let Err(e) = result {
+                        tracing::debug!(error = %e, transport = transport.as_str(), "connection ended with an error");
                     }
-                }
-                Condition::WriteStalled => {
-                    write_timed_out(m, limits, transport);
                     return;
                 }
-            },
+                () = shutdown.cancelled(), if !closing => {
+                    closing = true;
+                    connection.as_mut().graceful_shutdown();
+                }
+                _ = watchdog.tick() => match state.condition(limits) {
+                    Condition::Fine => {}
+                    Condition::Idle => {
+                        if !closing {
+                            closing = true;
+                            m.closed_idle.increment(1);
+                            connection.as_mut().graceful_shutdown();
+                        }
+                    }
+                    Condition::WriteStalled => {
+                        write_timed_out(m, limits, transport);
+                        return;
+                    }
+                },
+            }
         }
     }
 }

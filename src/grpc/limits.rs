@@ -12,7 +12,7 @@
 //! the budget past its limit ends the call with RESOURCE_EXHAUSTED (`overloaded`).
 
 use super::status;
-use crate::auth::Scope;
+use crate::auth::{PeerNames, Scope};
 use crate::error::CheckError;
 use crate::gate::Gate;
 use crate::metrics::Transport;
@@ -80,9 +80,10 @@ where
                 .headers()
                 .get(http::header::AUTHORIZATION)
                 .map(|v| v.as_bytes());
+            let peer = request.extensions().get::<PeerNames>();
             match self
                 .gate
-                .authenticate(Transport::Grpc, authorization, scope)
+                .authenticate(Transport::Grpc, authorization, peer, scope)
             {
                 Ok(caller) => {
                     request.extensions_mut().insert(caller);

@@ -170,6 +170,7 @@ pub async fn serve(
     listener: TcpListener,
     connections: &Connections,
     max_message_bytes: usize,
+    tls: Option<Arc<crate::tls::Tls>>,
     unready: CancellationToken,
     token: CancellationToken,
 ) -> anyhow::Result<()> {
@@ -224,6 +225,7 @@ pub async fn serve(
             service,
             Protocols::Http2,
             Transport::Grpc,
+            tls,
             streams_drain,
         )
         .await?;

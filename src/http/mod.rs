@@ -5,7 +5,7 @@ mod error;
 
 pub use error::{ApiError, ErrorBody};
 
-use crate::auth::{Caller, Scope};
+use crate::auth::{Caller, PeerNames, Scope};
 use crate::check::{batch_from_json, Check};
 use crate::domain::ProtocolVersion;
 use crate::error::CheckError;
@@ -79,7 +79,8 @@ async fn authorise(
         .headers()
         .get(header::AUTHORIZATION)
         .map(|v| v.as_bytes());
-    match gate.authenticate(Transport::Rest, authorization, scope) {
+    let peer = request.extensions().get::<PeerNames>();
+    match gate.authenticate(Transport::Rest, authorization, peer, scope) {
         Ok(caller) => {
             request.extensions_mut().insert(caller);
             next.run(request).await

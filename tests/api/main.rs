@@ -14,3 +14,4 @@ mod mcp_semantics;
 mod observability;
 mod prometheus_e2e;
 mod shutdown;
+mod tls;
