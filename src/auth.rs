@@ -306,12 +306,8 @@ impl Auth {
     }
 
     /// How many tokens (and certificate names) are in force.
-    pub fn len(&self) -> usize {
+    pub fn count(&self) -> usize {
         self.current.load().by_name.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     /// Re-reads the token file. A bad file keeps the tokens in force and says why.

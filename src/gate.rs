@@ -3,7 +3,7 @@
 //! common case and the fast one) and on the [`Executor`]'s worker pool otherwise (a compile, a
 //! large payload, a batch), and records each request once through the [`Instrument`].
 
-use crate::auth::{Auth, Caller, PeerNames, Scope};
+use crate::auth::{Auth, Caller};
 use crate::cache::{CacheConfig, SchemaCache};
 use crate::check::Check;
 use crate::compile::CompileLimits;
@@ -131,37 +131,6 @@ impl Gate {
         &self.auth
     }
 
-    /// Who sent `authorization`, if it may do `scope`; a refusal is counted and logged (with the
-    /// token's name, never the token).
-    pub fn authenticate(
-        &self,
-        transport: Transport,
-        authorization: Option<&[u8]>,
-        peer: Option<&PeerNames>,
-        scope: Scope,
-    ) -> Result<Arc<Caller>, CheckError> {
-        self.auth
-            .authenticate(authorization, peer, scope)
-            .inspect_err(|e| self.refuse_caller(transport, e))
-    }
-
-    /// Whether `caller` may name `server`; a refusal is counted and logged.
-    fn may_name(
-        &self,
-        caller: &Caller,
-        transport: Transport,
-        server: Option<&str>,
-    ) -> Result<(), CheckError> {
-        caller
-            .may_name(server)
-            .inspect_err(|e| self.refuse_caller(transport, e))
-    }
-
-    fn refuse_caller(&self, transport: Transport, e: &CheckError) {
-        self.validator.metrics.auth_failure(transport, e);
-        tracing::warn!(transport = transport.as_str(), code = e.code(), reason = %e, "request refused");
-    }
-
     /// The metrics every part records into.
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.validator.metrics
@@ -239,7 +208,7 @@ impl Gate {
         };
         let result = if size_hint <= INLINE_PARSE_BYTES {
             match guarded(|| read(self.limits())).and_then(|check| {
-                self.may_name(caller, transport, check.server.as_deref())?;
+                caller.may_name(check.server.as_deref())?;
                 Ok(check)
             }) {
                 Err(e) => Err(e),
@@ -259,7 +228,7 @@ impl Gate {
             self.executor
                 .run(cost, move || {
                     let check = guarded(|| read(gate.limits()))?;
-                    gate.may_name(&caller, transport, check.server.as_deref())?;
+                    caller.may_name(check.server.as_deref())?;
                     gate.judge_on_worker(&check, false)
                 })
                 .await
@@ -304,7 +273,7 @@ impl Gate {
                 move |item| {
                     let start = Instant::now();
                     let result = guarded(|| read_one(item, gate.limits())).and_then(|check| {
-                        gate.may_name(&caller, transport, check.server.as_deref())?;
+                        caller.may_name(check.server.as_deref())?;
                         gate.judge_on_worker(&check, false)
                     });
                     gate.instrument.checked(transport, start, &result);
@@ -333,12 +302,11 @@ impl Gate {
     pub async fn register(
         self: &Arc<Self>,
         caller: &Arc<Caller>,
-        transport: Transport,
         server: String,
         body: Bytes,
         how: RegisterOptions,
     ) -> Result<Registration, CheckError> {
-        self.may_name(caller, transport, Some(&server))?;
+        caller.may_name(Some(&server))?;
         let by = Arc::clone(caller);
         let cost = Cost {
             checks: 1,

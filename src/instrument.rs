@@ -2,7 +2,7 @@
 //! refused when it was. One place, called once per check by the gate (and by the adapters for a
 //! request refused before it reaches the gate), so no check is counted twice or not at all.
 
-use crate::error::CheckError;
+use crate::error::{CheckError, ErrorClass};
 use crate::metrics::{Metrics, Transport};
 use crate::verdict::Verdict;
 use std::sync::Arc;
@@ -34,11 +34,18 @@ impl Instrument {
         }
     }
 
-    /// A request refused before any check was made (a body too large, a batch too long).
+    /// A request refused before any check was made (a body too large, a batch too long, no
+    /// token). A refusal for the caller's credentials is also logged (with the token's name when
+    /// known, never the token).
     pub fn refused(&self, transport: Transport, e: &CheckError) {
         self.metrics.request_error(transport, e);
-        if matches!(e, CheckError::Overloaded(_)) {
-            self.metrics.shed(transport);
+        match e.class() {
+            ErrorClass::Overloaded => self.metrics.shed(transport),
+            ErrorClass::Unauthenticated | ErrorClass::Forbidden => {
+                self.metrics.auth_failure(transport, e);
+                tracing::warn!(transport = transport.as_str(), code = e.code(), reason = %e, "request refused");
+            }
+            _ => {}
         }
     }
 

@@ -47,6 +47,42 @@ pub const ANSWER_CHUNK: usize = 64 * 1024;
 /// listeners, logs).
 const RESERVED_FDS: u64 = 64;
 
+/// What a port serves: a tower service answering hyper's requests (both adapters hand one over).
+pub trait PortService<B>:
+    tower::Service<
+        http::Request<Incoming>,
+        Response = http::Response<B>,
+        Error = Infallible,
+        Future: Send + 'static,
+    > + Clone
+    + Send
+    + 'static
+{
+}
+
+impl<S, B> PortService<B> for S where
+    S: tower::Service<
+            http::Request<Incoming>,
+            Response = http::Response<B>,
+            Error = Infallible,
+            Future: Send + 'static,
+        > + Clone
+        + Send
+        + 'static
+{
+}
+
+/// The body of an answer a port sends.
+pub trait AnswerBody:
+    Body<Data = Bytes, Error: Into<Box<dyn std::error::Error + Send + Sync>>> + Send + 'static
+{
+}
+
+impl<B> AnswerBody for B where
+    B: Body<Data = Bytes, Error: Into<Box<dyn std::error::Error + Send + Sync>>> + Send + 'static
+{
+}
+
 /// The limits every connection is served under.
 #[derive(Debug, Clone)]
 pub struct ConnectionLimits {
@@ -200,16 +236,8 @@ impl Connections {
         shutdown: CancellationToken,
     ) -> io::Result<()>
     where
-        S: tower::Service<
-                http::Request<Incoming>,
-                Response = http::Response<B>,
-                Error = Infallible,
-            > + Clone
-            + Send
-            + 'static,
-        S::Future: Send + 'static,
-        B: Body<Data = Bytes> + Send + 'static,
-        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+        S: PortService<B>,
+        B: AnswerBody,
     {
         let Connections {
             limits,
@@ -278,22 +306,10 @@ impl Connections {
                 };
                 match acceptor {
                     None => c.serve(io, service, None).await,
-                    // The handshake has the header-read timeout: a client that stalls in it is
-                    // closed like one that stalls in its headers.
                     Some(acceptor) => {
-                        match tokio::time::timeout(limits.header_read_timeout, acceptor.accept(io))
-                            .await
-                        {
-                            Ok(Ok(stream)) => {
-                                let names = tls::peer_names(stream.get_ref().1.peer_certificates());
-                                c.serve(stream, service, names.map(PeerNames)).await;
-                            }
-                            Ok(Err(e)) => {
-                                tracing::debug!(%peer, error = %e, transport = transport.as_str(), "TLS handshake failed");
-                            }
-                            Err(_) => {
-                                tracing::debug!(%peer, transport = transport.as_str(), "TLS handshake timed out");
-                            }
+                        match tls::handshake(&acceptor, io, limits.header_read_timeout).await {
+                            Ok((stream, names)) => c.serve(stream, service, names).await,
+                            Err(e) => tracing::debug!(%peer, error = %e, transport = transport.as_str(), "TLS handshake failed"),
                         }
                     }
                 }
@@ -349,16 +365,8 @@ impl Conn<'_> {
     async fn serve<I, S, B>(self, io: I, service: S, peer: Option<PeerNames>)
     where
         I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-        S: tower::Service<
-                http::Request<Incoming>,
-                Response = http::Response<B>,
-                Error = Infallible,
-            > + Clone
-            + Send
-            + 'static,
-        S::Future: Send + 'static,
-        B: Body<Data = Bytes> + Send + 'static,
-        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+        S: PortService<B>,
+        B: AnswerBody,
     {
         let Conn {
             builder,

@@ -2,6 +2,7 @@
 //! files, reloaded when they change, and, with a client CA, client certificates required
 //! (mutual TLS), whose DNS names can stand for a token's name ([`crate::auth`]).
 
+use crate::auth::PeerNames;
 use crate::listen::Protocols;
 use anyhow::Context;
 use arc_swap::ArcSwap;
@@ -9,8 +10,12 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig};
+use std::io;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_rustls::server::TlsStream;
 use tokio_rustls::TlsAcceptor;
 
 /// Where the certificate, its key and the client CA (for mutual TLS) are.
@@ -131,10 +136,28 @@ fn config(files: &TlsFiles, alpn: Vec<Vec<u8>>) -> anyhow::Result<ServerConfig> 
     Ok(config)
 }
 
+/// Completes the TLS handshake on `io` within `timeout` (the header-read timeout: a client that
+/// stalls in it is closed like one that stalls in its headers); the stream and the DNS names of
+/// the client's verified certificate, when it presented one.
+pub async fn handshake<I>(
+    acceptor: &TlsAcceptor,
+    io: I,
+    timeout: Duration,
+) -> io::Result<(TlsStream<I>, Option<PeerNames>)>
+where
+    I: AsyncRead + AsyncWrite + Unpin,
+{
+    let stream = tokio::time::timeout(timeout, acceptor.accept(io))
+        .await
+        .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out"))??;
+    let names = peer_names(stream.get_ref().1.peer_certificates());
+    Ok((stream, names))
+}
+
 /// The DNS names of a verified client certificate (its subject alternative names).
-pub fn peer_names(certs: Option<&[CertificateDer<'_>]>) -> Option<Arc<[String]>> {
+fn peer_names(certs: Option<&[CertificateDer<'_>]>) -> Option<PeerNames> {
     let leaf = certs?.first()?;
     let cert = webpki::EndEntityCert::try_from(leaf).ok()?;
     let names: Vec<String> = cert.valid_dns_names().map(str::to_owned).collect();
-    (!names.is_empty()).then(|| names.into())
+    (!names.is_empty()).then(|| PeerNames(names.into()))
 }

@@ -81,10 +81,7 @@ where
                 .get(http::header::AUTHORIZATION)
                 .map(|v| v.as_bytes());
             let peer = request.extensions().get::<PeerNames>();
-            match self
-                .gate
-                .authenticate(Transport::Grpc, authorization, peer, scope)
-            {
+            match self.gate.auth().authenticate(authorization, peer, scope) {
                 Ok(caller) => {
                     request.extensions_mut().insert(caller);
                 }

@@ -153,7 +153,7 @@ impl Validator for ValidatorService {
         };
         let registration = self
             .gate
-            .register(&caller, Transport::Grpc, msg.server, msg.tools_list, how)
+            .register(&caller, msg.server, msg.tools_list, how)
             .await
             .map_err(|e| self.refuse(&e))?;
         Ok(Response::new(convert::registration(registration)))

@@ -80,7 +80,7 @@ async fn authorise(
         .get(header::AUTHORIZATION)
         .map(|v| v.as_bytes());
     let peer = request.extensions().get::<PeerNames>();
-    match gate.authenticate(Transport::Rest, authorization, peer, scope) {
+    match gate.auth().authenticate(authorization, peer, scope) {
         Ok(caller) => {
             request.extensions_mut().insert(caller);
             next.run(request).await
@@ -274,7 +274,7 @@ async fn register_tools(
     };
     let bytes = read_body(&gate, &headers, raw).await?;
     let registration = gate
-        .register(&caller, Transport::Rest, server, bytes, how)
+        .register(&caller, server, bytes, how)
         .await
         .map_err(|e| refuse(&gate, e))?;
     Ok(Json(registration))

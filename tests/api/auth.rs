@@ -2,9 +2,9 @@
 //! refusal as a client sees it, reloads that revoke a token, and the refusal to serve a public
 //! address without tokens.
 
-use crate::helpers::{grpc_check, spawn_app_with, TestApp};
+use crate::helpers::{client, error_code, grpc_check, spawn_app_with, TestApp};
 use schemagate::config::ServeArgs;
-use schemagate::grpc::proto::{self, validator_client::ValidatorClient};
+use schemagate::grpc::proto;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use tonic::metadata::MetadataValue;
@@ -244,15 +244,6 @@ async fn rest_answers_each_refusal_and_lets_each_scope_do_its_part() {
     }
 }
 
-async fn grpc_client(app: &TestApp) -> ValidatorClient<Channel> {
-    let channel = Channel::from_shared(format!("http://{}", app.grpc_addr))
-        .expect("address")
-        .connect()
-        .await
-        .expect("connect");
-    ValidatorClient::new(channel)
-}
-
 fn with_token<T>(message: T, token: &str) -> tonic::Request<T> {
     let mut request = tonic::Request::new(message);
     let value: MetadataValue<_> = format!("Bearer {token}").parse().expect("ascii");
@@ -260,18 +251,10 @@ fn with_token<T>(message: T, token: &str) -> tonic::Request<T> {
     request
 }
 
-fn error_code(status: &tonic::Status) -> &str {
-    status
-        .metadata()
-        .get("schemagate-error-code")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-}
-
 #[tokio::test]
 async fn grpc_answers_each_refusal_and_authorises_each_check_of_a_stream() {
     let (app, _file) = app_with_tokens().await;
-    let mut grpc = grpc_client(&app).await;
+    let mut grpc = client(&app).await;
     let refused = grpc
         .validate(grpc_check(&check("crm")))
         .await

@@ -203,26 +203,10 @@ fn the_policy_configmap_is_the_example_policy_and_parses() {
     );
     let docs = manifests();
     let pod = &kind(&docs, "Deployment")["spec"]["template"]["spec"];
-    let volume = pod["volumes"]
-        .as_array()
-        .expect("volumes")
-        .iter()
-        .find(|v| v["configMap"]["name"] == generator["name"])
-        .expect("the policy ConfigMap is mounted");
-    let mount = pod["containers"][0]["volumeMounts"]
-        .as_array()
-        .expect("mounts")
-        .iter()
-        .find(|m| m["name"] == volume["name"])
-        .expect("mounted in the container");
-    assert!(
-        mount.get("subPath").is_none(),
-        "subPath mounts never see updates"
-    );
-    let policy_arg = format!(
-        "--policy={}/policy.toml",
-        mount["mountPath"].as_str().expect("path")
-    );
+    let mount = whole_mount(pod, "the policy ConfigMap", |v| {
+        v["configMap"]["name"] == generator["name"]
+    });
+    let policy_arg = format!("--policy={mount}/policy.toml");
     let args = &pod["containers"][0]["args"];
     assert!(
         args.as_array()
@@ -316,34 +300,43 @@ fn metric_names_are_found_in_promql() {
     assert_eq!(names, expected);
 }
 
+/// Where the pod's container mounts the volume `is_it` picks (`what`, for messages), asserting
+/// the mount is the whole volume: a subPath mount never sees updates.
+fn whole_mount<'a>(pod: &'a Value, what: &str, is_it: impl Fn(&Value) -> bool) -> &'a str {
+    let volume = pod["volumes"]
+        .as_array()
+        .expect("volumes")
+        .iter()
+        .find(|v| is_it(v))
+        .unwrap_or_else(|| panic!("{what} is mounted"));
+    let mount = pod["containers"][0]["volumeMounts"]
+        .as_array()
+        .expect("mounts")
+        .iter()
+        .find(|m| m["name"] == volume["name"])
+        .unwrap_or_else(|| panic!("{what} is mounted in the container"));
+    assert!(
+        mount.get("subPath").is_none(),
+        "{what}: subPath mounts never see updates"
+    );
+    mount["mountPath"].as_str().expect("path")
+}
+
 #[test]
 fn the_token_secret_is_mounted_and_used_and_only_clients_are_admitted() {
     let auth = schemagate::auth::Auth::new(Some(root().join("k8s/tokens.toml")), Vec::new())
         .expect("the server loads the shipped token file");
-    assert!(auth.is_enabled() && auth.len() == 1);
+    assert!(auth.is_enabled() && auth.count() == 1);
     let kustomization = &yaml_docs(&root().join("k8s/kustomization.yaml"))[0];
     let generator = &kustomization["secretGenerator"][0];
     assert_eq!(generator["files"][0], "tokens.toml");
     assert_eq!(generator["options"]["disableNameSuffixHash"], true);
     let docs = manifests();
     let pod = &kind(&docs, "Deployment")["spec"]["template"]["spec"];
-    let volume = pod["volumes"]
-        .as_array()
-        .expect("volumes")
-        .iter()
-        .find(|v| v["secret"]["secretName"] == generator["name"])
-        .expect("the token Secret is mounted");
-    let mount = pod["containers"][0]["volumeMounts"]
-        .as_array()
-        .expect("mounts")
-        .iter()
-        .find(|m| m["name"] == volume["name"])
-        .expect("mounted in the container");
-    assert!(mount.get("subPath").is_none());
-    let arg = format!(
-        "--auth-tokens={}/tokens.toml",
-        mount["mountPath"].as_str().expect("path")
-    );
+    let mount = whole_mount(pod, "the token Secret", |v| {
+        v["secret"]["secretName"] == generator["name"]
+    });
+    let arg = format!("--auth-tokens={mount}/tokens.toml");
     assert!(
         pod["containers"][0]["args"]
             .as_array()

@@ -233,6 +233,15 @@ pub async fn client(app: &TestApp) -> ValidatorClient<Channel> {
     ValidatorClient::new(channel).max_decoding_message_size(64 << 20)
 }
 
+/// The `schemagate-error-code` a gRPC refusal carries ("" when none).
+pub fn error_code(status: &tonic::Status) -> &str {
+    status
+        .metadata()
+        .get(schemagate::grpc::ERROR_CODE_KEY)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+}
+
 /// The gRPC form of a REST check body.
 pub fn grpc_check(rest: &Value) -> proto::Check {
     use proto::check::{Payload as P, SchemaSource as S};

@@ -1,7 +1,7 @@
 //! Hostile schemas and payloads, as an attacker would send them: each is refused with a clear
 //! 4xx (or INVALID_ARGUMENT) before it runs, and the other checks of a batch are answered.
 
-use crate::helpers::{client, id_chain, spawn_app, spawn_app_with};
+use crate::helpers::{client, error_code, id_chain, spawn_app, spawn_app_with};
 use schemagate::grpc::proto;
 use serde_json::{json, Value};
 use tonic::Code;
@@ -13,14 +13,6 @@ fn grpc_check(schema: &Value, instance: &Value) -> proto::Check {
         payload: Some(P::Instance(instance.to_string().into())),
         ..Default::default()
     }
-}
-
-fn error_code(status: &tonic::Status) -> &str {
-    status
-        .metadata()
-        .get(schemagate::grpc::ERROR_CODE_KEY)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
 }
 
 #[tokio::test]
