@@ -80,6 +80,11 @@ impl Caller {
         &self.name
     }
 
+    /// The token's name, or `None` for an open caller (no tokens configured).
+    pub fn token_name(&self) -> Option<&str> {
+        (&*self.name != "-").then_some(&*self.name)
+    }
+
     /// Whether it may do what `scope` covers.
     pub fn may(&self, scope: Scope) -> Result<(), CheckError> {
         if self.scopes & scope.bit() != 0 {

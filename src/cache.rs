@@ -1,4 +1,4 @@
-//! The compiled-schema cache and the store of schema texts known to this instance.
+//! The compiled-schema cache (the texts themselves are kept by [`crate::texts`] and the registry).
 //!
 //! Compiled validators are keyed by server, tool, schema hash and the compile options that change
 //! a verdict. A hit neither parses nor compiles; concurrent first requests for one key compile
@@ -91,7 +91,6 @@ const ENTRY_OVERHEAD: u64 = 16 * 1024;
 pub struct SchemaCache {
     // foldhash (keyed per process) rather than SipHash: a lookup per check, on digests.
     compiled: Cache<CacheKey, Compiled, DefaultHashBuilder>,
-    sources: Cache<SchemaHash, Bytes, DefaultHashBuilder>,
     limits: CompileLimits,
     metrics: Arc<Metrics>,
 }
@@ -118,14 +117,8 @@ impl SchemaCache {
                 }
             })
             .build_with_hasher(DefaultHashBuilder::default());
-        let sources = Cache::builder()
-            .max_capacity(config.max_bytes / 4)
-            .weigher(|_k, v: &Bytes| u32::try_from(v.len() + 64).unwrap_or(u32::MAX))
-            .time_to_idle(config.idle)
-            .build_with_hasher(DefaultHashBuilder::default());
         Self {
             compiled,
-            sources,
             limits,
             metrics,
         }
@@ -181,18 +174,6 @@ impl SchemaCache {
             tracing::info!(code = e.code(), error = %e, "schema did not compile");
         }
         Arc::new(result)
-    }
-
-    /// Remembers a schema's text so later checks may name it by hash.
-    pub fn remember(&self, hash: SchemaHash, text: &Bytes) {
-        if !self.sources.contains_key(&hash) {
-            self.sources.insert(hash, Bytes::copy_from_slice(text));
-        }
-    }
-
-    /// The text of a schema known to this instance.
-    pub fn source(&self, hash: &SchemaHash) -> Option<Bytes> {
-        self.sources.get(hash)
     }
 
     /// Refreshes the entry gauge (entry counts are kept lazily by the cache).

@@ -6,6 +6,7 @@ use crate::cache::CacheConfig;
 use crate::gate::{GateConfig, Limits, QueueLimits};
 use crate::listen::{connections_from_fd_limit, ConnectionLimits, Http2Limits};
 use crate::policy::Policy;
+use crate::registry::redis::{redacted, RedisConfig};
 use crate::tls::{Tls, TlsFiles};
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
@@ -32,6 +33,9 @@ pub const DEFAULT_MAX_ERROR_WORK: u64 = 500_000;
 /// 256 MiB of estimated compiled-schema weight.
 pub const DEFAULT_CACHE_MAX_BYTES: u64 = 256 * 1024 * 1024;
 pub const DEFAULT_CACHE_IDLE_SECS: u64 = 3600;
+pub const DEFAULT_MAX_SCHEMA_TEXT_BYTES: u64 = 64 * 1024 * 1024;
+pub const DEFAULT_REGISTRY_TIMEOUT_MS: u64 = 2000;
+pub const DEFAULT_REGISTRY_SCHEMA_TTL_SECS: u64 = 7 * 24 * 3600;
 pub const DEFAULT_LABEL_LIMIT: usize = 1000;
 /// Label combinations per client-labelled metric family (validations, field failures).
 pub const DEFAULT_SERIES_LIMIT: usize = 10_000;
@@ -176,6 +180,24 @@ pub struct ServeArgs {
     /// Most tools registered across all servers.
     #[arg(long, env = "SCHEMAGATE_MAX_REGISTERED_TOOLS", default_value_t = DEFAULT_MAX_REGISTERED_TOOLS)]
     pub max_registered_tools: usize,
+    /// Bytes of schema texts kept from checks (by hash, for `schema_hash`), apart from the
+    /// compiled cache; past it the least recently used are dropped. Registered schemas' texts
+    /// are kept by their registration.
+    #[arg(long, env = "SCHEMAGATE_MAX_SCHEMA_TEXT_BYTES", default_value_t = DEFAULT_MAX_SCHEMA_TEXT_BYTES)]
+    pub max_schema_text_bytes: u64,
+    /// Where registrations and schema texts live: unset, in this process alone; a
+    /// `redis://[user:password@]host[:port][/db]` or `rediss://...` (TLS) URL, in Redis, shared
+    /// by every replica that names it.
+    #[arg(long, env = "SCHEMAGATE_REGISTRY")]
+    pub registry: Option<String>,
+    /// The longest one Redis command or connection may take before it counts as failed (a
+    /// registration is then refused as registry_unavailable).
+    #[arg(long, env = "SCHEMAGATE_REGISTRY_TIMEOUT_MS", default_value_t = DEFAULT_REGISTRY_TIMEOUT_MS)]
+    pub registry_timeout_ms: u64,
+    /// How long Redis keeps the text of a schema first seen inline (registered texts do not
+    /// expire).
+    #[arg(long, env = "SCHEMAGATE_REGISTRY_SCHEMA_TTL_SECS", default_value_t = DEFAULT_REGISTRY_SCHEMA_TTL_SECS)]
+    pub registry_schema_ttl_secs: u64,
     /// Threads for CPU work (compiles, large checks, batches); 0 means one per core.
     #[arg(long, env = "SCHEMAGATE_WORKER_THREADS", default_value_t = 0)]
     pub worker_threads: usize,
@@ -325,6 +347,8 @@ impl ServeArgs {
             label_limit: self.metrics_label_limit,
             series_limit: self.metrics_series_limit,
             max_registered_tools: self.max_registered_tools,
+            max_schema_text_bytes: self.max_schema_text_bytes,
+            registry: self.registry_config()?,
             policy,
             policy_path: self.policy.clone(),
             worker_threads: self.worker_threads,
@@ -335,6 +359,27 @@ impl ServeArgs {
             max_receiving_bytes: self.max_receiving_bytes,
             auth: self.auth()?,
         })
+    }
+
+    /// The shared registry, when --registry is given.
+    fn registry_config(&self) -> anyhow::Result<Option<RedisConfig>> {
+        let Some(url) = self.registry.as_deref().filter(|u| !u.is_empty()) else {
+            return Ok(None);
+        };
+        anyhow::ensure!(
+            url.starts_with("redis://") || url.starts_with("rediss://"),
+            "--registry {}: expected a redis:// or rediss:// URL (or no --registry, for an in-process registry)",
+            redacted(url)
+        );
+        anyhow::ensure!(
+            self.registry_timeout_ms > 0,
+            "--registry-timeout-ms must be at least 1"
+        );
+        Ok(Some(RedisConfig {
+            url: url.to_owned(),
+            timeout: Duration::from_millis(self.registry_timeout_ms),
+            text_ttl: Duration::from_secs(self.registry_schema_ttl_secs.max(1)),
+        }))
     }
 
     /// TLS for both ports, when --tls-cert is given.

@@ -57,6 +57,8 @@ pub enum CheckError {
     UnknownSchemaHash(String),
     #[error("tool {tool:?} of server {server:?} is not registered: register the server's tools, or send the schema inline")]
     UnknownTool { server: String, tool: String },
+    #[error("server {0:?} has no registered tools: register its tools first (list the registered servers to see which are)")]
+    UnknownServer(String),
     #[error("request body is larger than the limit of {limit} bytes (see --max-body-bytes): split the batch or send less")]
     BodyTooLarge { limit: usize },
     #[error("batch has {len} items; the limit is {limit} (see --max-batch-items): split it")]
@@ -93,6 +95,8 @@ pub enum CheckError {
     Forbidden { token: String, denied: Denied },
     #[error("schemagate is shutting down; retry on another instance")]
     Unavailable,
+    #[error("the shared registry (Redis) cannot be reached, so this change was not made ({0}); contracts already registered are still served: retry shortly")]
+    RegistryUnavailable(String),
     #[error("internal error; the details are in schemagate's log")]
     Internal,
 }
@@ -174,6 +178,7 @@ impl CheckError {
             CheckError::ConflictingSchemas => "conflicting_schemas",
             CheckError::UnknownSchemaHash(_) => "unknown_schema_hash",
             CheckError::UnknownTool { .. } => "unknown_tool",
+            CheckError::UnknownServer(_) => "unknown_server",
             CheckError::BodyTooLarge { .. } => "body_too_large",
             CheckError::BatchTooLarge { .. } => "batch_too_large",
             CheckError::SchemaTooLarge { .. } => "schema_too_large",
@@ -190,13 +195,14 @@ impl CheckError {
             CheckError::Unauthenticated(_) => "unauthenticated",
             CheckError::Forbidden { .. } => "forbidden",
             CheckError::Unavailable => "unavailable",
+            CheckError::RegistryUnavailable(_) => "registry_unavailable",
             CheckError::Internal => "internal",
         }
     }
 
     /// Every code, in the order of [`CheckError::code_index`]: the `code` label values of
     /// `schemagate_request_errors_total`, there from start-up.
-    pub const CODES: [&'static str; 26] = [
+    pub const CODES: [&'static str; 28] = [
         "malformed_json",
         "malformed_message",
         "invalid_field",
@@ -206,6 +212,7 @@ impl CheckError {
         "conflicting_schemas",
         "unknown_schema_hash",
         "unknown_tool",
+        "unknown_server",
         "body_too_large",
         "batch_too_large",
         "schema_too_large",
@@ -222,6 +229,7 @@ impl CheckError {
         "unauthenticated",
         "forbidden",
         "unavailable",
+        "registry_unavailable",
         "internal",
     ];
 
@@ -244,9 +252,9 @@ impl CheckError {
             | CheckError::ConflictingPayloads
             | CheckError::MissingSchema
             | CheckError::ConflictingSchemas => ErrorClass::BadRequest,
-            CheckError::UnknownSchemaHash(_) | CheckError::UnknownTool { .. } => {
-                ErrorClass::NotFound
-            }
+            CheckError::UnknownSchemaHash(_)
+            | CheckError::UnknownTool { .. }
+            | CheckError::UnknownServer(_) => ErrorClass::NotFound,
             CheckError::BodyTooLarge { .. }
             | CheckError::BatchTooLarge { .. }
             | CheckError::SchemaTooLarge { .. }
@@ -262,7 +270,7 @@ impl CheckError {
             CheckError::Overloaded(_) => ErrorClass::Overloaded,
             CheckError::Unauthenticated(_) => ErrorClass::Unauthenticated,
             CheckError::Forbidden { .. } => ErrorClass::Forbidden,
-            CheckError::Unavailable => ErrorClass::Unavailable,
+            CheckError::Unavailable | CheckError::RegistryUnavailable(_) => ErrorClass::Unavailable,
             CheckError::Internal => ErrorClass::Internal,
         }
     }
@@ -320,6 +328,7 @@ mod tests {
                 server: String::new(),
                 tool: String::new(),
             },
+            CheckError::UnknownServer(String::new()),
             CheckError::BodyTooLarge { limit: 1 },
             CheckError::BatchTooLarge { len: 2, limit: 1 },
             CheckError::SchemaTooLarge { size: 2, limit: 1 },
@@ -351,6 +360,7 @@ mod tests {
                 denied: Denied::Scope("check"),
             },
             CheckError::Unavailable,
+            CheckError::RegistryUnavailable(String::new()),
             CheckError::Internal,
         ];
         let codes: Vec<&str> = every.iter().map(CheckError::code).collect();

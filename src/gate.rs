@@ -14,7 +14,11 @@ use crate::instrument::Instrument;
 use crate::metrics::{Metrics, Transport};
 use crate::policy::{Policy, PolicyError, PolicyStore};
 use crate::receiving::{Held, Receiving};
-use crate::registry::{RegisterOptions, Registration, Registry};
+use crate::registry::redis::{RedisConfig, RedisRegistry};
+use crate::registry::{
+    Prepared, RegisterOptions, Registration, Registry, ServerListing, ServerSummary,
+};
+use crate::texts::SchemaTexts;
 use crate::validator::{guarded, Deferred, Placement, Validator};
 use crate::verdict::Verdict;
 use bytes::Bytes;
@@ -22,6 +26,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 /// Request-controlled sizes and the work they may cause.
 #[derive(Debug, Clone, Copy)]
@@ -70,6 +75,10 @@ pub struct GateConfig {
     /// Label combinations per client-labelled metric family.
     pub series_limit: usize,
     pub max_registered_tools: usize,
+    /// The byte budget of schema texts seen in checks (see [`crate::texts`]).
+    pub max_schema_text_bytes: u64,
+    /// The shared registry; `None`: in-process only.
+    pub registry: Option<RedisConfig>,
     pub policy: Policy,
     pub policy_path: Option<PathBuf>,
     /// Threads for CPU work; 0 means one per core.
@@ -93,10 +102,25 @@ pub struct Gate {
 }
 
 impl Gate {
+    /// The core. With a shared registry configured, must be called within a Tokio runtime, and
+    /// the registry is followed once [`Gate::start`] is called.
     pub fn new(config: GateConfig) -> anyhow::Result<Arc<Gate>> {
         let metrics = Arc::new(Metrics::new(config.label_limit, config.series_limit));
         Metrics::keep_up(&metrics, METRICS_UPKEEP)?;
         let limits = config.limits;
+        let registry = Arc::new(Registry::new(config.max_registered_tools));
+        let texts = Arc::new(SchemaTexts::new(config.max_schema_text_bytes));
+        let shared = config
+            .registry
+            .map(|redis| {
+                RedisRegistry::new(
+                    redis,
+                    Arc::clone(&registry),
+                    Arc::clone(&texts),
+                    Arc::clone(&metrics),
+                )
+            })
+            .transpose()?;
         Ok(Arc::new(Gate {
             validator: Validator {
                 limits,
@@ -106,7 +130,9 @@ impl Gate {
                     Arc::clone(&metrics),
                 )),
                 cache: SchemaCache::new(config.cache, limits.compile(), Arc::clone(&metrics)),
-                registry: Registry::new(config.max_registered_tools),
+                registry,
+                texts,
+                shared,
                 metrics: Arc::clone(&metrics),
             },
             executor: Executor::new(config.worker_threads, config.queue)?,
@@ -157,8 +183,28 @@ impl Gate {
         self.validator.metrics.render()
     }
 
+    /// Ready: not draining, and with a shared registry, read in full once.
     pub fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Relaxed)
+            && self
+                .validator
+                .shared
+                .as_ref()
+                .is_none_or(|s| s.synced().is_cancelled())
+    }
+
+    /// Starts following the shared registry, if one is configured, until `stop`.
+    pub fn start(&self, stop: CancellationToken) {
+        if let Some(shared) = &self.validator.shared {
+            shared.start(stop);
+        }
+    }
+
+    /// Resolves once the shared registry has been read in full (at once without one).
+    pub async fn synced(&self) {
+        if let Some(shared) = &self.validator.shared {
+            shared.synced().cancelled().await;
+        }
     }
 
     /// Marks the instance as draining: readiness fails, checks still in flight finish.
@@ -297,8 +343,9 @@ impl Gate {
         Ok(())
     }
 
-    /// Registers a server's tools (an MCP tools/list result) on the worker pool: see
-    /// [`Registry::register`].
+    /// Registers a server's tools (an MCP tools/list result): read and compiled on the worker
+    /// pool, written to the shared registry when there is one (refused as
+    /// `registry_unavailable` when it cannot be), then put in force here and answered.
     pub async fn register(
         self: &Arc<Self>,
         caller: &Arc<Caller>,
@@ -307,41 +354,134 @@ impl Gate {
         how: RegisterOptions,
     ) -> Result<Registration, CheckError> {
         caller.may_name(Some(&server))?;
-        let by = Arc::clone(caller);
+        let by = caller.token_name().map(str::to_owned);
         let cost = Cost {
             checks: 1,
             bytes: body.len(),
         };
         let gate = Arc::clone(self);
-        self.executor
+        let prepared = self
+            .executor
             .run(cost, move || {
-                let registration = gate.register_now(&server, &body, how)?;
-                tracing::info!(
-                    server = %server,
-                    tools = registration.tools.len(),
-                    token = by.name(),
-                    "tools registered"
-                );
-                Ok(registration)
+                gate.prepare(&server, &body, how, by.as_deref())
             })
-            .await
+            .await?;
+        let Some(shared) = &self.validator.shared else {
+            return self.commit(prepared, caller.name());
+        };
+        shared.write(&prepared).await?;
+        // In force here as Redis now holds it (with the texts at hand, so none is read back).
+        self.remember_texts(&prepared);
+        shared.settle(prepared.server.as_str()).await;
+        tracing::info!(
+            server = %prepared.registration.server,
+            tools = prepared.registration.tools.len(),
+            token = caller.name(),
+            "tools registered (shared registry)"
+        );
+        Ok(prepared.registration)
     }
 
-    /// Registers a server's tools on the calling thread. For use off the async runtime.
-    pub fn register_now(
+    fn prepare(
         &self,
         server: &str,
         body: &Bytes,
         how: RegisterOptions,
-    ) -> Result<Registration, CheckError> {
+        by: Option<&str>,
+    ) -> Result<Prepared, CheckError> {
         let v = &self.validator;
-        v.registry.register(
+        v.registry.prepare(
             &v.cache,
             &v.policy.load(),
             v.limits.max_depth,
             server,
             body,
             how,
+            by,
         )
+    }
+
+    /// Puts a prepared registration in force here. Its texts are also kept apart, so their
+    /// hashes resolve after the registration is replaced (while the text budget allows).
+    fn commit(&self, prepared: Prepared, token: &str) -> Result<Registration, CheckError> {
+        self.remember_texts(&prepared);
+        let registration = self.validator.registry.commit(prepared)?;
+        tracing::info!(
+            server = %registration.server,
+            tools = registration.tools.len(),
+            token,
+            "tools registered"
+        );
+        Ok(registration)
+    }
+
+    /// Keeps the texts of a registration's schemas in the text store too.
+    fn remember_texts(&self, prepared: &Prepared) {
+        for schema in prepared
+            .tools
+            .iter()
+            .flat_map(|t| [&t.input, &t.output])
+            .flatten()
+        {
+            self.validator.texts.remember(schema.hash, &schema.text);
+        }
+    }
+
+    /// Registers a server's tools on the calling thread, in this instance alone (not in a shared
+    /// registry). For use off the async runtime (benchmarks, tests).
+    pub fn register_now(
+        &self,
+        server: &str,
+        body: &Bytes,
+        how: RegisterOptions,
+    ) -> Result<Registration, CheckError> {
+        let prepared = self.prepare(server, body, how, None)?;
+        self.commit(prepared, "-")
+    }
+
+    /// The registered servers the caller may name, by name.
+    pub fn servers(&self, caller: &Caller) -> Vec<ServerSummary> {
+        self.validator
+            .registry
+            .summaries(|server| caller.may_name(Some(server)).is_ok())
+    }
+
+    /// One server's registered tools, with their schemas when `schemas`.
+    pub fn server_tools(
+        &self,
+        caller: &Caller,
+        server: &str,
+        schemas: bool,
+    ) -> Result<ServerListing, CheckError> {
+        caller.may_name(Some(server))?;
+        self.validator.registry.listing(server, schemas)
+    }
+
+    /// Removes `tool` of `server` (with `None`: all its tools, and the server), from the shared
+    /// registry first when there is one; says how many tools were removed.
+    pub async fn remove_tools(
+        &self,
+        caller: &Caller,
+        server: &str,
+        tool: Option<&str>,
+    ) -> Result<usize, CheckError> {
+        caller.may_name(Some(server))?;
+        let v = &self.validator;
+        let removed = match &v.shared {
+            Some(shared) => {
+                let removed = shared.delete(server, tool).await?;
+                shared.settle(server).await;
+                removed
+            }
+            None => v.registry.remove(server, tool)?,
+        };
+        tracing::info!(
+            server,
+            tool = tool.unwrap_or("*"),
+            removed,
+            token = caller.name(),
+            "tools removed"
+        );
+        Ok(removed)
     }
 }

@@ -9,7 +9,9 @@
 //!   reloads (`PolicyStore`, `watch`).
 //! - [`analysis`]: bounds the work a schema can imply, before it runs.
 //! - [`compile`]: schema text to validator, refusing hostile schemas; [`cache`] keeps the results.
-//! - [`registry`]: how tools are registered, and the tools registered per server.
+//! - [`registry`]: how tools are registered, and the tools registered per server; with
+//!   `--registry redis://...`, [`registry::redis`] keeps them a copy of what every replica shares.
+//! - [`texts`]: schema texts seen in checks, by hash, kept apart from the compiled cache.
 //! - [`check`]: a check as the core receives it, and how one is read from JSON.
 //! - [`verdict`]: the answer, its errors and its feedback line; [`drift`] compares a result's
 //!   text copy with its structured content.
@@ -47,6 +49,7 @@ pub mod receiving;
 pub mod registry;
 mod reload;
 pub mod shutdown;
+pub mod texts;
 pub mod tls;
 mod validator;
 pub mod verdict;
@@ -103,6 +106,8 @@ async fn run_gate(
         tracing::info!("drain delay over: closing listeners, finishing checks in flight");
         stop.cancel();
     });
+    // With a shared registry: follow it; not ready until it has been read in full.
+    gate.start(token.clone());
     policy::watch(
         Arc::clone(gate.policy()),
         args.policy_poll_interval,

@@ -36,9 +36,55 @@ pub const CONNECTIONS_OPEN: &str = "schemagate_connections_open";
 pub const CONNECTIONS_REFUSED_TOTAL: &str = "schemagate_connections_refused_total";
 pub const CONNECTIONS_CLOSED_TOTAL: &str = "schemagate_connections_closed_total";
 pub const AUTH_FAILURES_TOTAL: &str = "schemagate_auth_failures_total";
+pub const REGISTRY_ERRORS_TOTAL: &str = "schemagate_registry_errors_total";
+pub const REGISTRY_CONNECTED: &str = "schemagate_registry_connected";
+pub const REGISTRY_RESYNCS_TOTAL: &str = "schemagate_registry_resyncs_total";
 
 /// The `reason` values of `schemagate_auth_failures_total`.
 pub const AUTH_FAILURE_REASONS: [&str; 4] = ["missing", "unknown", "scope", "server"];
+
+/// An operation on the shared registry, the `op` of `schemagate_registry_errors_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RegistryOp {
+    Write,
+    ReadThrough,
+    Sync,
+    Subscribe,
+    Remember,
+}
+
+impl RegistryOp {
+    pub const ALL: [RegistryOp; 5] = [
+        RegistryOp::Write,
+        RegistryOp::ReadThrough,
+        RegistryOp::Sync,
+        RegistryOp::Subscribe,
+        RegistryOp::Remember,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RegistryOp::Write => "write",
+            RegistryOp::ReadThrough => "read_through",
+            RegistryOp::Sync => "sync",
+            RegistryOp::Subscribe => "subscribe",
+            RegistryOp::Remember => "remember",
+        }
+    }
+}
+
+/// The shared registry's series, made when a shared registry is configured.
+pub struct RegistryMetrics {
+    errors: [Counter; RegistryOp::ALL.len()],
+    pub connected: Gauge,
+    pub resyncs: Counter,
+}
+
+impl RegistryMetrics {
+    pub fn error(&self, op: RegistryOp) {
+        self.errors[op as usize].increment(1);
+    }
+}
 
 /// What kind of series a name is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,7 +104,7 @@ pub struct Series {
 }
 
 /// Every series schemagate exports: the one table names, descriptions and [`ALL`] come from.
-pub const SERIES: [Series; 20] = [
+pub const SERIES: [Series; 23] = [
     Series { name: VALIDATIONS_TOTAL, kind: Kind::Counter, help: "Checks by server, tool, tier, attempt (first|retry) and outcome (valid|invalid|skipped|tool_error|unchecked)." },
     Series { name: FIELD_FAILURES_TOTAL, kind: Kind::Counter, help: "Failing fields by server, tool, instance path (array indices folded to *) and keyword." },
     Series { name: VALIDATION_DURATION_SECONDS, kind: Kind::Histogram, help: "Time to answer one check, by transport." },
@@ -78,6 +124,9 @@ pub const SERIES: [Series; 20] = [
     Series { name: CONNECTIONS_OPEN, kind: Kind::Gauge, help: "Open client connections, by transport." },
     Series { name: CONNECTIONS_REFUSED_TOTAL, kind: Kind::Counter, help: "Connections closed on accept because --max-connections were open, by transport." },
     Series { name: AUTH_FAILURES_TOTAL, kind: Kind::Counter, help: "Requests refused for their credentials, by transport and reason (missing: no token; unknown: a token not in force; scope: a token without the scope needed; server: a token not allowed that server)." },
+    Series { name: REGISTRY_ERRORS_TOTAL, kind: Kind::Counter, help: "Failed operations on the shared registry (--registry redis://...), by op (write: a registration or removal, refused as registry_unavailable; read_through: a check's lookup of a name this replica did not hold; sync: reading changes or everything; subscribe: following changes, reconnected after; remember: sharing an inline schema's text). Only with --registry." },
+    Series { name: REGISTRY_CONNECTED, kind: Kind::Gauge, help: "1 while this replica follows the shared registry's changes and has read it in full since; 0 while it reconnects (known contracts are still served; registrations may be refused). Only with --registry." },
+    Series { name: REGISTRY_RESYNCS_TOTAL, kind: Kind::Counter, help: "Full reads of the shared registry: one at start-up and one after each lost subscription. Only with --registry." },
     Series { name: CONNECTIONS_CLOSED_TOTAL, kind: Kind::Counter, help: "Connections closed by schemagate, by transport and reason (idle: no request for --idle-timeout-secs; write_timeout: an answer not read for --write-timeout-secs)." },
 ];
 
@@ -299,6 +348,7 @@ pub struct Metrics {
     folded_fields: Counter,
     /// The one field-failure series past the budget (every label `_other`), made on first use.
     other_field: OnceLock<Counter>,
+    registry: OnceLock<RegistryMetrics>,
 }
 
 /// The connection series of one transport.
@@ -412,6 +462,7 @@ impl Metrics {
             folded_validations: folded(VALIDATIONS_TOTAL),
             folded_fields: folded(FIELD_FAILURES_TOTAL),
             other_field: OnceLock::new(),
+            registry: OnceLock::new(),
             duration_rest: histogram(VALIDATION_DURATION_SECONDS, transport(Transport::Rest)),
             duration_grpc: histogram(VALIDATION_DURATION_SECONDS, transport(Transport::Grpc)),
             cache_hits: counter(CACHE_HITS_TOTAL, vec![]),
@@ -428,6 +479,24 @@ impl Metrics {
             recorder,
             handle,
         }
+    }
+
+    /// The shared registry's series, made (at zero) on first use.
+    pub fn registry(&self) -> &RegistryMetrics {
+        self.registry.get_or_init(|| RegistryMetrics {
+            errors: RegistryOp::ALL.map(|op| {
+                self.recorder.register_counter(
+                    &Key::from_parts(REGISTRY_ERRORS_TOTAL, vec![Label::new("op", op.as_str())]),
+                    &METADATA,
+                )
+            }),
+            connected: self
+                .recorder
+                .register_gauge(&Key::from_name(REGISTRY_CONNECTED), &METADATA),
+            resyncs: self
+                .recorder
+                .register_counter(&Key::from_name(REGISTRY_RESYNCS_TOTAL), &METADATA),
+        })
     }
 
     /// The Prometheus text exposition of every series.

@@ -10,7 +10,9 @@ use crate::error::CheckError;
 use crate::gate::Limits;
 use crate::metrics::{Attempt, Metrics, TargetMetrics};
 use crate::policy::{CompileOptions, PolicyStore, Rules};
+use crate::registry::redis::{Miss, RedisRegistry};
 use crate::registry::{Registry, Servers};
+use crate::texts::SchemaTexts;
 use crate::verdict::{
     clip, feedback, fold_indices, schema_keyword, with_article, Action, Finding, Outcome,
     ValidationFailure, Verdict,
@@ -82,7 +84,11 @@ pub struct Validator {
     pub(crate) limits: Limits,
     pub(crate) policy: Arc<PolicyStore>,
     pub(crate) cache: SchemaCache,
-    pub(crate) registry: Registry,
+    pub(crate) registry: Arc<Registry>,
+    /// Schema texts seen in checks, by hash (registered ones are the registry's).
+    pub(crate) texts: Arc<SchemaTexts>,
+    /// The shared registry, with `--registry redis://...`.
+    pub(crate) shared: Option<Arc<RedisRegistry>>,
     pub(crate) metrics: Arc<Metrics>,
 }
 
@@ -138,12 +144,32 @@ impl Validator {
         }
 
         let registered = self.registry.load();
+        let reread;
+        let found = match self.schema_of(check, &registered, rules.compile) {
+            Ok(found) => found,
+            // A name or hash this replica does not hold may have just been registered on
+            // another: with a shared registry, read it through to Redis once (on a worker)
+            // before answering 404. Only a miss pays for this.
+            Err(e) => match (&self.shared, self.miss(check, &registered)) {
+                (Some(shared), Some(miss)) if shared.may_read_through(&miss) => {
+                    if placement == Placement::Inline {
+                        return Err(Deferred::ToWorker { hit_counted: false });
+                    }
+                    if !shared.read_through(miss) {
+                        return Err(e.into());
+                    }
+                    reread = self.registry.load();
+                    self.schema_of(check, &reread, rules.compile)?
+                }
+                _ => return Err(e.into()),
+            },
+        };
         let Some(SchemaRef {
             hash,
             key,
             text,
             protocol,
-        }) = self.schema_of(check, &registered, rules.compile)?
+        }) = found
         else {
             return Ok(unvalidated(Outcome::Unchecked));
         };
@@ -157,7 +183,10 @@ impl Validator {
                     self.cache
                         .get_or_compile(key, &text, rules.compile, !hit_counted);
                 if missed && matches!(check.schema, SchemaSource::Inline(_)) {
-                    self.cache.remember(hash, &text);
+                    self.texts.remember(hash, &text);
+                    if let Some(shared) = &self.shared {
+                        shared.share_text(hash, &text);
+                    }
                 }
                 compiled
             }
@@ -274,9 +303,10 @@ impl Validator {
             }
             SchemaSource::Hash(h) => {
                 let hash = SchemaHash::parse(h)?;
-                let text = self
-                    .cache
-                    .source(&hash)
+                let text = registered
+                    .text(&hash)
+                    .cloned()
+                    .or_else(|| self.texts.get(&hash))
                     .ok_or_else(|| CheckError::UnknownSchemaHash(hash.to_string()))?;
                 Ok(Some(SchemaRef {
                     hash,
@@ -306,6 +336,25 @@ impl Validator {
                     text: Cow::Borrowed(&schema.text),
                     protocol: Some(schemas.protocol),
                 }))
+            }
+        }
+    }
+
+    /// What `check` names that this replica does not hold, if anything.
+    fn miss(&self, check: &Check, registered: &Servers) -> Option<Miss> {
+        match &check.schema {
+            SchemaSource::Inline(_) => None,
+            SchemaSource::Hash(h) => {
+                let hash = SchemaHash::parse(h).ok()?;
+                (registered.text(&hash).is_none() && self.texts.get(&hash).is_none())
+                    .then_some(Miss::Hash(hash))
+            }
+            SchemaSource::Registered => {
+                let (server, tool) = (check.server.as_deref()?, check.tool.as_deref()?);
+                registered.tool(server, tool).is_none().then(|| Miss::Tool {
+                    server: server.to_owned(),
+                    tool: tool.to_owned(),
+                })
             }
         }
     }

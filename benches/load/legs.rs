@@ -239,6 +239,18 @@ pub(crate) fn runtime(
         .build()
 }
 
+/// Waits until the server at `addr` is ready (with a shared registry: once it was read in full).
+async fn wait_ready(http: &reqwest::Client, addr: SocketAddr) {
+    while http
+        .get(format!("http://{addr}/readyz"))
+        .send()
+        .await
+        .map_or(true, |r| !r.status().is_success())
+    {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 /// The REST and gRPC legs, against a server started in this process.
 pub(crate) struct TransportRun<'a> {
     pub(crate) opts: &'a Opts,
@@ -257,20 +269,32 @@ impl TransportRun<'_> {
         // inherits their CPU affinity.
         let pin = self.opts.pin && self.cores >= 2;
         let server_rt = runtime("sg-server", self.cores, pin.then_some(self.server_cpus))?;
-        let (http_addr, grpc_addr, stop) = server_rt.block_on(async {
+        let redis = if self.opts.with_redis {
+            Some(crate::registry::RedisServer::start()?)
+        } else {
+            None
+        };
+        let mut argv = vec!["serve".to_owned(), "--log-level".into(), "error".into()];
+        if let Some(token) = crate::http1::TOKEN.get() {
+            use sha2::Digest;
+            let digest: String = sha2::Sha256::digest(token.as_bytes())
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            argv.push(format!("--auth-token=bench:{digest}:check,register"));
+        }
+        if let Some(redis) = &redis {
+            argv.extend(["--registry".to_owned(), redis.url.clone()]);
+            println!(
+                "registry: in Redis ({}), read by every check from its in-process copy",
+                redis.url
+            );
+        }
+        let start = |argv: Vec<String>| async move {
             let http = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
             let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
             let (http_addr, grpc_addr) = (http.local_addr()?, grpc.local_addr()?);
             let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-            let mut argv = vec!["serve".to_owned(), "--log-level".into(), "error".into()];
-            if let Some(token) = crate::http1::TOKEN.get() {
-                use sha2::Digest;
-                let digest: String = sha2::Sha256::digest(token.as_bytes())
-                    .iter()
-                    .map(|b| format!("{b:02x}"))
-                    .collect();
-                argv.push(format!("--auth-token=bench:{digest}:check,register"));
-            }
             let args = <ServeArgs as clap::Parser>::parse_from(argv);
             // Spawned, so that the core (and its worker pool) is built on a server thread.
             tokio::spawn(schemagate::run(
@@ -281,11 +305,13 @@ impl TransportRun<'_> {
                 },
             ));
             anyhow::Ok((http_addr, grpc_addr, tx))
-        })?;
+        };
+        let (http_addr, grpc_addr, stop) = server_rt.block_on(start(argv.clone()))?;
         let client_rt = runtime("sg-client", self.cores, pin.then_some(self.client_cpus))?;
         client_rt.block_on(async {
             let base = format!("http://{http_addr}");
             let http = reqwest::Client::new();
+            wait_ready(&http, http_addr).await;
             for (server, list) in self.corpus.tools["servers"].as_object().expect("servers") {
                 let mut put = http
                     .put(format!("{base}/v1/servers/{server}/tools"))
@@ -329,6 +355,20 @@ impl TransportRun<'_> {
             );
             anyhow::Ok(())
         })?;
+        if redis.is_some() {
+            let (other, _, stop_other) = server_rt.block_on(start(argv))?;
+            client_rt.block_on(async {
+                wait_ready(&reqwest::Client::new(), other).await;
+                crate::registry::propagation_leg(
+                    http_addr,
+                    other,
+                    crate::http1::TOKEN.get().map(String::as_str),
+                    500,
+                )
+                .await
+            })?;
+            let _ = stop_other.send(());
+        }
         let _ = stop.send(());
         drop(client_rt);
         drop(server_rt);

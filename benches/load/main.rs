@@ -7,9 +7,11 @@
 //!
 //! Flags (after `--`; `--help` lists them): `--corpus DIR` (`tools.json` + `results.jsonl`),
 //! `--seconds N` (each leg's length, default 3), `--only GROUPS` (comma-separated: `in-process`,
-//! `rest`, `grpc`, `memory`, `abuse`), `--skip-memory`, `--memory-only`, `--abuse-only`, and `--pin` (server threads on the
+//! `rest`, `grpc`, `memory`, `abuse`), `--skip-memory`, `--memory-only`, `--abuse-only`, `--pin` (server threads on the
 //! first half of the cores, client threads on the other half; off by default, since on two cores
-//! it leaves the server one).
+//! it leaves the server one), `--with-token` (authentication on) and `--with-redis` (the
+//! registry in a redis-server the harness starts, plus the registration and propagation
+//! figures of [`registry`]).
 //!
 //! The rooms: [`opts`] (flags and leg groups), [`alloc`] (allocation counting), [`cpu`] (CPU and
 //! resident size from /proc), [`http1`] and [`grpc`] (the pre-built clients), [`legs`] (every
@@ -45,6 +47,7 @@ mod grpc;
 mod http1;
 mod legs;
 mod opts;
+mod registry;
 mod report;
 
 use abuse::*;

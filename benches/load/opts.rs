@@ -36,6 +36,11 @@ pub(crate) struct Opts {
     /// carries it (compare with a run without, for what authorisation costs).
     #[arg(long)]
     pub(crate) with_token: bool,
+    /// Run the transport legs with the registry in Redis (a redis-server the harness starts;
+    /// Debian package `redis-server`), then measure registration latency and how long a change
+    /// takes to reach a second replica.
+    #[arg(long)]
+    pub(crate) with_redis: bool,
     /// Passed by `cargo bench`; ignored.
     #[arg(long, hide = true)]
     bench: bool,

@@ -5,7 +5,7 @@ use crate::check::{self, Check, Payload, SchemaSource};
 use crate::domain::{ProtocolVersion, Tier};
 use crate::error::CheckError;
 use crate::gate::Limits;
-use crate::registry::Registration;
+use crate::registry::{Registration, ServerListing, ServerSummary};
 use crate::verdict::{Action, Outcome, Verdict};
 
 fn non_empty(s: &str) -> Option<String> {
@@ -111,14 +111,8 @@ pub fn registration(r: Registration) -> proto::RegisterToolsResponse {
             .into_iter()
             .map(|t| proto::RegisteredTool {
                 name: t.name,
-                input_schema_hash: t
-                    .input_schema_hash
-                    .map(|h| h.to_string())
-                    .unwrap_or_default(),
-                output_schema_hash: t
-                    .output_schema_hash
-                    .map(|h| h.to_string())
-                    .unwrap_or_default(),
+                input_schema_hash: hex(t.input_schema_hash),
+                output_schema_hash: hex(t.output_schema_hash),
                 errors: t
                     .errors
                     .into_iter()
@@ -128,6 +122,47 @@ pub fn registration(r: Registration) -> proto::RegisterToolsResponse {
                         message: e.message,
                     })
                     .collect(),
+            })
+            .collect(),
+    }
+}
+
+fn hex(hash: Option<crate::domain::SchemaHash>) -> String {
+    hash.map(|h| h.to_string()).unwrap_or_default()
+}
+
+pub fn server_summary(s: ServerSummary) -> proto::ServerSummary {
+    proto::ServerSummary {
+        server: s.server,
+        tools: u32::try_from(s.tools).unwrap_or(u32::MAX),
+        protocol_version: s.protocol_version.as_str().to_owned(),
+        registered_at: s.registered_at,
+        registered_by: s.registered_by.unwrap_or_default(),
+    }
+}
+
+pub fn server_listing(l: ServerListing) -> proto::ListToolsResponse {
+    let text = |raw: Option<Box<serde_json::value::RawValue>>| {
+        raw.map(|r| bytes::Bytes::copy_from_slice(r.get().as_bytes()))
+            .unwrap_or_default()
+    };
+    proto::ListToolsResponse {
+        server: l.server,
+        protocol_version: l.protocol_version.as_str().to_owned(),
+        registered_at: l.registered_at,
+        registered_by: l.registered_by.unwrap_or_default(),
+        tools: l
+            .tools
+            .into_iter()
+            .map(|t| proto::ListedTool {
+                name: t.name,
+                input_schema_hash: hex(t.input_schema_hash),
+                output_schema_hash: hex(t.output_schema_hash),
+                protocol_version: t.protocol_version.as_str().to_owned(),
+                registered_at: t.registered_at,
+                registered_by: t.registered_by.unwrap_or_default(),
+                input_schema: text(t.input_schema),
+                output_schema: text(t.output_schema),
             })
             .collect(),
     }

@@ -158,6 +158,48 @@ impl Validator for ValidatorService {
             .map_err(|e| self.refuse(&e))?;
         Ok(Response::new(convert::registration(registration)))
     }
+
+    async fn list_servers(
+        &self,
+        request: Request<proto::ListServersRequest>,
+    ) -> Result<Response<proto::ListServersResponse>, Status> {
+        let caller = caller(&request)?;
+        let servers = self.gate.servers(&caller);
+        Ok(Response::new(proto::ListServersResponse {
+            servers: servers.into_iter().map(convert::server_summary).collect(),
+        }))
+    }
+
+    async fn list_tools(
+        &self,
+        request: Request<proto::ListToolsRequest>,
+    ) -> Result<Response<proto::ListToolsResponse>, Status> {
+        let caller = caller(&request)?;
+        let msg = request.into_inner();
+        let listing = self
+            .gate
+            .server_tools(&caller, &msg.server, msg.schemas)
+            .map_err(|e| self.refuse(&e))?;
+        Ok(Response::new(convert::server_listing(listing)))
+    }
+
+    async fn remove_tools(
+        &self,
+        request: Request<proto::RemoveToolsRequest>,
+    ) -> Result<Response<proto::RemoveToolsResponse>, Status> {
+        let caller = caller(&request)?;
+        let msg = request.into_inner();
+        let tool = (!msg.tool.is_empty()).then_some(msg.tool.as_str());
+        let removed = self
+            .gate
+            .remove_tools(&caller, &msg.server, tool)
+            .await
+            .map_err(|e| self.refuse(&e))?;
+        Ok(Response::new(proto::RemoveToolsResponse {
+            server: msg.server,
+            removed: u32::try_from(removed).unwrap_or(u32::MAX),
+        }))
+    }
 }
 
 /// Serves `schemagate.v1.Validator`, the standard health service and reflection on `listener`,
@@ -179,7 +221,17 @@ pub async fn serve(
     let streams_drain = CancellationToken::new();
     let reporter = tonic_health::server::HealthReporter::new();
     let health = health::service(reporter.clone(), streams_drain.clone());
-    report(&reporter, tonic_health::ServingStatus::Serving).await;
+    // NOT_SERVING until the shared registry (if any) has been read in full.
+    let serving = gate.is_ready();
+    report(
+        &reporter,
+        if serving {
+            tonic_health::ServingStatus::Serving
+        } else {
+            tonic_health::ServingStatus::NotServing
+        },
+    )
+    .await;
     let reflection = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
@@ -192,7 +244,16 @@ pub async fn serve(
     // delay is over (`token`, always after `unready`), watchers have had NOT_SERVING, and open
     // streams end and the connections close.
     let end_streams = streams_drain.clone();
+    let synced_gate = Arc::clone(&gate);
     tokio::spawn(async move {
+        if !serving {
+            tokio::select! {
+                () = synced_gate.synced() => {
+                    report(&reporter, tonic_health::ServingStatus::Serving).await;
+                }
+                () = unready.cancelled() => {}
+            }
+        }
         unready.cancelled().await;
         report(&reporter, tonic_health::ServingStatus::NotServing).await;
         token.cancelled().await;

@@ -12,14 +12,14 @@ use crate::error::CheckError;
 use crate::gate::{Admit, Gate};
 use crate::metrics::Transport;
 use crate::receiving::Held;
-use crate::registry::{RegisterOptions, Registration};
+use crate::registry::{RegisterOptions, Registration, ServerListing, ServerSummary};
 use crate::verdict::Verdict;
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post, put};
+use axum::routing::{delete, get, post, put};
 use axum::{middleware, Extension, Json, Router};
 use http_body_util::BodyExt;
 use serde::{Deserialize, Serialize};
@@ -38,7 +38,13 @@ pub fn router(gate: Arc<Gate>) -> Router {
     let checks = Router::new()
         .route("/v1/validate", post(validate))
         .route("/v1/validate/batch", post(validate_batch));
-    let registrations = Router::new().route("/v1/servers/{server}/tools", put(register_tools));
+    let registrations = Router::new()
+        .route("/v1/servers", get(list_servers))
+        .route(
+            "/v1/servers/{server}/tools",
+            put(register_tools).get(list_tools).delete(remove_tools),
+        )
+        .route("/v1/servers/{server}/tools/{tool}", delete(remove_tool));
     let admin = Router::new()
         .route("/v1/admin/reload-policy", post(reload_policy))
         .route("/v1/admin/reload-tokens", post(reload_tokens));
@@ -278,6 +284,80 @@ async fn register_tools(
         .await
         .map_err(|e| refuse(&gate, e))?;
     Ok(Json(registration))
+}
+
+#[derive(Serialize)]
+struct ServerList {
+    servers: Vec<ServerSummary>,
+}
+
+/// The registered servers the caller may name.
+async fn list_servers(
+    State(gate): State<Arc<Gate>>,
+    Extension(caller): Extension<Arc<Caller>>,
+) -> Json<ServerList> {
+    Json(ServerList {
+        servers: gate.servers(&caller),
+    })
+}
+
+#[derive(Deserialize)]
+struct ListQuery {
+    #[serde(default)]
+    schemas: bool,
+}
+
+/// One server's registered tools; `?schemas=true` adds each schema's text.
+async fn list_tools(
+    State(gate): State<Arc<Gate>>,
+    Extension(caller): Extension<Arc<Caller>>,
+    Path(server): Path<String>,
+    query: Result<Query<ListQuery>, QueryRejection>,
+) -> Result<Json<ServerListing>, ApiError> {
+    let Query(query) = query.map_err(|e| {
+        refuse(
+            &gate,
+            CheckError::InvalidField(format!(
+                "{}: the query takes `schemas=true|false`",
+                e.body_text()
+            )),
+        )
+    })?;
+    gate.server_tools(&caller, &server, query.schemas)
+        .map(Json)
+        .map_err(|e| refuse(&gate, e))
+}
+
+#[derive(Serialize)]
+struct Removed {
+    server: String,
+    removed: usize,
+}
+
+/// Removes all of a server's tools (and the server).
+async fn remove_tools(
+    State(gate): State<Arc<Gate>>,
+    Extension(caller): Extension<Arc<Caller>>,
+    Path(server): Path<String>,
+) -> Result<Json<Removed>, ApiError> {
+    let removed = gate
+        .remove_tools(&caller, &server, None)
+        .await
+        .map_err(|e| refuse(&gate, e))?;
+    Ok(Json(Removed { server, removed }))
+}
+
+/// Removes one tool of a server.
+async fn remove_tool(
+    State(gate): State<Arc<Gate>>,
+    Extension(caller): Extension<Arc<Caller>>,
+    Path((server, tool)): Path<(String, String)>,
+) -> Result<Json<Removed>, ApiError> {
+    let removed = gate
+        .remove_tools(&caller, &server, Some(&tool))
+        .await
+        .map_err(|e| refuse(&gate, e))?;
+    Ok(Json(Removed { server, removed }))
 }
 
 #[derive(Serialize)]

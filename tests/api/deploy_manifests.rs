@@ -25,15 +25,19 @@ fn yaml_docs(path: &Path) -> Vec<Value> {
         .collect()
 }
 
+/// Every document of the YAML files in `k8s/` (not its components), in file name order.
 fn manifests() -> Vec<Value> {
-    let mut docs = Vec::new();
-    for entry in std::fs::read_dir(root().join("k8s")).expect("k8s/") {
-        let path = entry.expect("entry").path();
-        if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
-            docs.extend(yaml_docs(&path));
-        }
-    }
-    docs
+    manifests_in("k8s")
+}
+
+fn manifests_in(dir: &str) -> Vec<Value> {
+    let mut paths: Vec<PathBuf> = std::fs::read_dir(root().join(dir))
+        .unwrap_or_else(|e| panic!("{dir}: {e}"))
+        .map(|entry| entry.expect("entry").path())
+        .filter(|path| path.extension().is_some_and(|e| e == "yaml" || e == "yml"))
+        .collect();
+    paths.sort();
+    paths.iter().flat_map(|path| yaml_docs(path)).collect()
 }
 
 fn kind<'a>(docs: &'a [Value], kind: &str) -> &'a Value {
@@ -363,4 +367,89 @@ fn the_token_secret_is_mounted_and_used_and_only_clients_are_admitted() {
             .any(|r| r["from"][0]["podSelector"]["matchLabels"]["schemagate.io/client"] == "true"),
         "clients are admitted by their label"
     );
+}
+
+#[test]
+fn the_shared_registry_components_wire_redis_and_a_headless_grpc_service() {
+    let base = manifests();
+    let deployment = kind(&base, "Deployment");
+    let pod_labels = &deployment["spec"]["template"]["metadata"]["labels"];
+    // The headless Service lists every ready pod on the gRPC port.
+    let headless = base
+        .iter()
+        .find(|d| d["kind"] == "Service" && d["spec"]["clusterIP"] == "None")
+        .expect("a headless Service for gRPC clients");
+    for (label, value) in headless["spec"]["selector"].as_object().expect("selector") {
+        assert_eq!(&pod_labels[label], value, "selects the pods by {label}");
+    }
+    assert_eq!(headless["spec"]["ports"][0]["targetPort"], "grpc");
+
+    // The overlay uses both components, which exist.
+    let overlay = &yaml_docs(&root().join("k8s/overlays/shared-registry/kustomization.yaml"))[0];
+    let components: Vec<&str> = overlay["components"]
+        .as_array()
+        .expect("components")
+        .iter()
+        .map(|c| c.as_str().expect("a path"))
+        .collect();
+    for component in &components {
+        let dir = root().join("k8s/overlays/shared-registry").join(component);
+        let k = &yaml_docs(&dir.join("kustomization.yaml"))[0];
+        assert_eq!(k["kind"], "Component", "{component}");
+        for resource in k["resources"].as_array().into_iter().flatten() {
+            assert!(dir.join(resource.as_str().expect("file")).exists());
+        }
+    }
+
+    // The registry component passes a URL the server accepts, naming the Redis the redis
+    // component runs.
+    let registry = &yaml_docs(&root().join("k8s/components/registry/kustomization.yaml"))[0];
+    let env_file = registry["secretGenerator"][0]["envs"][0]
+        .as_str()
+        .expect("env file");
+    let env = read(&format!("k8s/components/registry/{env_file}"));
+    let url = env
+        .lines()
+        .find_map(|l| l.strip_prefix("SCHEMAGATE_REGISTRY="))
+        .expect("SCHEMAGATE_REGISTRY in the Secret");
+    let args =
+        <schemagate::config::ServeArgs as clap::Parser>::parse_from(["serve", "--registry", url]);
+    args.gate_config().expect("the server accepts the URL");
+    let redis = manifests_in("k8s/components/redis");
+    let service = kind(&redis, "Service");
+    let host = service["metadata"]["name"].as_str().expect("name");
+    assert!(url.starts_with(&format!("redis://{host}:")), "{url}");
+    let statefulset = kind(&redis, "StatefulSet");
+    assert_eq!(statefulset["spec"]["replicas"], 1);
+    assert!(statefulset["spec"]["volumeClaimTemplates"][0]["spec"]["resources"].is_object());
+    let redis_args = &statefulset["spec"]["template"]["spec"]["containers"][0]["args"];
+    assert!(
+        redis_args
+            .as_array()
+            .expect("args")
+            .windows(2)
+            .any(|w| w[0] == "--maxmemory-policy" && w[1] == "noeviction"),
+        "registrations are never evicted"
+    );
+    // Redis admits schemagate's pods alone; schemagate may reach Redis.
+    let policy = kind(&redis, "NetworkPolicy");
+    let from = &policy["spec"]["ingress"][0]["from"][0]["podSelector"]["matchLabels"];
+    for (label, value) in from.as_object().expect("labels") {
+        assert_eq!(&pod_labels[label], value);
+    }
+    let patches = registry["patches"].as_array().expect("patches");
+    let egress = patches
+        .iter()
+        .find(|p| p["target"]["kind"] == "NetworkPolicy")
+        .and_then(|p| p["patch"].as_str())
+        .expect("an egress patch");
+    assert!(egress.contains("port: 6379"));
+    let deployment_patch =
+        &yaml_docs(&root().join("k8s/components/registry/deployment-patch.yaml"))[0];
+    let container = &deployment_patch["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(
+        container["envFrom"][0]["secretRef"]["name"],
+        registry["secretGenerator"][0]["name"]
+    );
+    assert_eq!(container["startupProbe"]["httpGet"]["path"], "/healthz");
 }

@@ -13,5 +13,6 @@ mod hostile_schemas;
 mod mcp_semantics;
 mod observability;
 mod prometheus_e2e;
+mod registry;
 mod shutdown;
 mod tls;
