@@ -366,20 +366,25 @@ impl Gate {
                 gate.prepare(&server, &body, how, by.as_deref())
             })
             .await?;
-        let Some(shared) = &self.validator.shared else {
-            return self.commit(prepared, caller.name());
+        let registration = match &self.validator.shared {
+            None => self.commit(prepared)?,
+            Some(shared) => {
+                shared.write(&prepared).await?;
+                // In force here as Redis now holds it (with the texts at hand, so none is read
+                // back).
+                self.remember_texts(&prepared);
+                shared.settle(prepared.server.as_str()).await;
+                prepared.registration
+            }
         };
-        shared.write(&prepared).await?;
-        // In force here as Redis now holds it (with the texts at hand, so none is read back).
-        self.remember_texts(&prepared);
-        shared.settle(prepared.server.as_str()).await;
         tracing::info!(
-            server = %prepared.registration.server,
-            tools = prepared.registration.tools.len(),
+            server = %registration.server,
+            tools = registration.tools.len(),
             token = caller.name(),
-            "tools registered (shared registry)"
+            shared = self.validator.shared.is_some(),
+            "tools registered"
         );
-        Ok(prepared.registration)
+        Ok(registration)
     }
 
     fn prepare(
@@ -403,16 +408,9 @@ impl Gate {
 
     /// Puts a prepared registration in force here. Its texts are also kept apart, so their
     /// hashes resolve after the registration is replaced (while the text budget allows).
-    fn commit(&self, prepared: Prepared, token: &str) -> Result<Registration, CheckError> {
+    fn commit(&self, prepared: Prepared) -> Result<Registration, CheckError> {
         self.remember_texts(&prepared);
-        let registration = self.validator.registry.commit(prepared)?;
-        tracing::info!(
-            server = %registration.server,
-            tools = registration.tools.len(),
-            token,
-            "tools registered"
-        );
-        Ok(registration)
+        self.validator.registry.commit(prepared)
     }
 
     /// Keeps the texts of a registration's schemas in the text store too.
@@ -436,7 +434,7 @@ impl Gate {
         how: RegisterOptions,
     ) -> Result<Registration, CheckError> {
         let prepared = self.prepare(server, body, how, None)?;
-        self.commit(prepared, "-")
+        self.commit(prepared)
     }
 
     /// The registered servers the caller may name, by name.

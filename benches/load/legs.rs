@@ -270,7 +270,7 @@ impl TransportRun<'_> {
         let pin = self.opts.pin && self.cores >= 2;
         let server_rt = runtime("sg-server", self.cores, pin.then_some(self.server_cpus))?;
         let redis = if self.opts.with_redis {
-            Some(crate::registry::RedisServer::start()?)
+            Some(crate::redis_server::RedisServer::start()?)
         } else {
             None
         };
@@ -284,10 +284,10 @@ impl TransportRun<'_> {
             argv.push(format!("--auth-token=bench:{digest}:check,register"));
         }
         if let Some(redis) = &redis {
-            argv.extend(["--registry".to_owned(), redis.url.clone()]);
+            argv.extend(["--registry".to_owned(), redis.url()]);
             println!(
                 "registry: in Redis ({}), read by every check from its in-process copy",
-                redis.url
+                redis.url()
             );
         }
         let start = |argv: Vec<String>| async move {

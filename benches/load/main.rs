@@ -37,6 +37,9 @@
 
 #[path = "../support/corpus.rs"]
 mod corpus;
+#[path = "../support/redis_server.rs"]
+#[allow(dead_code)] // the harness only starts one; the tests also stop and restart it
+mod redis_server;
 #[path = "../support/service.rs"]
 mod service;
 

@@ -3,77 +3,8 @@
 //! in it, and then, with a second replica on the same Redis: how long a registration takes to be
 //! acknowledged, and how long after its acknowledgement another replica uses it.
 
-use std::io::{Read, Write};
 use std::net::SocketAddr;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-/// A redis-server of the harness's own, stopped when dropped.
-pub(crate) struct RedisServer {
-    child: Child,
-    pub(crate) url: String,
-    _dir: tempfile::TempDir,
-}
-
-impl RedisServer {
-    pub(crate) fn start() -> anyhow::Result<RedisServer> {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?
-            .local_addr()?
-            .port();
-        let dir = tempfile::tempdir()?;
-        let child = Command::new("redis-server")
-            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .arg("--dir")
-            .arg(dir.path())
-            // As the Kubernetes component runs it: an append-only file, fsync every second.
-            .args([
-                "--appendonly",
-                "yes",
-                "--appendfsync",
-                "everysec",
-                "--save",
-                "",
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| {
-                anyhow::anyhow!(
-                    "--with-redis needs redis-server on PATH (apt-get install redis-server): {e}"
-                )
-            })?;
-        let server = RedisServer {
-            child,
-            url: format!("redis://127.0.0.1:{port}/0"),
-            _dir: dir,
-        };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if ping(port) {
-                return Ok(server);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        anyhow::bail!("redis-server did not answer within 10 s")
-    }
-}
-
-fn ping(port: u16) -> bool {
-    let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
-        return false;
-    };
-    let mut answer = [0u8; 7];
-    stream.write_all(b"PING\r\n").is_ok()
-        && stream.read_exact(&mut answer).is_ok()
-        && &answer == b"+PONG\r\n"
-}
-
-impl Drop for RedisServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 fn quantile(sorted: &[f64], q: f64) -> f64 {
     if sorted.is_empty() {

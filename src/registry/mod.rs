@@ -390,20 +390,26 @@ impl Registry {
         provenance: Provenance,
         protocol: ProtocolVersion,
     ) -> Result<(), CheckError> {
-        let prepared = Prepared {
-            registration: Registration {
-                server: server.as_str().to_owned(),
-                protocol_version: protocol,
-                tools: Vec::new(),
-                next_cursor: None,
-            },
-            server: server.clone(),
-            tools,
-            merge,
-            provenance,
-            protocol,
-        };
-        self.commit(prepared).map(drop)
+        self.change(|servers| {
+            // Under the writing lock, so two registrations at once cannot both pass the limit.
+            self.ensure_fits(server, &tools, merge)?;
+            let mut own = match servers.get(server.as_str()) {
+                Some(existing) if merge => existing.tools.clone(),
+                _ => HashMap::new(),
+            };
+            for tool in tools {
+                own.insert(tool.name.as_str().to_owned(), tool);
+            }
+            servers.insert(
+                server.as_str().to_owned(),
+                Arc::new(ServerTools {
+                    provenance,
+                    protocol,
+                    tools: own,
+                }),
+            );
+            Ok(())
+        })
     }
 
     /// Puts one server's registration as the shared registry holds it in force (`None`: it has
@@ -544,25 +550,7 @@ impl Registry {
             protocol,
             registration,
         } = prepared;
-        self.ensure_fits(&server, &tools, merge)?;
-        self.change(|servers| {
-            let mut own = match servers.get(server.as_str()) {
-                Some(existing) if merge => existing.tools.clone(),
-                _ => HashMap::new(),
-            };
-            for tool in tools {
-                own.insert(tool.name.as_str().to_owned(), tool);
-            }
-            servers.insert(
-                server.as_str().to_owned(),
-                Arc::new(ServerTools {
-                    provenance,
-                    protocol,
-                    tools: own,
-                }),
-            );
-            Ok(())
-        })?;
+        self.store(&server, tools, merge, provenance, protocol)?;
         Ok(registration)
     }
 

@@ -481,7 +481,7 @@ impl RedisRegistry {
             .arg(serde_json::to_vec(&meta).map_err(unavailable)?)
             .ignore();
         pipe.cmd("PUBLISH").arg(CHANGES).arg(server).ignore();
-        self.run(RegistryOp::Write, pipe).await
+        self.query(RegistryOp::Write, pipe).await
     }
 
     /// Removes `tool` of `server` (or, with `None`, the server and all its tools) from Redis;
@@ -513,10 +513,6 @@ impl RedisRegistry {
             });
         }
         Ok(removed)
-    }
-
-    async fn run(&self, op: RegistryOp, pipe: redis::Pipeline) -> Result<(), CheckError> {
-        self.query::<()>(op, pipe).await
     }
 
     async fn query<T: redis::FromRedisValue>(
@@ -566,7 +562,7 @@ impl RedisRegistry {
                 .arg("EX")
                 .arg(ttl)
                 .ignore();
-            let _ = self.run(RegistryOp::Remember, pipe).await;
+            let _ = self.query::<()>(RegistryOp::Remember, pipe).await;
         }
     }
 

@@ -2,6 +2,8 @@
 //! loopback ports through [`helpers`].
 
 mod helpers;
+#[path = "../../benches/support/redis_server.rs"]
+mod redis_server;
 
 mod auth;
 mod bad_input;

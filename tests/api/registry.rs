@@ -4,150 +4,27 @@
 //! SCHEMAGATE_REQUIRE_REDIS=1 (as in CI).
 
 use crate::helpers::{client, error_code, grpc_check, spawn_app_with, TestApp};
+use crate::redis_server::{self, RedisServer};
 use schemagate::grpc::proto;
 use serde_json::{json, Value};
-use std::io::{Read, Write};
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// A real redis-server on a loopback port, with its data (an append-only file) in a temporary
-/// directory, so it can be stopped and started again with what it held.
-struct Redis {
-    child: Option<Child>,
-    port: u16,
-    dir: tempfile::TempDir,
-}
-
-impl Redis {
-    /// A started Redis, or `None` (the test then skips) when redis-server is not installed.
-    fn start() -> Option<Redis> {
-        let found = std::env::var_os("PATH").is_some_and(|paths| {
-            std::env::split_paths(&paths).any(|p| p.join("redis-server").is_file())
-        });
-        if !found {
-            if std::env::var("SCHEMAGATE_REQUIRE_REDIS").as_deref() == Ok("1") {
-                panic!("SCHEMAGATE_REQUIRE_REDIS=1 but no redis-server on PATH (apt-get install redis-server)");
-            }
-            eprintln!(
-                "skipping: no redis-server on PATH (apt-get install redis-server to run this test)"
-            );
-            return None;
+/// A started Redis, or `None` (the test then skips) when redis-server is not installed.
+fn start_redis() -> Option<RedisServer> {
+    if !redis_server::installed() {
+        if std::env::var("SCHEMAGATE_REQUIRE_REDIS").as_deref() == Ok("1") {
+            panic!("SCHEMAGATE_REQUIRE_REDIS=1 but no redis-server on PATH (apt-get install redis-server)");
         }
-        let port = port_outside_the_ephemeral_range();
-        let mut redis = Redis {
-            child: None,
-            port,
-            dir: tempfile::tempdir().expect("tempdir"),
-        };
-        redis.resume();
-        Some(redis)
-    }
-
-    fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/3", self.port)
-    }
-
-    /// Starts redis-server (again) and waits until it answers PING.
-    fn resume(&mut self) {
-        let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string()])
-            .args(["--bind", "127.0.0.1"])
-            .arg("--dir")
-            .arg(self.dir.path())
-            .args(["--appendonly", "yes", "--save", "", "--daemonize", "no"])
-            .arg("--logfile")
-            .arg(self.dir.path().join("redis.log"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start redis-server");
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if self.ping() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!(
-            "redis-server did not answer PING within 10 s; its log:\n{}",
-            std::fs::read_to_string(self.dir.path().join("redis.log")).unwrap_or_default()
+        eprintln!(
+            "skipping: no redis-server on PATH (apt-get install redis-server to run this test)"
         );
+        return None;
     }
-
-    fn ping(&self) -> bool {
-        let Ok(mut stream) = std::net::TcpStream::connect(("127.0.0.1", self.port)) else {
-            return false;
-        };
-        let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
-        let mut answer = [0u8; 7];
-        stream.write_all(b"PING\r\n").is_ok()
-            && stream.read_exact(&mut answer).is_ok()
-            && &answer == b"+PONG\r\n"
-    }
-
-    /// How many times Redis has run `command` (from INFO commandstats).
-    fn calls(&self, command: &str) -> u64 {
-        let mut stream =
-            std::net::TcpStream::connect(("127.0.0.1", self.port)).expect("connect to redis");
-        stream
-            .set_read_timeout(Some(Duration::from_secs(2)))
-            .expect("timeout");
-        stream.write_all(b"INFO commandstats\r\n").expect("write");
-        let mut text = Vec::new();
-        let mut buf = [0u8; 4096];
-        // A bulk string: `$LEN\r\n` then LEN bytes and `\r\n`.
-        loop {
-            let n = stream.read(&mut buf).expect("read");
-            assert!(n > 0, "redis closed the connection");
-            text.extend_from_slice(&buf[..n]);
-            let s = String::from_utf8_lossy(&text);
-            if let Some((head, body)) = s.split_once("\r\n") {
-                let len: usize = head.trim_start_matches('$').parse().expect("length");
-                if body.len() >= len {
-                    let prefix = format!("cmdstat_{command}:calls=");
-                    return body
-                        .lines()
-                        .find_map(|l| l.strip_prefix(&prefix))
-                        .and_then(|rest| rest.split(',').next())
-                        .and_then(|n| n.parse().ok())
-                        .unwrap_or(0);
-                }
-            }
-        }
-    }
-
-    /// Stops redis-server at once (as a crash or a lost network would).
-    fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-/// A free port below Linux's ephemeral range (32768 and up): while Redis is stopped, no socket
-/// bound to port 0 (a listener of another test, or a client reconnecting to Redis, which could
-/// otherwise connect to itself) can take its port.
-fn port_outside_the_ephemeral_range() -> u16 {
-    let seed = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos()) as usize
-        ^ std::process::id() as usize;
-    (0..4000)
-        .map(|i| 20_000 + ((seed + i * 7919) % 12_000) as u16)
-        .find(|&p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok())
-        .expect("a free port between 20000 and 32000")
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        self.stop();
-    }
+    Some(RedisServer::start().expect("redis-server"))
 }
 
 /// A replica on `redis`, with short timeouts so a lost Redis is noticed quickly.
-async fn replica(redis: &Redis) -> TestApp {
+async fn replica(redis: &RedisServer) -> TestApp {
     let url = redis.url();
     spawn_app_with(&["--registry", &url, "--registry-timeout-ms", "500"]).await
 }
@@ -330,7 +207,7 @@ async fn registrations_are_listed_and_removed_over_rest_and_grpc() {
 
 #[tokio::test]
 async fn replicas_share_registrations_through_redis() {
-    let Some(redis) = Redis::start() else { return };
+    let Some(redis) = start_redis() else { return };
     let (a, mut b, c) = (
         replica(&redis).await,
         replica(&redis).await,
@@ -420,7 +297,7 @@ async fn replicas_share_registrations_through_redis() {
 
 #[tokio::test]
 async fn a_lost_redis_keeps_known_contracts_and_refuses_registrations_until_it_returns() {
-    let Some(mut redis) = Redis::start() else {
+    let Some(mut redis) = start_redis() else {
         return;
     };
     let (a, b) = (replica(&redis).await, replica(&redis).await);
@@ -476,7 +353,7 @@ async fn a_lost_redis_keeps_known_contracts_and_refuses_registrations_until_it_r
     assert_eq!(fresh.get("/readyz").await.0, 503);
 
     // ...until Redis is back (with what it held): then every replica reads it again.
-    redis.resume();
+    redis.resume().expect("redis-server again");
     wait_ready(&fresh).await;
     let (_, verdict) = fresh.validate(&crm_check()).await;
     assert_eq!(verdict["valid"], true, "{verdict}");
@@ -501,10 +378,10 @@ async fn a_lost_redis_keeps_known_contracts_and_refuses_registrations_until_it_r
 
 #[tokio::test]
 async fn unknown_names_are_answered_404_on_a_shared_registry() {
-    let Some(redis) = Redis::start() else { return };
+    let Some(redis) = start_redis() else { return };
     let app = replica(&redis).await;
     wait_ready(&app).await;
-    let before = redis.calls("hgetall");
+    let before = redis.calls("hgetall").expect("INFO");
     let start = Instant::now();
     for i in 0..50 {
         let (status, refused) = app
@@ -517,7 +394,7 @@ async fn unknown_names_are_answered_404_on_a_shared_registry() {
     }
     // Each of the 5 names was read through at most once per second (the miss is remembered).
     let seconds = start.elapsed().as_secs() + 1;
-    let reads = redis.calls("hgetall") - before;
+    let reads = redis.calls("hgetall").expect("INFO") - before;
     assert!(
         (1..=5 * seconds).contains(&reads),
         "{reads} reads of Redis for 50 checks of 5 unknown names in {seconds} s"
