@@ -76,7 +76,135 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the service (REST and gRPC) on embedded defaults or the given flags.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
+    /// Run an MCP server (stdio) behind schemagate: `schemagate proxy --server-name NAME --
+    /// COMMAND [ARGS...]` relays between the client on this process's stdin/stdout and the
+    /// server, checking tool-call arguments and results against the contract it lists.
+    Proxy(Box<ProxyArgs>),
+}
+
+/// 16 MiB: the longest MCP message `schemagate proxy` relays.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+/// Requests in flight to the server whose answers the proxy reads.
+pub const DEFAULT_MAX_CALLS_IN_FLIGHT: usize = 4096;
+pub const DEFAULT_CONTRACT_WAIT_MS: u64 = 5000;
+pub const DEFAULT_PROXY_SHUTDOWN_GRACE_SECS: u64 = 5;
+
+/// Flags of `schemagate proxy`.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "proxy")]
+pub struct ProxyArgs {
+    /// The server's name: what the policy matches, what the contract is registered under, the
+    /// `server` label of the metrics.
+    #[arg(long, env = "SCHEMAGATE_SERVER_NAME")]
+    pub server_name: String,
+    /// Trust policy file (TOML), as for `serve`. Without it the server is untrusted.
+    #[arg(long, env = "SCHEMAGATE_POLICY")]
+    pub policy: Option<PathBuf>,
+    /// Re-read the policy file when its content changes, every this many seconds (0: never).
+    #[arg(long, env = "SCHEMAGATE_POLICY_POLL_INTERVAL", default_value_t = DEFAULT_POLICY_POLL_SECS)]
+    pub policy_poll_interval: u64,
+    /// Serve GET /metrics (and /healthz) on this address, for a Prometheus sidecar scrape.
+    #[arg(long, env = "SCHEMAGATE_METRICS_LISTEN")]
+    pub metrics_listen: Option<SocketAddr>,
+    /// Longest message relayed in either direction, in bytes; a longer request is answered with
+    /// a JSON-RPC error, a longer answer replaced by one.
+    #[arg(long, env = "SCHEMAGATE_MAX_MESSAGE_BYTES", default_value_t = DEFAULT_MAX_MESSAGE_BYTES)]
+    pub max_message_bytes: usize,
+    /// Requests in flight to the server (tool calls, listings) whose answers are followed; past
+    /// it, a new call is answered with a JSON-RPC error rather than sent unchecked.
+    #[arg(long, env = "SCHEMAGATE_MAX_CALLS_IN_FLIGHT", default_value_t = DEFAULT_MAX_CALLS_IN_FLIGHT)]
+    pub max_calls_in_flight: usize,
+    /// How long a call waits for the server's tools/list, when the proxy has to ask for it (no
+    /// listing yet, or the tools changed), before it is checked with the contract at hand.
+    #[arg(long, env = "SCHEMAGATE_CONTRACT_WAIT_MS", default_value_t = DEFAULT_CONTRACT_WAIT_MS)]
+    pub contract_wait_ms: u64,
+    /// When the client closes stdin: seconds the server has to exit after its own stdin is
+    /// closed, and again after SIGTERM, before it is killed.
+    #[arg(long, env = "SCHEMAGATE_PROXY_SHUTDOWN_GRACE_SECS", default_value_t = DEFAULT_PROXY_SHUTDOWN_GRACE_SECS)]
+    pub shutdown_grace_secs: u64,
+    /// Deepest nesting of arguments, a result or a schema.
+    #[arg(long, env = "SCHEMAGATE_MAX_DEPTH", default_value_t = DEFAULT_MAX_DEPTH)]
+    pub max_depth: usize,
+    /// Most errors listed in one verdict.
+    #[arg(long, env = "SCHEMAGATE_MAX_ERRORS", default_value_t = DEFAULT_MAX_ERRORS)]
+    pub max_errors: usize,
+    /// Largest schema, in bytes.
+    #[arg(long, env = "SCHEMAGATE_MAX_SCHEMA_BYTES", default_value_t = DEFAULT_MAX_SCHEMA_BYTES)]
+    pub max_schema_bytes: usize,
+    /// Most subschema evaluations a schema may imply at one position of an instance.
+    #[arg(long, env = "SCHEMAGATE_MAX_SCHEMA_COST", default_value_t = DEFAULT_MAX_SCHEMA_COST)]
+    pub max_schema_cost: u64,
+    /// Most work one check may cost.
+    #[arg(long, env = "SCHEMAGATE_MAX_CHECK_WORK", default_value_t = DEFAULT_MAX_CHECK_WORK)]
+    pub max_check_work: u64,
+    /// Threads for CPU work (compiles, large checks); 0 means one per core.
+    #[arg(long, env = "SCHEMAGATE_WORKER_THREADS", default_value_t = 1)]
+    pub worker_threads: usize,
+    /// Log filter (tracing's EnvFilter syntax). Logs go to stderr, never stdout.
+    #[arg(long, env = "SCHEMAGATE_LOG_LEVEL", default_value = "info")]
+    pub log_level: String,
+    /// Log line format.
+    #[arg(
+        long,
+        env = "SCHEMAGATE_LOG_FORMAT",
+        value_enum,
+        default_value = "text"
+    )]
+    pub log_format: LogFormat,
+    /// The MCP server to run, and its arguments (after `--`).
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+impl ProxyArgs {
+    /// The core's configuration: the service's defaults, with the limits given here, the policy
+    /// file, no shared registry and no tokens (the proxy answers only its own client).
+    pub fn gate_config(&self) -> anyhow::Result<GateConfig> {
+        anyhow::ensure!(
+            !self.server_name.is_empty(),
+            "--server-name must not be empty"
+        );
+        anyhow::ensure!(
+            self.max_message_bytes >= 1024,
+            "--max-message-bytes must be at least 1024"
+        );
+        anyhow::ensure!(
+            self.max_calls_in_flight > 0,
+            "--max-calls-in-flight must be at least 1"
+        );
+        let mut serve = ServeArgs::default();
+        serve.policy = self.policy.clone();
+        serve.registry = None;
+        serve.max_body_bytes = self.max_message_bytes;
+        serve.grpc_max_message_bytes = self.max_message_bytes;
+        serve.max_queued_bytes = serve.max_queued_bytes.max(self.max_message_bytes);
+        serve.max_receiving_bytes = serve.max_receiving_bytes.max(self.max_message_bytes);
+        serve.max_depth = self.max_depth;
+        serve.max_errors = self.max_errors;
+        serve.max_schema_bytes = self.max_schema_bytes;
+        serve.max_schema_cost = self.max_schema_cost;
+        serve.max_check_work = self.max_check_work;
+        serve.worker_threads = self.worker_threads;
+        serve.core_config(Auth::new(None, Vec::new())?)
+    }
+
+    /// How the relay runs.
+    pub fn proxy_config(&self) -> crate::proxy::ProxyConfig {
+        crate::proxy::ProxyConfig {
+            server: self.server_name.clone(),
+            command: self.command.clone(),
+            max_message_bytes: self.max_message_bytes,
+            max_in_flight: self.max_calls_in_flight,
+            contract_wait: Duration::from_millis(self.contract_wait_ms),
+            shutdown_grace: Duration::from_secs(self.shutdown_grace_secs.max(1)),
+        }
+    }
+
+    /// The connection limits of the metrics listener: the service's defaults.
+    pub fn connection_limits(&self) -> ConnectionLimits {
+        ServeArgs::default().connection_limits()
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -277,6 +405,11 @@ impl Default for ServeArgs {
 impl ServeArgs {
     /// The core's configuration; loads the policy file, failing with a message that names it.
     pub fn gate_config(&self) -> anyhow::Result<GateConfig> {
+        self.core_config(self.auth()?)
+    }
+
+    /// The core's configuration with `auth`.
+    fn core_config(&self, auth: Auth) -> anyhow::Result<GateConfig> {
         let policy = match &self.policy {
             Some(path) => {
                 Policy::from_file(path).with_context(|| "loading --policy".to_string())?
@@ -357,7 +490,7 @@ impl ServeArgs {
                 max_bytes: self.max_queued_bytes,
             },
             max_receiving_bytes: self.max_receiving_bytes,
-            auth: self.auth()?,
+            auth,
         })
     }
 

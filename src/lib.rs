@@ -26,6 +26,8 @@
 //! - [`auth`]: who may do what (bearer tokens, scopes, the servers a token may name).
 //! - [`http`] and [`grpc`]: the two thin adapters, each served by [`listen`] (connection limits
 //!   and timeouts, the same on both ports); [`config`], [`shutdown`] and [`run`] wire them.
+//! - [`proxy`]: the third adapter, on the MCP wire: `schemagate proxy -- COMMAND` relays stdio
+//!   between an MCP client and server, checking calls and results with the same core.
 
 mod analysis;
 pub mod auth;
@@ -45,6 +47,7 @@ pub mod listen;
 pub mod memory;
 pub mod metrics;
 pub mod policy;
+pub mod proxy;
 pub mod receiving;
 pub mod registry;
 mod reload;

@@ -19,17 +19,29 @@ fn main() -> anyhow::Result<()> {
         .block_on(run(cli))
 }
 
+/// Logs to stderr (stdout is the MCP client's, under `proxy`).
+fn init_logs(level: &str, format: LogFormat) -> anyhow::Result<()> {
+    let filter = EnvFilter::try_new(level)
+        .with_context(|| format!("--log-level {level:?} is not a valid filter"))?;
+    let logs = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => logs.json().init(),
+        LogFormat::Text => logs.init(),
+    }
+    Ok(())
+}
+
 async fn run(Cli { command }: Cli) -> anyhow::Result<()> {
     match command {
+        Command::Proxy(args) => {
+            init_logs(&args.log_level, args.log_format)?;
+            let code = schemagate::proxy::run(*args).await?;
+            std::process::exit(code)
+        }
         Command::Serve(args) => {
-            let filter = EnvFilter::try_new(&args.log_level).with_context(|| {
-                format!("--log-level {:?} is not a valid filter", args.log_level)
-            })?;
-            let logs = tracing_subscriber::fmt().with_env_filter(filter);
-            match args.log_format {
-                LogFormat::Json => logs.json().init(),
-                LogFormat::Text => logs.init(),
-            }
+            init_logs(&args.log_level, args.log_format)?;
             let http = tokio::net::TcpListener::bind(args.listen)
                 .await
                 .with_context(|| format!("cannot listen on {} (--listen)", args.listen))?;
@@ -39,7 +51,7 @@ async fn run(Cli { command }: Cli) -> anyhow::Result<()> {
                     format!("cannot listen on {} (--grpc-listen)", args.grpc_listen)
                 })?;
             schemagate::run(
-                args,
+                *args,
                 schemagate::Listeners { http, grpc },
                 schemagate::shutdown::signal(),
             )

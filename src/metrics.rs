@@ -39,6 +39,7 @@ pub const AUTH_FAILURES_TOTAL: &str = "schemagate_auth_failures_total";
 pub const REGISTRY_ERRORS_TOTAL: &str = "schemagate_registry_errors_total";
 pub const REGISTRY_CONNECTED: &str = "schemagate_registry_connected";
 pub const REGISTRY_RESYNCS_TOTAL: &str = "schemagate_registry_resyncs_total";
+pub const PROXY_MESSAGES_TOTAL: &str = "schemagate_proxy_messages_total";
 
 /// The `reason` values of `schemagate_auth_failures_total`.
 pub const AUTH_FAILURE_REASONS: [&str; 4] = ["missing", "unknown", "scope", "server"];
@@ -73,6 +74,77 @@ impl RegistryOp {
     }
 }
 
+/// Which way a message crossed `schemagate proxy`, the `direction` of
+/// `schemagate_proxy_messages_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// From the MCP client to the server.
+    ToServer,
+    /// From the MCP server to the client.
+    ToClient,
+}
+
+impl Direction {
+    pub const ALL: [Direction; 2] = [Direction::ToServer, Direction::ToClient];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::ToServer => "to_server",
+            Direction::ToClient => "to_client",
+        }
+    }
+}
+
+/// What became of a message `schemagate proxy` read, the `kind` of
+/// `schemagate_proxy_messages_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Relayed {
+    /// Forwarded exactly as received.
+    Forwarded,
+    /// Forwarded exactly as received, though it is not a JSON-RPC message (not JSON, or JSON
+    /// that is not a JSON-RPC object).
+    NotJsonRpc,
+    /// Longer than `--max-message-bytes`: not forwarded; a request or a response awaited is
+    /// answered with a JSON-RPC error instead.
+    Oversized,
+    /// A tool result replaced by an `isError` result carrying the verdict.
+    Replaced,
+    /// A request answered by schemagate without reaching the server (arguments rejected, too
+    /// many calls in flight).
+    Answered,
+}
+
+impl Relayed {
+    pub const ALL: [Relayed; 5] = [
+        Relayed::Forwarded,
+        Relayed::NotJsonRpc,
+        Relayed::Oversized,
+        Relayed::Replaced,
+        Relayed::Answered,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Relayed::Forwarded => "forwarded",
+            Relayed::NotJsonRpc => "not_json_rpc",
+            Relayed::Oversized => "oversized",
+            Relayed::Replaced => "replaced",
+            Relayed::Answered => "answered",
+        }
+    }
+}
+
+/// The series of `schemagate proxy`, made when a proxy runs.
+pub struct ProxyMetrics {
+    messages: [[Counter; Relayed::ALL.len()]; Direction::ALL.len()],
+}
+
+impl ProxyMetrics {
+    pub fn count(&self, direction: Direction, what: Relayed) {
+        self.messages[direction as usize][what as usize].increment(1);
+    }
+}
+
 /// The shared registry's series, made when a shared registry is configured.
 pub struct RegistryMetrics {
     errors: [Counter; RegistryOp::ALL.len()],
@@ -104,7 +176,7 @@ pub struct Series {
 }
 
 /// Every series schemagate exports: the one table names, descriptions and [`ALL`] come from.
-pub const SERIES: [Series; 23] = [
+pub const SERIES: [Series; 24] = [
     Series { name: VALIDATIONS_TOTAL, kind: Kind::Counter, help: "Checks by server, tool, tier, attempt (first|retry) and outcome (valid|invalid|skipped|tool_error|unchecked)." },
     Series { name: FIELD_FAILURES_TOTAL, kind: Kind::Counter, help: "Failing fields by server, tool, instance path (array indices folded to *) and keyword." },
     Series { name: VALIDATION_DURATION_SECONDS, kind: Kind::Histogram, help: "Time to answer one check, by transport." },
@@ -127,6 +199,7 @@ pub const SERIES: [Series; 23] = [
     Series { name: REGISTRY_ERRORS_TOTAL, kind: Kind::Counter, help: "Failed operations on the shared registry (--registry redis://...), by op (write: a registration or removal, refused as registry_unavailable; read_through: a check's lookup of a name this replica did not hold; sync: reading changes or everything; subscribe: following changes, reconnected after; remember: sharing an inline schema's text). Only with --registry." },
     Series { name: REGISTRY_CONNECTED, kind: Kind::Gauge, help: "1 while this replica follows the shared registry's changes and has read it in full since; 0 while it reconnects (known contracts are still served; registrations may be refused). Only with --registry." },
     Series { name: REGISTRY_RESYNCS_TOTAL, kind: Kind::Counter, help: "Full reads of the shared registry: one at start-up and one after each lost subscription. Only with --registry." },
+    Series { name: PROXY_MESSAGES_TOTAL, kind: Kind::Counter, help: "Messages schemagate proxy read, by direction (to_server|to_client) and kind (forwarded: as received; not_json_rpc: forwarded as received, though not a JSON-RPC message; oversized: past --max-message-bytes, not forwarded; replaced: a tool result replaced by an isError result; answered: a request answered by schemagate, not forwarded). Only in schemagate proxy." },
     Series { name: CONNECTIONS_CLOSED_TOTAL, kind: Kind::Counter, help: "Connections closed by schemagate, by transport and reason (idle: no request for --idle-timeout-secs; write_timeout: an answer not read for --write-timeout-secs)." },
 ];
 
@@ -156,10 +229,12 @@ const LATENCY_BUCKETS: [f64; 14] = [
 pub enum Transport {
     Rest,
     Grpc,
+    /// `schemagate proxy`, on the MCP wire.
+    Proxy,
 }
 
 impl Transport {
-    pub const ALL: [Transport; 2] = [Transport::Rest, Transport::Grpc];
+    pub const ALL: [Transport; 3] = [Transport::Rest, Transport::Grpc, Transport::Proxy];
 
     /// Its place in [`Transport::ALL`].
     pub fn index(self) -> usize {
@@ -170,6 +245,7 @@ impl Transport {
         match self {
             Transport::Rest => "rest",
             Transport::Grpc => "grpc",
+            Transport::Proxy => "proxy",
         }
     }
 }
@@ -321,6 +397,7 @@ pub struct Metrics {
     targets: RwLock<HashMap<PairKey, Arc<TargetMetrics>>>,
     pub duration_rest: Histogram,
     pub duration_grpc: Histogram,
+    pub duration_proxy: Histogram,
     pub cache_hits: Counter,
     pub cache_misses: Counter,
     pub cache_evictions: Counter,
@@ -349,6 +426,7 @@ pub struct Metrics {
     /// The one field-failure series past the budget (every label `_other`), made on first use.
     other_field: OnceLock<Counter>,
     registry: OnceLock<RegistryMetrics>,
+    proxy: OnceLock<ProxyMetrics>,
 }
 
 /// The connection series of one transport.
@@ -463,8 +541,10 @@ impl Metrics {
             folded_fields: folded(FIELD_FAILURES_TOTAL),
             other_field: OnceLock::new(),
             registry: OnceLock::new(),
+            proxy: OnceLock::new(),
             duration_rest: histogram(VALIDATION_DURATION_SECONDS, transport(Transport::Rest)),
             duration_grpc: histogram(VALIDATION_DURATION_SECONDS, transport(Transport::Grpc)),
+            duration_proxy: histogram(VALIDATION_DURATION_SECONDS, transport(Transport::Proxy)),
             cache_hits: counter(CACHE_HITS_TOTAL, vec![]),
             cache_misses: counter(CACHE_MISSES_TOTAL, vec![]),
             cache_evictions: counter(CACHE_EVICTIONS_TOTAL, vec![]),
@@ -496,6 +576,26 @@ impl Metrics {
             resyncs: self
                 .recorder
                 .register_counter(&Key::from_name(REGISTRY_RESYNCS_TOTAL), &METADATA),
+        })
+    }
+
+    /// The proxy's series, made (at zero) on first use.
+    pub fn proxy(&self) -> &ProxyMetrics {
+        self.proxy.get_or_init(|| ProxyMetrics {
+            messages: Direction::ALL.map(|direction| {
+                Relayed::ALL.map(|what| {
+                    self.recorder.register_counter(
+                        &Key::from_parts(
+                            PROXY_MESSAGES_TOTAL,
+                            vec![
+                                Label::new("direction", direction.as_str()),
+                                Label::new("kind", what.as_str()),
+                            ],
+                        ),
+                        &METADATA,
+                    )
+                })
+            }),
         })
     }
 
@@ -531,6 +631,7 @@ impl Metrics {
         match transport {
             Transport::Rest => &self.duration_rest,
             Transport::Grpc => &self.duration_grpc,
+            Transport::Proxy => &self.duration_proxy,
         }
     }
 

@@ -60,6 +60,31 @@ impl CompileOptions {
     }
 }
 
+/// What happens to tool-call arguments that fail the tool's inputSchema (the `arguments` switch).
+/// Unset, the tier decides: `reject` for untrusted, `log` for semi-trusted, `off` for trusted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ArgumentsMode {
+    /// Validated; failing arguments get action `reject` (`schemagate proxy` answers the call with
+    /// an `isError` result and never forwards it).
+    Reject,
+    /// Validated, counted and logged; action `pass`.
+    Log,
+    /// Not validated: outcome `skipped`.
+    Off,
+}
+
+impl ArgumentsMode {
+    /// The mode a tier implies when the policy sets none.
+    pub fn of_tier(tier: Tier) -> Self {
+        match tier {
+            Tier::Untrusted => ArgumentsMode::Reject,
+            Tier::SemiTrusted => ArgumentsMode::Log,
+            Tier::Trusted => ArgumentsMode::Off,
+        }
+    }
+}
+
 /// What the policy says for one check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rules {
@@ -70,6 +95,8 @@ pub struct Rules {
     /// Whether an outputSchema's root must be an object schema, when the policy says so; unset,
     /// the MCP revision decides ([`Rules::object_root_required`]).
     pub require_object_root: Option<bool>,
+    /// What failing tool-call arguments lead to.
+    pub arguments: ArgumentsMode,
 }
 
 impl Rules {
@@ -101,6 +128,7 @@ struct Switches {
     drift_fails: Option<bool>,
     require_object_root: Option<bool>,
     regex_engine: Option<RegexEngine>,
+    arguments: Option<ArgumentsMode>,
 }
 
 impl Switches {
@@ -111,6 +139,7 @@ impl Switches {
             drift_fails: over.drift_fails.or(self.drift_fails),
             require_object_root: over.require_object_root.or(self.require_object_root),
             regex_engine: over.regex_engine.or(self.regex_engine),
+            arguments: over.arguments.or(self.arguments),
         }
     }
 }
@@ -141,14 +170,47 @@ struct ServerRuleFile {
     #[serde(flatten)]
     switches: Switches,
     #[serde(default)]
-    tools: HashMap<String, Tier>,
+    tools: HashMap<String, ToolRule>,
+}
+
+/// A tool's override: a tier (`"untrusted"`), or a table with a tier and switches
+/// (`{ tier = "semi-trusted", arguments = "off" }`).
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(untagged)]
+enum ToolRule {
+    Tier(Tier),
+    Table(ToolTable),
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolTable {
+    tier: Option<Tier>,
+    #[serde(flatten)]
+    switches: Switches,
+}
+
+impl ToolRule {
+    fn tier(&self) -> Option<Tier> {
+        match self {
+            ToolRule::Tier(tier) => Some(*tier),
+            ToolRule::Table(table) => table.tier,
+        }
+    }
+
+    fn switches(&self) -> Option<&Switches> {
+        match self {
+            ToolRule::Tier(_) => None,
+            ToolRule::Table(table) => Some(&table.switches),
+        }
+    }
 }
 
 #[derive(Debug)]
 struct ServerRule {
     tier: Tier,
     switches: Switches,
-    tools: HashMap<String, Tier>,
+    tools: HashMap<String, ToolRule>,
 }
 
 /// A loaded, ready-to-query trust policy.
@@ -268,10 +330,9 @@ impl Policy {
     /// check) gets the default tier.
     pub fn rules_for(&self, server: Option<&str>, tool: Option<&str>) -> Rules {
         let rule = server.and_then(|s| self.rule_for(s));
+        let tool_rule = rule.zip(tool).and_then(|(rule, t)| rule.tools.get(t));
         let tier = match rule {
-            Some(rule) => tool
-                .and_then(|t| rule.tools.get(t).copied())
-                .unwrap_or(rule.tier),
+            Some(rule) => tool_rule.and_then(ToolRule::tier).unwrap_or(rule.tier),
             None => self.default_tier,
         };
         let mut switches = self.base;
@@ -280,6 +341,9 @@ impl Policy {
         }
         if let Some(rule) = rule {
             switches = switches.overlay(&rule.switches);
+        }
+        if let Some(over) = tool_rule.and_then(ToolRule::switches) {
+            switches = switches.overlay(over);
         }
         Rules {
             tier,
@@ -291,6 +355,9 @@ impl Policy {
             },
             drift_fails: switches.drift_fails.unwrap_or(false),
             require_object_root: switches.require_object_root,
+            arguments: switches
+                .arguments
+                .unwrap_or_else(|| ArgumentsMode::of_tier(tier)),
         }
     }
 }
@@ -402,6 +469,55 @@ tools = { charge_card = "untrusted" }
         assert!(rules.compile.assert_formats);
         assert!(!rules.drift_fails);
         assert_eq!(rules.require_object_root, None, "the MCP revision decides");
+    }
+
+    #[test]
+    fn arguments_follow_the_tier_unless_set_per_server_or_tool() {
+        let policy = Policy::from_toml_str(
+            r#"
+[[servers]]
+match = "partner-*"
+tier = "semi-trusted"
+arguments = "reject"
+tools = { search = { arguments = "off" }, pay = "untrusted", peek = { tier = "trusted" } }
+
+[[servers]]
+match = "internal"
+tier = "trusted"
+"#,
+        )
+        .expect("valid policy");
+        let mode = |server, tool| policy.rules_for(Some(server), Some(tool)).arguments;
+        assert_eq!(
+            mode("marketplace", "x"),
+            ArgumentsMode::Reject,
+            "untrusted default"
+        );
+        assert_eq!(mode("internal", "x"), ArgumentsMode::Off, "trusted default");
+        assert_eq!(
+            mode("partner-crm", "x"),
+            ArgumentsMode::Reject,
+            "server switch"
+        );
+        assert_eq!(
+            mode("partner-crm", "search"),
+            ArgumentsMode::Off,
+            "tool table"
+        );
+        assert_eq!(
+            policy.rules_for(Some("partner-crm"), Some("search")).tier,
+            Tier::SemiTrusted
+        );
+        assert_eq!(
+            policy.rules_for(Some("partner-crm"), Some("pay")).tier,
+            Tier::Untrusted
+        );
+        assert_eq!(
+            policy.rules_for(Some("partner-crm"), Some("peek")).tier,
+            Tier::Trusted
+        );
+        let bad = Policy::from_toml_str("arguments = \"sometimes\"");
+        assert!(bad.is_err());
     }
 
     #[test]

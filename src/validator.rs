@@ -9,7 +9,7 @@ use crate::drift::TextEquality;
 use crate::error::CheckError;
 use crate::gate::Limits;
 use crate::metrics::{Attempt, Metrics, TargetMetrics};
-use crate::policy::{CompileOptions, PolicyStore, Rules};
+use crate::policy::{ArgumentsMode, CompileOptions, PolicyStore, Rules};
 use crate::registry::redis::{Miss, RedisRegistry};
 use crate::registry::{Registry, Servers};
 use crate::texts::SchemaTexts;
@@ -139,7 +139,12 @@ impl Validator {
                 return Ok(unvalidated(Outcome::ToolError));
             }
         }
-        if rules.tier == Tier::Trusted {
+        // Arguments follow the `arguments` switch (unset: the tier's); everything else the tier.
+        let skipped = match check.payload {
+            Payload::Arguments(_) => rules.arguments == ArgumentsMode::Off,
+            _ => rules.tier == Tier::Trusted,
+        };
+        if skipped {
             return Ok(unvalidated(Outcome::Skipped));
         }
 
@@ -414,25 +419,26 @@ impl Validator {
             Outcome::Invalid
         };
         if !valid {
-            verdict.action = if rules.tier == Tier::Untrusted {
-                Action::Reject
-            } else {
-                Action::Pass
+            let reject = match check.payload {
+                Payload::Arguments(_) => rules.arguments == ArgumentsMode::Reject,
+                _ => rules.tier == Tier::Untrusted,
             };
+            verdict.action = if reject { Action::Reject } else { Action::Pass };
             verdict.feedback =
                 feedback(check.payload.subject(), &verdict.errors, verdict.truncated);
             for e in &verdict.errors {
                 self.metrics
                     .field_failure(target, &fold_indices(&e.instance_path), &e.keyword);
             }
-            if rules.tier == Tier::SemiTrusted {
+            if verdict.action == Action::Pass {
                 tracing::warn!(
                     server = check.server.as_deref().unwrap_or(""),
                     tool = check.tool.as_deref().unwrap_or(""),
                     tier = rules.tier.as_str(),
                     call_id = check.call_id.as_deref().unwrap_or(""),
                     feedback = %verdict.feedback,
-                    "tool result failed its schema (logged, passed)"
+                    subject = check.payload.subject(),
+                    "a check failed its schema (logged, passed)"
                 );
             }
         }

@@ -7,13 +7,13 @@
 //!
 //! Flags (after `--`; `--help` lists them): `--corpus DIR` (`tools.json` + `results.jsonl`),
 //! `--seconds N` (each leg's length, default 3), `--only GROUPS` (comma-separated: `in-process`,
-//! `rest`, `grpc`, `memory`, `abuse`), `--skip-memory`, `--memory-only`, `--abuse-only`, `--pin` (server threads on the
+//! `rest`, `grpc`, `proxy`, `memory`, `abuse`), `--skip-memory`, `--memory-only`, `--abuse-only`, `--pin` (server threads on the
 //! first half of the cores, client threads on the other half; off by default, since on two cores
 //! it leaves the server one), `--with-token` (authentication on) and `--with-redis` (the
 //! registry in a redis-server the harness starts, plus the registration and propagation
 //! figures of [`registry`]).
 //!
-//! The rooms: [`opts`] (flags and leg groups), [`alloc`] (allocation counting), [`cpu`] (CPU and
+//! The rooms: [`opts`] (flags and leg groups), [`proxy`] (the MCP proxy over stdio), [`alloc`] (allocation counting), [`cpu`] (CPU and
 //! resident size from /proc), [`http1`] and [`grpc`] (the pre-built clients), [`legs`] (every
 //! leg, in process and over the transports, and the memory curves), [`report`] (figures and
 //! targets).
@@ -50,6 +50,7 @@ mod grpc;
 mod http1;
 mod legs;
 mod opts;
+mod proxy;
 mod registry;
 mod report;
 
@@ -247,6 +248,9 @@ fn main() -> anyhow::Result<()> {
     println!("client s/k = the same for the client's threads; x ceil = checks/s over the ceiling on all threads.");
     summary(&legs, ceiling);
 
+    if opts.wants(Group::Proxy) && !opts.memory_only {
+        proxy::proxy_leg(opts.seconds)?;
+    }
     if opts.wants(Group::Abuse) && !opts.memory_only {
         // A fresh process, so that resident sizes start from a fresh heap.
         let mut child = std::process::Command::new(std::env::current_exe()?);

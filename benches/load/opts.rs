@@ -57,6 +57,7 @@ pub(crate) enum Group {
     GrpcStream,
     Memory,
     Abuse,
+    Proxy,
 }
 
 impl Group {
@@ -78,6 +79,7 @@ impl Group {
             Group::GrpcStream => "grpc-stream",
             Group::Memory => "memory",
             Group::Abuse => "abuse",
+            Group::Proxy => "proxy",
         }
     }
 }

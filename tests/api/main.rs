@@ -15,6 +15,7 @@ mod hostile_schemas;
 mod mcp_semantics;
 mod observability;
 mod prometheus_e2e;
+mod proxy;
 mod registry;
 mod shutdown;
 mod tls;

@@ -1,0 +1,228 @@
+//! The proxy leg: `tools/call` round trips over stdio, straight to an MCP server and through
+//! `schemagate proxy` in front of the same server, with results of 1 KB and 64 KB. The server is
+//! examples/mcp_test_server.rs in `--raw` mode (it answers each call with the same pre-built
+//! bytes); the client is this process, writing pre-built requests and reading answers by line, as
+//! an MCP host does. Latency is one call at a time; the rate is with 64 calls in flight.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const IN_FLIGHT: u64 = 64;
+
+/// The test MCP server, built in release (the harness is, so the comparison is fair).
+fn test_server() -> anyhow::Result<std::path::PathBuf> {
+    let exe = std::env::current_exe()?;
+    let profile_dir = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .ok_or_else(|| anyhow::anyhow!("no target directory above {}", exe.display()))?;
+    let status = Command::new(env!("CARGO"))
+        .args([
+            "build",
+            "--quiet",
+            "--release",
+            "--example",
+            "mcp_test_server",
+        ])
+        .status()?;
+    anyhow::ensure!(
+        status.success(),
+        "cargo build --release --example mcp_test_server failed"
+    );
+    Ok(profile_dir.join("examples").join("mcp_test_server"))
+}
+
+struct Peer {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Peer {
+    fn spawn(mut command: Command) -> anyhow::Result<Peer> {
+        let mut child = command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()?;
+        let stdin = child.stdin.take().ok_or_else(|| anyhow::anyhow!("stdin"))?;
+        let stdout = BufReader::with_capacity(
+            256 * 1024,
+            child
+                .stdout
+                .take()
+                .ok_or_else(|| anyhow::anyhow!("stdout"))?,
+        );
+        Ok(Peer {
+            child,
+            stdin,
+            stdout,
+        })
+    }
+
+    fn ask(&mut self, request: &[u8], answer: &mut String) -> anyhow::Result<()> {
+        self.stdin.write_all(request)?;
+        self.stdin.flush()?;
+        answer.clear();
+        anyhow::ensure!(
+            self.stdout.read_line(answer)? > 0,
+            "the server closed its stdout"
+        );
+        Ok(())
+    }
+}
+
+struct Figures {
+    p50_us: f64,
+    p99_us: f64,
+    rate: f64,
+    answer: String,
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 * p) as usize).min(sorted.len().saturating_sub(1));
+    sorted.get(i).map_or(f64::NAN, |d| d.as_secs_f64() * 1e6)
+}
+
+fn call(id: u64) -> Vec<u8> {
+    format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{{\"name\":\"sized\",\"arguments\":{{\"id\":7}}}}}}\n"
+    )
+    .into_bytes()
+}
+
+/// Round trips one at a time for `seconds / 2`, then 64 in flight for `seconds / 2`.
+fn drive(mut peer: Peer, seconds: f64) -> anyhow::Result<Figures> {
+    let mut answer = String::new();
+    peer.ask(
+        br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"load","version":"1"}}}
+"#,
+        &mut answer,
+    )?;
+    // The first call lets the proxy list the tools and compile the schema.
+    peer.ask(&call(1), &mut answer)?;
+    let first = answer.clone();
+    let requests: Vec<Vec<u8>> = (0..1024).map(|i| call(10 + i)).collect();
+    let mut times = Vec::new();
+    let half = Duration::from_secs_f64(seconds / 2.0);
+    let start = Instant::now();
+    let mut i = 0;
+    while start.elapsed() < half {
+        let t = Instant::now();
+        peer.ask(&requests[i % requests.len()], &mut answer)?;
+        times.push(t.elapsed());
+        i += 1;
+    }
+    times.sort_unstable();
+
+    let Peer {
+        child,
+        mut stdin,
+        mut stdout,
+    } = peer;
+    let sent = Arc::new(AtomicU64::new(0));
+    let received = Arc::new(AtomicU64::new(0));
+    let reader = {
+        let received = Arc::clone(&received);
+        std::thread::spawn(move || -> anyhow::Result<()> {
+            let mut line = String::new();
+            loop {
+                line.clear();
+                if stdout.read_line(&mut line)? == 0 {
+                    break;
+                }
+                received.fetch_add(1, Ordering::Release);
+            }
+            Ok(())
+        })
+    };
+    let start = Instant::now();
+    let mut n = 0usize;
+    while start.elapsed() < half {
+        if sent.load(Ordering::Relaxed) - received.load(Ordering::Acquire) >= IN_FLIGHT {
+            std::hint::spin_loop();
+            continue;
+        }
+        stdin.write_all(&requests[n % requests.len()])?;
+        stdin.flush()?;
+        sent.fetch_add(1, Ordering::Relaxed);
+        n += 1;
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let answered = received.load(Ordering::Acquire);
+    // Let the answers still coming arrive, then close the session.
+    let drain = Instant::now();
+    while received.load(Ordering::Acquire) < sent.load(Ordering::Relaxed)
+        && drain.elapsed() < Duration::from_secs(10)
+    {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    drop(stdin);
+    let mut child = child;
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = reader.join();
+    Ok(Figures {
+        p50_us: percentile(&times, 0.50),
+        p99_us: percentile(&times, 0.99),
+        rate: answered as f64 / elapsed,
+        answer: first,
+    })
+}
+
+/// Prints the proxy's figures: direct and proxied, for each result size.
+pub(crate) fn proxy_leg(seconds: f64) -> anyhow::Result<()> {
+    let server = test_server()?;
+    println!();
+    println!("proxy: tools/call over stdio, one call at a time (latency) and {IN_FLIGHT} in flight (rate), {seconds:.0} s per pair");
+    println!(
+        "{:<28} {:>10} {:>10} {:>12} {:>14} {:>14}",
+        "result size / path", "p50 us", "p99 us", "calls/s", "added p50 us", "added p99 us"
+    );
+    for size in [1024usize, 64 * 1024] {
+        let mut direct = Command::new(&server);
+        direct.args(["--raw", "--result-bytes", &size.to_string()]);
+        let mut proxied = Command::new(env!("CARGO_BIN_EXE_schemagate"));
+        proxied
+            .args([
+                "proxy",
+                "--server-name",
+                "bench",
+                "--log-level",
+                "warn",
+                "--",
+            ])
+            .arg(&server)
+            .args(["--raw", "--result-bytes", &size.to_string()]);
+        let d = drive(Peer::spawn(direct)?, seconds)?;
+        let p = drive(Peer::spawn(proxied)?, seconds)?;
+        anyhow::ensure!(
+            d.answer == p.answer,
+            "the proxy changed a conforming result:\n direct:  {}\n proxied: {}",
+            d.answer.trim_end(),
+            p.answer.trim_end()
+        );
+        let kb = size / 1024;
+        println!(
+            "{:<28} {:>10.1} {:>10.1} {:>12.0}",
+            format!("{kb} KB direct"),
+            d.p50_us,
+            d.p99_us,
+            d.rate
+        );
+        println!(
+            "{:<28} {:>10.1} {:>10.1} {:>12.0} {:>14.1} {:>14.1}",
+            format!("{kb} KB through the proxy"),
+            p.p50_us,
+            p.p99_us,
+            p.rate,
+            p.p50_us - d.p50_us,
+            p.p99_us - d.p99_us
+        );
+    }
+    println!("targets: added p50 < 100 us and p99 < 1000 us for 1 KB results; at least 10,000 calls/s through the proxy");
+    Ok(())
+}

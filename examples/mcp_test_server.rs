@@ -1,0 +1,294 @@
+//! An MCP server (stdio) to put behind `schemagate proxy`, used by the proxy's tests and its
+//! benchmark, and a way to try the proxy by hand:
+//!
+//! ```text
+//! cargo build --example mcp_test_server
+//! schemagate proxy --server-name crm -- target/debug/examples/mcp_test_server
+//! ```
+//!
+//! By default it is an `rmcp` server (the official Rust SDK) with tools whose results conform
+//! or not as their `variant` argument asks, a tool without an outputSchema, a tool whose
+//! outputSchema schemagate refuses, one that asks the client's model for a summary (sampling), and one that changes
+//! the tool list; `tools/list` answers in pages of two.
+//!
+//! `--raw` makes it a plain JSON-RPC server that writes exact bytes, for what an SDK server would
+//! not send: integers past 2^53, a result that breaks its schema in ways the SDK would refuse to
+//! serialise, a line that is not JSON, `resultType: input_required`, and results of a given size
+//! (`--result-bytes N`, the benchmark's).
+
+// Sampling is deprecated by SEP-2577 (2026-07-28 has no server-to-client requests), yet it is how
+// a 2025-06-18 or 2025-11-25 server asks its client for something: what the proxy must relay.
+#![allow(deprecated)]
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock as Content,
+    CreateMessageRequestParams, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
+    SamplingMessage, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use serde_json::{json, Map, Value};
+use std::borrow::Cow;
+use std::io::{BufRead, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+fn object(value: Value) -> Arc<Map<String, Value>> {
+    match value {
+        Value::Object(map) => Arc::new(map),
+        _ => Arc::new(Map::new()),
+    }
+}
+
+#[derive(Clone, Default)]
+struct TestServer {
+    /// `change_tools` was called: `get_customer` now also requires `name`.
+    changed: Arc<AtomicBool>,
+}
+
+impl TestServer {
+    fn tools(&self) -> Vec<Tool> {
+        let mut customer = json!({
+            "type": "object",
+            "properties": {
+                "id": {"type": "integer"},
+                "email": {"type": "string", "format": "email"},
+                "name": {"type": "string"}
+            },
+            "required": ["id", "email"]
+        });
+        if self.changed.load(Ordering::Relaxed) {
+            customer["required"] = json!(["id", "email", "name"]);
+        }
+        let variant_input = json!({
+            "type": "object",
+            "properties": {
+                "id": {"type": "integer"},
+                "variant": {"enum": ["valid", "invalid", "is_error", "no_structured", "no_name"]}
+            },
+            "required": ["id"],
+            "additionalProperties": false
+        });
+        vec![
+            Tool::new_with_raw(
+                "get_customer",
+                Some(Cow::Borrowed("A customer by id; `variant` picks how the result turns out.")),
+                object(variant_input),
+            )
+            .with_raw_output_schema(object(customer)),
+            Tool::new_with_raw(
+                "echo",
+                Some(Cow::Borrowed("Echoes its text; declares no outputSchema.")),
+                object(json!({"type": "object", "properties": {"text": {"type": "string"}}})),
+            ),
+            Tool::new_with_raw(
+                "fetch_remote",
+                Some(Cow::Borrowed("Declares an outputSchema with a remote $ref, which schemagate refuses.")),
+                object(json!({"type": "object"})),
+            )
+            .with_raw_output_schema(object(json!({
+                "type": "object",
+                "properties": {"doc": {"$ref": "https://schemas.example/doc.json"}}
+            }))),
+            Tool::new_with_raw(
+                "summarize",
+                Some(Cow::Borrowed("Asks the client's model for a summary (sampling: a server-initiated request).")),
+                object(json!({"type": "object"})),
+            )
+            .with_raw_output_schema(object(json!({
+                "type": "object",
+                "properties": {"summary": {"type": "string", "minLength": 1}, "model": {"type": "string"}},
+                "required": ["summary", "model"]
+            }))),
+            Tool::new_with_raw(
+                "change_tools",
+                Some(Cow::Borrowed("Changes get_customer's outputSchema and says so with notifications/tools/list_changed.")),
+                object(json!({"type": "object"})),
+            ),
+        ]
+    }
+}
+
+impl ServerHandler for TestServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_protocol_version(ProtocolVersion::LATEST)
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        const PAGE: usize = 2;
+        let start: usize = request
+            .and_then(|r| r.cursor)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let tools = self.tools();
+        let end = (start + PAGE).min(tools.len());
+        let mut page = ListToolsResult::with_all_items(tools[start.min(end)..end].to_vec());
+        page.next_cursor = (end < tools.len()).then(|| end.to_string());
+        Ok(page)
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let args = request.arguments.unwrap_or_default();
+        let result = match request.name.as_ref() {
+            "get_customer" => {
+                let id = args.get("id").cloned().unwrap_or(json!(0));
+                match args
+                    .get("variant")
+                    .and_then(Value::as_str)
+                    .unwrap_or("valid")
+                {
+                    "invalid" => {
+                        CallToolResult::structured(json!({"id": "seven", "email": "yesterday"}))
+                    }
+                    "no_name" => {
+                        CallToolResult::structured(json!({"id": id, "email": "ada@example.com"}))
+                    }
+                    "is_error" => CallToolResult::error(vec![Content::text("no such customer")]),
+                    "no_structured" => CallToolResult::success(vec![Content::text(
+                        json!({"id": id, "email": "ada@example.com"}).to_string(),
+                    )]),
+                    _ => CallToolResult::structured(
+                        json!({"id": id, "email": "ada@example.com", "name": "Ada"}),
+                    ),
+                }
+            }
+            "echo" => CallToolResult::success(vec![Content::text(
+                args.get("text")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned(),
+            )]),
+            "fetch_remote" => CallToolResult::structured(json!({"doc": {"anything": true}})),
+            "summarize" => {
+                let sampled = context
+                    .peer
+                    .create_message(CreateMessageRequestParams::new(
+                        vec![SamplingMessage::user_text(
+                            "Summarize: the proxy relays this.",
+                        )],
+                        50,
+                    ))
+                    .await
+                    .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+                let summary = sampled
+                    .message
+                    .content
+                    .first()
+                    .and_then(|c| c.as_text())
+                    .map(|t| t.text.clone())
+                    .unwrap_or_default();
+                CallToolResult::structured(json!({"summary": summary, "model": sampled.model}))
+            }
+            "change_tools" => {
+                self.changed.store(true, Ordering::Relaxed);
+                let _ = context.peer.notify_tool_list_changed().await;
+                CallToolResult::success(vec![Content::text("get_customer now returns a name")])
+            }
+            other => {
+                return Err(ErrorData::invalid_params(
+                    format!("unknown tool {other:?}"),
+                    None,
+                ))
+            }
+        };
+        Ok(result.into())
+    }
+}
+
+/// The raw server: one canned answer per request, written as exact bytes.
+fn serve_raw(result_bytes: usize) -> std::io::Result<()> {
+    let filler = "x".repeat(result_bytes.saturating_sub(120));
+    let sized = format!(
+        r#"{{"content":[{{"type":"text","text":"ok"}}],"structuredContent":{{"id":7,"email":"ada@example.com","note":"{filler}"}}}}"#
+    );
+    let tools = r#"{"tools":[
+        {"name":"big","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}},
+        {"name":"wrong","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}},
+        {"name":"sized","inputSchema":{"type":"object","properties":{"id":{"type":"integer"}}},"outputSchema":{"type":"object","properties":{"id":{"type":"integer"},"email":{"type":"string","format":"email"},"note":{"type":"string"}},"required":["id","email"]}},
+        {"name":"listing","inputSchema":{"type":"object"},"outputSchema":{"type":"array","items":{"type":"string"}}},
+        {"name":"asks","inputSchema":{"type":"object"},"outputSchema":{"type":"object","required":["done"]}},
+        {"name":"noisy","inputSchema":{"type":"object"}}
+    ]}"#
+    .replace(['\n', ' '], "");
+    let stdin = std::io::stdin();
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    for line in stdin.lock().lines() {
+        let line = line?;
+        let Ok(request) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        let (Some(id), Some(method)) = (request.get("id"), request["method"].as_str()) else {
+            continue;
+        };
+        let id = id.to_string();
+        let result = match method {
+            "initialize" => {
+                let version = request["params"]["protocolVersion"].as_str().unwrap_or("2025-11-25");
+                format!(
+                    r#"{{"protocolVersion":"{version}","capabilities":{{"tools":{{}}}},"serverInfo":{{"name":"raw","version":"1"}}}}"#
+                )
+            }
+            "tools/list" => tools.clone(),
+            "tools/call" => match request["params"]["name"].as_str().unwrap_or("") {
+                "big" => r#"{"content":[{"type":"text","text":"{\"n\": 9007199254740993}"}],"structuredContent":{"n":9007199254740993}}"#.to_owned(),
+                "wrong" => r#"{"content":[],"structuredContent":{"n":1.5}}"#.to_owned(),
+                "sized" => sized.clone(),
+                "listing" => r#"{"content":[{"type":"text","text":"[\"a\",\"b\"]"}],"structuredContent":["a","b"]}"#.to_owned(),
+                "asks" => r#"{"resultType":"input_required","inputRequests":{"r1":{"method":"roots/list"}},"requestState":"s1"}"#.to_owned(),
+                "noisy" => {
+                    writeln!(out, "this line is not JSON")?;
+                    r#"{"content":[{"type":"text","text":"after the noise"}]}"#.to_owned()
+                }
+                _ => r#"{"content":[{"type":"text","text":"unknown tool"}],"isError":true}"#.to_owned(),
+            },
+            _ => {
+                writeln!(
+                    out,
+                    r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32601,"message":"method not found"}}}}"#
+                )?;
+                out.flush()?;
+                continue;
+            }
+        };
+        writeln!(out, r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#)?;
+        out.flush()?;
+    }
+    Ok(())
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--raw") {
+        let result_bytes = args
+            .iter()
+            .position(|a| a == "--result-bytes")
+            .and_then(|i| args.get(i + 1))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(1024);
+        return match serve_raw(result_bytes) {
+            // The client went away mid-answer: the session is over.
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+            other => Ok(other?),
+        };
+    }
+    let service = TestServer::default()
+        .serve(rmcp::transport::stdio())
+        .await?;
+    service.waiting().await?;
+    Ok(())
+}

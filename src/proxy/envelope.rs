@@ -1,0 +1,206 @@
+//! The JSON-RPC envelope of a message: read without copying (its `params`, `result` and `error`
+//! stay slices of the line), so traffic the proxy does not act on costs one pass of the parser.
+
+use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use std::borrow::Cow;
+use std::fmt;
+
+/// A JSON-RPC 2.0 message, as far as the proxy reads it.
+#[derive(Debug)]
+pub enum Message<'a> {
+    Request {
+        id: &'a RawValue,
+        method: Cow<'a, str>,
+        params: Option<&'a RawValue>,
+    },
+    Notification {
+        method: Cow<'a, str>,
+        params: Option<&'a RawValue>,
+    },
+    Response {
+        id: Option<&'a RawValue>,
+        result: Option<&'a RawValue>,
+    },
+}
+
+#[derive(Deserialize)]
+struct Wire<'a> {
+    #[serde(borrow, default)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    method: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    params: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    result: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    error: Option<&'a RawValue>,
+}
+
+/// What a line holds.
+pub enum Parsed<'a> {
+    One(Message<'a>),
+    /// A JSON array (a JSON-RPC batch, which MCP has not allowed since 2025-06-18): its elements.
+    Batch(Vec<&'a RawValue>),
+    /// Not JSON, or JSON that is not a JSON-RPC message.
+    NotJsonRpc,
+}
+
+/// Reads one line's envelope.
+pub fn parse(line: &[u8]) -> Parsed<'_> {
+    let text = trim(line);
+    match text.first() {
+        Some(b'{') => match message(text) {
+            Some(m) => Parsed::One(m),
+            None => Parsed::NotJsonRpc,
+        },
+        Some(b'[') => match serde_json::from_slice::<Vec<&RawValue>>(text) {
+            Ok(items) => Parsed::Batch(items),
+            Err(_) => Parsed::NotJsonRpc,
+        },
+        _ => Parsed::NotJsonRpc,
+    }
+}
+
+/// Reads one JSON object as a JSON-RPC message.
+pub fn message(text: &[u8]) -> Option<Message<'_>> {
+    let wire: Wire<'_> = serde_json::from_slice(text).ok()?;
+    match (wire.method, wire.id) {
+        (Some(method), Some(id)) => Some(Message::Request {
+            id,
+            method,
+            params: wire.params,
+        }),
+        (Some(method), None) => Some(Message::Notification {
+            method,
+            params: wire.params,
+        }),
+        (None, id) if wire.result.is_some() || wire.error.is_some() => Some(Message::Response {
+            id,
+            result: wire.result,
+        }),
+        _ => None,
+    }
+}
+
+/// The line without its line ending and surrounding white space.
+pub fn trim(line: &[u8]) -> &[u8] {
+    line.trim_ascii()
+}
+
+/// What the first bytes of a line too long to read say: its `id` (JSON text) and whether it has
+/// a `method`, when they come before the part cut off.
+#[derive(Debug, Default, PartialEq)]
+pub struct Head {
+    pub id: Option<String>,
+    pub has_method: bool,
+}
+
+/// Reads the top-level `id` and `method` of a JSON object from its first bytes (the rest of the
+/// object may be missing: whatever was read before the cut is kept).
+pub fn head(bytes: &[u8]) -> Head {
+    let mut head = Head::default();
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    // The cut makes this fail; what was read before it is in `head`.
+    let _ = HeadSeed(&mut head).deserialize(&mut de);
+    head
+}
+
+struct HeadSeed<'h>(&'h mut Head);
+
+impl<'de> DeserializeSeed<'de> for HeadSeed<'_> {
+    type Value = ();
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for HeadSeed<'_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON-RPC message")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            match key.as_ref() {
+                "id" => {
+                    let id = map.next_value::<Box<RawValue>>()?;
+                    if id.get() != "null" {
+                        self.0.id = Some(id.get().to_owned());
+                    }
+                }
+                "method" => {
+                    self.0.has_method = true;
+                    map.next_value::<IgnoredAny>()?;
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn envelopes_are_told_apart() {
+        let kind = |line: &str| match parse(line.as_bytes()) {
+            Parsed::One(Message::Request { method, .. }) => format!("request {method}"),
+            Parsed::One(Message::Notification { method, .. }) => format!("notification {method}"),
+            Parsed::One(Message::Response { id, .. }) => {
+                format!("response {}", id.map_or("-", |i| i.get()))
+            }
+            Parsed::Batch(items) => format!("batch of {}", items.len()),
+            Parsed::NotJsonRpc => "not json-rpc".into(),
+        };
+        assert_eq!(
+            kind(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}"#),
+            "request tools/call"
+        );
+        assert_eq!(
+            kind(r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#),
+            "notification notifications/tools/list_changed"
+        );
+        assert_eq!(
+            kind("{\"jsonrpc\":\"2.0\",\"id\":\"a\",\"result\":{}}\r\n"),
+            "response \"a\""
+        );
+        assert_eq!(
+            kind(r#"{"jsonrpc":"2.0","error":{"code":-32700,"message":"x"}}"#),
+            "response -"
+        );
+        assert_eq!(
+            kind(r#"[{"id":1,"result":{}},{"id":2,"result":{}}]"#),
+            "batch of 2"
+        );
+        assert_eq!(kind("not json"), "not json-rpc");
+        assert_eq!(kind(r#"{"hello":"world"}"#), "not json-rpc");
+        assert_eq!(kind(r#"{"id":1,"method":"x""#), "not json-rpc");
+    }
+
+    #[test]
+    fn the_head_of_a_cut_line_gives_its_id_and_method() {
+        let line = br#"{"jsonrpc":"2.0","id":"call-9","method":"tools/call","params":{"arguments":{"blob":"xxxxxxxx"#;
+        assert_eq!(
+            head(line),
+            Head {
+                id: Some("\"call-9\"".into()),
+                has_method: true
+            }
+        );
+        assert_eq!(
+            head(br#"{"jsonrpc":"2.0","result":{"content":[{"type":"text","text":"xx"#),
+            Head::default()
+        );
+        assert_eq!(head(b"garbage").id, None);
+    }
+}

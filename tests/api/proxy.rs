@@ -1,0 +1,582 @@
+//! `schemagate proxy` between real MCP peers: the official Rust SDK (`rmcp`) as client and as
+//! server (examples/mcp_test_server.rs), and a raw JSON-RPC server where exact bytes matter. The
+//! proxy is the built `schemagate` binary, run as an MCP host would run it.
+
+// Sampling is deprecated by SEP-2577 (2026-07-28), yet it is how a 2025-11-25 server asks its
+// client for something, which the proxy must relay.
+#![allow(deprecated)]
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig,
+    CreateMessageRequestParams, CreateMessageResult, ProtocolVersion, SamplingMessage,
+};
+use rmcp::service::{RequestContext, RunningService};
+use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
+use rmcp::{
+    ClientHandler, ClientLifecycleMode, ClientServiceExt, ErrorData, RoleClient, ServiceExt,
+};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::OnceLock;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+const VERDICT: &str = "dev.schemagate/verdict";
+
+/// The test MCP server, brought up to date once per run (`cargo test` builds examples, a run of
+/// one test target does not; cargo does nothing when it is fresh).
+fn test_server() -> PathBuf {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let exe = std::env::current_exe().expect("test binary path");
+        // target/<profile>/deps/api-<hash> -> target/<profile>/examples/mcp_test_server
+        let profile_dir = exe
+            .parent()
+            .and_then(|deps| deps.parent())
+            .expect("target/<profile>");
+        let mut build = std::process::Command::new(env!("CARGO"));
+        build.args(["build", "--quiet", "--example", "mcp_test_server"]);
+        if profile_dir.ends_with("release") {
+            build.arg("--release");
+        }
+        let status = build.status().expect("run cargo build --example");
+        assert!(
+            status.success(),
+            "cargo build --example mcp_test_server failed"
+        );
+        profile_dir.join("examples").join("mcp_test_server")
+    })
+    .clone()
+}
+
+fn schemagate() -> &'static str {
+    env!("CARGO_BIN_EXE_schemagate")
+}
+
+/// A loopback port free now (for --metrics-listen).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("bind a port")
+        .port()
+}
+
+/// `schemagate proxy` with `flags`, in front of the test server (`server_args` after it).
+fn proxy_command(flags: &[&str], server_args: &[&str]) -> Command {
+    let mut command = Command::new(schemagate());
+    command
+        .arg("proxy")
+        .args(["--server-name", "crm", "--contract-wait-ms", "3000"])
+        .args(flags)
+        .arg("--")
+        .arg(test_server())
+        .args(server_args)
+        .env("SCHEMAGATE_LOG_LEVEL", "warn")
+        .env_remove("SCHEMAGATE_POLICY")
+        .kill_on_drop(true);
+    command
+}
+
+/// An SDK client that answers sampling requests.
+#[derive(Clone)]
+struct Host {
+    info: ClientConfig,
+}
+
+impl Host {
+    fn new() -> Self {
+        let mut info = ClientConfig::default();
+        info.capabilities = ClientCapabilities::builder().enable_sampling().build();
+        Self { info }
+    }
+}
+
+impl ClientHandler for Host {
+    fn get_info(&self) -> ClientConfig {
+        self.info.clone()
+    }
+
+    #[allow(deprecated)]
+    async fn create_message(
+        &self,
+        _params: CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        Ok(CreateMessageResult::new(
+            SamplingMessage::assistant_text("the proxy relayed a sampling request"),
+            "host-model".to_owned(),
+        ))
+    }
+}
+
+async fn sdk_client(
+    flags: &[&str],
+    lifecycle: Option<ClientLifecycleMode>,
+) -> RunningService<RoleClient, Host> {
+    let transport = TokioChildProcess::builder(proxy_command(flags, &[]).configure(|_| {}))
+        .stderr(Stdio::inherit())
+        .spawn()
+        .map(|(transport, _stderr)| transport)
+        .expect("spawn schemagate proxy");
+    match lifecycle {
+        None => Host::new()
+            .serve(transport)
+            .await
+            .expect("initialize through the proxy"),
+        Some(mode) => Host::new()
+            .serve_with_lifecycle(transport, mode)
+            .await
+            .expect("discover through the proxy"),
+    }
+}
+
+async fn call(
+    client: &RunningService<RoleClient, Host>,
+    tool: &str,
+    args: Value,
+) -> CallToolResult {
+    let Value::Object(args) = args else {
+        panic!("arguments must be an object")
+    };
+    client
+        .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args))
+        .await
+        .unwrap_or_else(|e| panic!("calling {tool} through the proxy: {e}"))
+}
+
+fn text_of(result: &CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn verdict_of(result: &CallToolResult) -> Value {
+    result
+        .meta
+        .as_ref()
+        .and_then(|m| m.get(VERDICT))
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+async fn metrics_text(port: u16) -> String {
+    reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
+        .await
+        .expect("GET /metrics from the proxy")
+        .text()
+        .await
+        .expect("metrics text")
+}
+
+fn metric(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|line| {
+            let (name, value) = line.rsplit_once(' ')?;
+            (name == series).then(|| value.parse().ok()).flatten()
+        })
+        .unwrap_or(0.0)
+}
+
+fn validations(tool: &str, attempt: &str, outcome: &str) -> String {
+    format!(
+        r#"schemagate_validations_total{{server="crm",tool="{tool}",tier="untrusted",attempt="{attempt}",outcome="{outcome}"}}"#
+    )
+}
+
+#[tokio::test]
+async fn an_sdk_client_gets_conforming_results_unchanged_and_the_rest_as_tool_errors() {
+    let port = free_port();
+    let metrics_listen = format!("127.0.0.1:{port}");
+    let client = sdk_client(&["--metrics-listen", &metrics_listen], None).await;
+
+    // Pagination: the SDK follows nextCursor over three pages; the proxy registers each.
+    let tools = client
+        .list_all_tools()
+        .await
+        .expect("tools/list through the proxy");
+    assert_eq!(tools.len(), 5, "every page reaches the client");
+
+    let valid = call(&client, "get_customer", json!({"id": 7})).await;
+    assert_eq!(valid.is_error, Some(false));
+    assert_eq!(
+        valid.structured_content,
+        Some(json!({"id": 7, "email": "ada@example.com", "name": "Ada"}))
+    );
+    assert!(
+        valid.meta.is_none(),
+        "a passed result is the server's, untouched"
+    );
+
+    let invalid = call(
+        &client,
+        "get_customer",
+        json!({"id": 7, "variant": "invalid"}),
+    )
+    .await;
+    assert_eq!(invalid.is_error, Some(true));
+    assert!(
+        invalid.structured_content.is_none(),
+        "the unchecked payload is withheld"
+    );
+    let text = text_of(&invalid);
+    assert!(
+        text.contains("withheld the result of tool \"get_customer\""),
+        "{text}"
+    );
+    assert!(text.contains("/email") && text.contains("/id"), "{text}");
+    let verdict = verdict_of(&invalid);
+    assert_eq!(verdict["outcome"], "invalid");
+    assert_eq!(verdict["action"], "reject");
+    assert_eq!(verdict["errors"][0]["keyword"], "format");
+
+    // After a rejection the next call of the tool is a retry; isError results pass as sent.
+    let tool_error = call(
+        &client,
+        "get_customer",
+        json!({"id": 7, "variant": "is_error"}),
+    )
+    .await;
+    assert_eq!(tool_error.is_error, Some(true));
+    assert_eq!(text_of(&tool_error), "no such customer");
+    assert!(tool_error.meta.is_none());
+
+    // structuredContent absent while the tool declares an outputSchema: a failure, whatever the
+    // text copy says.
+    let no_structured = call(
+        &client,
+        "get_customer",
+        json!({"id": 7, "variant": "no_structured"}),
+    )
+    .await;
+    assert_eq!(no_structured.is_error, Some(true));
+    assert_eq!(
+        verdict_of(&no_structured)["errors"][0]["keyword"],
+        "structuredContent"
+    );
+
+    // Arguments that break the inputSchema never reach the server.
+    let bad_args = call(&client, "get_customer", json!({"id": "seven"})).await;
+    assert_eq!(bad_args.is_error, Some(true));
+    assert!(text_of(&bad_args).contains("did not send this call to the server"));
+    assert_eq!(verdict_of(&bad_args)["errors"][0]["instance_path"], "/id");
+
+    // A tool without an outputSchema passes unchecked; one whose schema was refused is withheld.
+    let echo = call(&client, "echo", json!({"text": "hi"})).await;
+    assert_eq!(
+        (echo.is_error, text_of(&echo)),
+        (Some(false), "hi".to_owned())
+    );
+    let remote = call(&client, "fetch_remote", json!({})).await;
+    assert_eq!(remote.is_error, Some(true));
+    assert_eq!(verdict_of(&remote)["outcome"], "unchecked");
+    assert_eq!(
+        verdict_of(&remote)["error"]["code"],
+        "schema_ref_not_allowed"
+    );
+
+    let text = metrics_text(port).await;
+    // Calls of get_customer, arguments and result each counted: valid (first), invalid result
+    // (first, rejected), isError (retry: the run ends), no structuredContent (first, rejected),
+    // arguments rejected (retry).
+    for (attempt, outcome, count) in [
+        ("first", "valid", 4.0),
+        ("first", "invalid", 2.0),
+        ("retry", "valid", 1.0),
+        ("retry", "tool_error", 1.0),
+        ("retry", "invalid", 1.0),
+    ] {
+        let series = validations("get_customer", attempt, outcome);
+        assert_eq!(metric(&text, &series), count, "{series}");
+    }
+    assert_eq!(
+        metric(&text, &validations("echo", "first", "unchecked")),
+        1.0
+    );
+    assert_eq!(
+        metric(&text, &validations("fetch_remote", "first", "unchecked")),
+        1.0
+    );
+    assert_eq!(
+        metric(
+            &text,
+            r#"schemagate_proxy_messages_total{direction="to_client",kind="replaced"}"#
+        ),
+        3.0
+    );
+    assert_eq!(
+        metric(
+            &text,
+            r#"schemagate_proxy_messages_total{direction="to_server",kind="answered"}"#
+        ),
+        1.0
+    );
+    assert!(
+        metric(
+            &text,
+            r#"schemagate_field_failures_total{server="crm",tool="get_customer",path="/email",keyword="format"}"#
+        ) >= 1.0
+    );
+    client.cancel().await.expect("close the session");
+}
+
+#[tokio::test]
+async fn sampling_is_answered_through_the_proxy_and_a_changed_contract_is_listed_again() {
+    let client = sdk_client(&[], None).await;
+    // No tools/list from the client: the proxy asks the server itself before the first check.
+    let summary = call(&client, "summarize", json!({})).await;
+    assert_eq!(summary.is_error, Some(false), "{}", text_of(&summary));
+    assert_eq!(
+        summary.structured_content,
+        Some(json!({"summary": "the proxy relayed a sampling request", "model": "host-model"}))
+    );
+
+    // {id, email} conforms to get_customer's schema until the server changes it to require a
+    // name and says so; the client does not list again, the proxy does.
+    let before = call(
+        &client,
+        "get_customer",
+        json!({"id": 1, "variant": "no_name"}),
+    )
+    .await;
+    assert_eq!(before.is_error, Some(false), "{}", text_of(&before));
+    let changed = call(&client, "change_tools", json!({})).await;
+    assert_eq!(changed.is_error, Some(false));
+    let after = call(
+        &client,
+        "get_customer",
+        json!({"id": 1, "variant": "no_name"}),
+    )
+    .await;
+    assert_eq!(
+        after.is_error,
+        Some(true),
+        "checked against the new contract"
+    );
+    assert_eq!(verdict_of(&after)["errors"][0]["keyword"], "required");
+    let listed = client.list_all_tools().await.expect("tools/list");
+    let customer = listed
+        .iter()
+        .find(|t| t.name == "get_customer")
+        .and_then(|t| t.output_schema.clone())
+        .expect("get_customer has an outputSchema");
+    assert_eq!(customer["required"], json!(["id", "email", "name"]));
+    client.cancel().await.expect("close the session");
+}
+
+#[tokio::test]
+async fn a_2026_07_28_client_without_initialize_is_checked_the_same_way() {
+    let mode = ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    };
+    let client = sdk_client(&[], Some(mode)).await;
+    let valid = call(&client, "get_customer", json!({"id": 3})).await;
+    assert_eq!(valid.is_error, Some(false), "{}", text_of(&valid));
+    let invalid = call(
+        &client,
+        "get_customer",
+        json!({"id": 3, "variant": "invalid"}),
+    )
+    .await;
+    assert_eq!(invalid.is_error, Some(true));
+    assert_eq!(verdict_of(&invalid)["outcome"], "invalid");
+    client.cancel().await.expect("close the session");
+}
+
+/// The proxy in front of the raw server, driven line by line.
+struct Raw {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Lines<BufReader<ChildStdout>>,
+}
+
+impl Raw {
+    fn start(flags: &[&str]) -> Self {
+        let mut child = proxy_command(flags, &["--raw"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn schemagate proxy");
+        let stdin = child.stdin.take().expect("stdin");
+        let lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        Self {
+            child,
+            stdin,
+            lines,
+        }
+    }
+
+    async fn send(&mut self, line: &str) {
+        self.stdin.write_all(line.as_bytes()).await.expect("write");
+        self.stdin.write_all(b"\n").await.expect("write");
+    }
+
+    async fn next(&mut self) -> String {
+        tokio::time::timeout(Duration::from_secs(10), self.lines.next_line())
+            .await
+            .expect("an answer within 10 s")
+            .expect("read")
+            .expect("a line")
+    }
+
+    async fn ask(&mut self, line: &str) -> String {
+        self.send(line).await;
+        self.next().await
+    }
+}
+
+#[tokio::test]
+async fn passed_bytes_are_forwarded_exactly_and_what_cannot_be_relayed_is_answered() {
+    let port = free_port();
+    let metrics_listen = format!("127.0.0.1:{port}");
+    let mut raw = Raw::start(&[
+        "--max-message-bytes",
+        "2048",
+        "--metrics-listen",
+        &metrics_listen,
+    ]);
+    let init = raw
+        .ask(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#)
+        .await;
+    assert!(init.contains(r#""protocolVersion":"2025-11-25""#), "{init}");
+
+    // An integer past 2^53 (which a JavaScript client would already have rounded) arrives as
+    // the server wrote it, byte for byte.
+    let big = raw
+        .ask(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"big","arguments":{}}}"#)
+        .await;
+    assert_eq!(
+        big,
+        r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"{\"n\": 9007199254740993}"}],"structuredContent":{"n":9007199254740993}}}"#
+    );
+
+    let wrong = raw
+        .ask(r#"{"jsonrpc":"2.0","id":"w","method":"tools/call","params":{"name":"wrong","arguments":{}}}"#)
+        .await;
+    let wrong: Value = serde_json::from_str(&wrong).expect("JSON");
+    assert_eq!(wrong["id"], "w");
+    assert_eq!(wrong["result"]["isError"], true);
+    assert_eq!(
+        wrong["result"]["_meta"][VERDICT]["errors"][0]["keyword"],
+        "type"
+    );
+
+    // A non-object root is refused under 2025-11-25 (withheld: it cannot be checked) and allowed
+    // under 2026-07-28, named in the request's _meta.
+    let old = raw
+        .ask(r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"listing","arguments":{}}}"#)
+        .await;
+    let old: Value = serde_json::from_str(&old).expect("JSON");
+    assert_eq!(
+        old["result"]["_meta"][VERDICT]["error"]["code"],
+        "schema_root_not_object"
+    );
+    let newest = r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"listing","arguments":{},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+    assert_eq!(
+        raw.ask(newest).await,
+        r#"{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"[\"a\",\"b\"]"}],"structuredContent":["a","b"]}}"#
+    );
+
+    // A result that is not final (input_required) is relayed, not judged.
+    let asks = raw
+        .ask(r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"asks","arguments":{}}}"#)
+        .await;
+    assert_eq!(
+        asks,
+        r#"{"jsonrpc":"2.0","id":4,"result":{"resultType":"input_required","inputRequests":{"r1":{"method":"roots/list"}},"requestState":"s1"}}"#
+    );
+
+    // A line that is not JSON is relayed unchanged, in both directions.
+    raw.send("hello, this is not JSON-RPC").await;
+    let noise = raw
+        .ask(r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"noisy","arguments":{}}}"#)
+        .await;
+    assert_eq!(noise, "this line is not JSON");
+    assert!(raw.next().await.contains("after the noise"));
+
+    // Past --max-message-bytes: the request is answered with a JSON-RPC error, not relayed, and
+    // the next one is served.
+    let long = format!(
+        r#"{{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{{"name":"big","arguments":{{"blob":"{}"}}}}}}"#,
+        "x".repeat(5000)
+    );
+    let refused: Value = serde_json::from_str(&raw.ask(&long).await).expect("JSON");
+    assert_eq!(refused["id"], 6);
+    assert_eq!(refused["error"]["code"], -32600);
+    assert!(refused["error"]["message"]
+        .as_str()
+        .is_some_and(|m| m.contains("--max-message-bytes (2048)")));
+    let after = raw
+        .ask(r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"big","arguments":{}}}"#)
+        .await;
+    assert!(
+        after.starts_with(r#"{"jsonrpc":"2.0","id":7,"result""#),
+        "{after}"
+    );
+
+    let text = metrics_text(port).await;
+    for (series, expected) in [
+        (
+            r#"schemagate_proxy_messages_total{direction="to_server",kind="not_json_rpc"}"#,
+            1.0,
+        ),
+        (
+            r#"schemagate_proxy_messages_total{direction="to_client",kind="not_json_rpc"}"#,
+            1.0,
+        ),
+        (
+            r#"schemagate_proxy_messages_total{direction="to_server",kind="oversized"}"#,
+            1.0,
+        ),
+        (
+            r#"schemagate_proxy_messages_total{direction="to_client",kind="replaced"}"#,
+            2.0,
+        ),
+    ] {
+        assert_eq!(metric(&text, series), expected, "{series}");
+    }
+
+    // The client closing stdin ends the session: the server's stdin closes, it exits, and so
+    // does the proxy, with the server's status.
+    drop(raw.stdin);
+    let status = tokio::time::timeout(Duration::from_secs(10), raw.child.wait())
+        .await
+        .expect("the proxy exits")
+        .expect("status");
+    assert!(status.success(), "{status}");
+}
+
+#[tokio::test]
+async fn the_proxy_exits_with_the_servers_status() {
+    let status = Command::new(schemagate())
+        .args(["proxy", "--server-name", "crm", "--", "sh", "-c", "exit 3"])
+        .env("SCHEMAGATE_LOG_LEVEL", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .status()
+        .await
+        .expect("run the proxy");
+    assert_eq!(status.code(), Some(3));
+
+    let missing = Command::new(schemagate())
+        .args([
+            "proxy",
+            "--server-name",
+            "crm",
+            "--",
+            "/nonexistent/mcp-server",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .output()
+        .await
+        .expect("run the proxy");
+    assert!(!missing.status.success());
+    let stderr = String::from_utf8_lossy(&missing.stderr);
+    assert!(stderr.contains("cannot start the MCP server"), "{stderr}");
+}
