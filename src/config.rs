@@ -123,21 +123,9 @@ pub struct ProxyArgs {
     /// closed, and again after SIGTERM, before it is killed.
     #[arg(long, env = "SCHEMAGATE_PROXY_SHUTDOWN_GRACE_SECS", default_value_t = DEFAULT_PROXY_SHUTDOWN_GRACE_SECS)]
     pub shutdown_grace_secs: u64,
-    /// Deepest nesting of arguments, a result or a schema.
-    #[arg(long, env = "SCHEMAGATE_MAX_DEPTH", default_value_t = DEFAULT_MAX_DEPTH)]
-    pub max_depth: usize,
-    /// Most errors listed in one verdict.
-    #[arg(long, env = "SCHEMAGATE_MAX_ERRORS", default_value_t = DEFAULT_MAX_ERRORS)]
-    pub max_errors: usize,
-    /// Largest schema, in bytes.
-    #[arg(long, env = "SCHEMAGATE_MAX_SCHEMA_BYTES", default_value_t = DEFAULT_MAX_SCHEMA_BYTES)]
-    pub max_schema_bytes: usize,
-    /// Most subschema evaluations a schema may imply at one position of an instance.
-    #[arg(long, env = "SCHEMAGATE_MAX_SCHEMA_COST", default_value_t = DEFAULT_MAX_SCHEMA_COST)]
-    pub max_schema_cost: u64,
-    /// Most work one check may cost.
-    #[arg(long, env = "SCHEMAGATE_MAX_CHECK_WORK", default_value_t = DEFAULT_MAX_CHECK_WORK)]
-    pub max_check_work: u64,
+    /// The limits a check and its schema are held to, as for `serve`.
+    #[command(flatten)]
+    pub limits: CheckLimitArgs,
     /// Threads for CPU work (compiles, large checks); 0 means one per core.
     #[arg(long, env = "SCHEMAGATE_WORKER_THREADS", default_value_t = 1)]
     pub worker_threads: usize,
@@ -180,11 +168,7 @@ impl ProxyArgs {
         serve.grpc_max_message_bytes = self.max_message_bytes;
         serve.max_queued_bytes = serve.max_queued_bytes.max(self.max_message_bytes);
         serve.max_receiving_bytes = serve.max_receiving_bytes.max(self.max_message_bytes);
-        serve.max_depth = self.max_depth;
-        serve.max_errors = self.max_errors;
-        serve.max_schema_bytes = self.max_schema_bytes;
-        serve.max_schema_cost = self.max_schema_cost;
-        serve.max_check_work = self.max_check_work;
+        serve.limits = self.limits.clone();
         serve.worker_threads = self.worker_threads;
         serve.core_config(Auth::new(None, Vec::new())?)
     }
@@ -211,6 +195,34 @@ impl ProxyArgs {
 pub enum LogFormat {
     Text,
     Json,
+}
+
+/// The limits a check and its schema are held to: flags of both `serve` and `proxy`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CheckLimitArgs {
+    /// Deepest nesting of a payload or schema.
+    #[arg(long, env = "SCHEMAGATE_MAX_DEPTH", default_value_t = DEFAULT_MAX_DEPTH)]
+    pub max_depth: usize,
+    /// Most errors listed in one verdict (`truncated` says when there were more).
+    #[arg(long, env = "SCHEMAGATE_MAX_ERRORS", default_value_t = DEFAULT_MAX_ERRORS)]
+    pub max_errors: usize,
+    /// Largest schema, in bytes.
+    #[arg(long, env = "SCHEMAGATE_MAX_SCHEMA_BYTES", default_value_t = DEFAULT_MAX_SCHEMA_BYTES)]
+    pub max_schema_bytes: usize,
+    /// Most subschema evaluations a schema may imply at one position of an instance.
+    #[arg(long, env = "SCHEMAGATE_MAX_SCHEMA_COST", default_value_t = DEFAULT_MAX_SCHEMA_COST)]
+    pub max_schema_cost: u64,
+    /// Most heap bytes a schema's compiled regular expressions may hold together; a schema past
+    /// it is refused before its patterns are compiled by the validator.
+    #[arg(long, env = "SCHEMAGATE_MAX_SCHEMA_REGEX_BYTES", default_value_t = DEFAULT_MAX_SCHEMA_REGEX_BYTES)]
+    pub max_schema_regex_bytes: usize,
+    /// Most work (schema cost times payload size, plus regular expressions times string bytes)
+    /// one check may cost.
+    #[arg(long, env = "SCHEMAGATE_MAX_CHECK_WORK", default_value_t = DEFAULT_MAX_CHECK_WORK)]
+    pub max_check_work: u64,
+    /// Most work for which every error is collected; past it one summary error is reported.
+    #[arg(long, env = "SCHEMAGATE_MAX_ERROR_WORK", default_value_t = DEFAULT_MAX_ERROR_WORK)]
+    pub max_error_work: u64,
 }
 
 /// Flags of `schemagate serve`.
@@ -267,29 +279,9 @@ pub struct ServeArgs {
     /// Most checks in one batch.
     #[arg(long, env = "SCHEMAGATE_MAX_BATCH_ITEMS", default_value_t = DEFAULT_MAX_BATCH_ITEMS)]
     pub max_batch_items: usize,
-    /// Deepest nesting of a payload or schema.
-    #[arg(long, env = "SCHEMAGATE_MAX_DEPTH", default_value_t = DEFAULT_MAX_DEPTH)]
-    pub max_depth: usize,
-    /// Most errors listed in one verdict (`truncated` says when there were more).
-    #[arg(long, env = "SCHEMAGATE_MAX_ERRORS", default_value_t = DEFAULT_MAX_ERRORS)]
-    pub max_errors: usize,
-    /// Largest schema, in bytes.
-    #[arg(long, env = "SCHEMAGATE_MAX_SCHEMA_BYTES", default_value_t = DEFAULT_MAX_SCHEMA_BYTES)]
-    pub max_schema_bytes: usize,
-    /// Most subschema evaluations a schema may imply at one position of an instance.
-    #[arg(long, env = "SCHEMAGATE_MAX_SCHEMA_COST", default_value_t = DEFAULT_MAX_SCHEMA_COST)]
-    pub max_schema_cost: u64,
-    /// Most heap bytes a schema's compiled regular expressions may hold together; a schema past
-    /// it is refused before its patterns are compiled by the validator.
-    #[arg(long, env = "SCHEMAGATE_MAX_SCHEMA_REGEX_BYTES", default_value_t = DEFAULT_MAX_SCHEMA_REGEX_BYTES)]
-    pub max_schema_regex_bytes: usize,
-    /// Most work (schema cost times payload size, plus regular expressions times string bytes)
-    /// one check may cost.
-    #[arg(long, env = "SCHEMAGATE_MAX_CHECK_WORK", default_value_t = DEFAULT_MAX_CHECK_WORK)]
-    pub max_check_work: u64,
-    /// Most work for which every error is collected; past it one summary error is reported.
-    #[arg(long, env = "SCHEMAGATE_MAX_ERROR_WORK", default_value_t = DEFAULT_MAX_ERROR_WORK)]
-    pub max_error_work: u64,
+    /// The limits a check and its schema are held to.
+    #[command(flatten)]
+    pub limits: CheckLimitArgs,
     /// Weighted capacity of the compiled-schema cache, in estimated bytes.
     #[arg(long, env = "SCHEMAGATE_CACHE_MAX_BYTES", default_value_t = DEFAULT_CACHE_MAX_BYTES)]
     pub cache_max_bytes: u64,
@@ -419,9 +411,12 @@ impl ServeArgs {
         for (name, value) in [
             ("--max-body-bytes", self.max_body_bytes),
             ("--max-batch-items", self.max_batch_items),
-            ("--max-errors", self.max_errors),
-            ("--max-schema-bytes", self.max_schema_bytes),
-            ("--max-schema-regex-bytes", self.max_schema_regex_bytes),
+            ("--max-errors", self.limits.max_errors),
+            ("--max-schema-bytes", self.limits.max_schema_bytes),
+            (
+                "--max-schema-regex-bytes",
+                self.limits.max_schema_regex_bytes,
+            ),
             ("--metrics-label-limit", self.metrics_label_limit),
             ("--metrics-series-limit", self.metrics_series_limit),
         ] {
@@ -457,20 +452,20 @@ impl ServeArgs {
             "--http2-stream-window-bytes and --http2-connection-window-bytes must be at least 65535 (HTTP/2's initial window)"
         );
         anyhow::ensure!(
-            (1..=120).contains(&self.max_depth),
+            (1..=120).contains(&self.limits.max_depth),
             "--max-depth must be between 1 and 120 (JSON parsing itself stops at 128 levels)"
         );
         Ok(GateConfig {
             limits: Limits {
                 max_body_bytes: self.max_body_bytes,
                 max_batch_items: self.max_batch_items,
-                max_depth: self.max_depth,
-                max_errors: self.max_errors,
-                max_schema_bytes: self.max_schema_bytes,
-                max_schema_cost: self.max_schema_cost,
-                max_schema_regex_bytes: self.max_schema_regex_bytes,
-                max_check_work: self.max_check_work,
-                max_error_work: self.max_error_work,
+                max_depth: self.limits.max_depth,
+                max_errors: self.limits.max_errors,
+                max_schema_bytes: self.limits.max_schema_bytes,
+                max_schema_cost: self.limits.max_schema_cost,
+                max_schema_regex_bytes: self.limits.max_schema_regex_bytes,
+                max_check_work: self.limits.max_check_work,
+                max_error_work: self.limits.max_error_work,
                 body_read_timeout: Duration::from_secs(self.body_read_timeout_secs),
             },
             cache: CacheConfig {

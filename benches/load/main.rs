@@ -37,6 +37,8 @@
 
 #[path = "../support/corpus.rs"]
 mod corpus;
+#[path = "../support/mcp_test_server.rs"]
+mod mcp_test_server;
 #[path = "../support/redis_server.rs"]
 #[allow(dead_code)] // the harness only starts one; the tests also stop and restart it
 mod redis_server;

@@ -12,29 +12,6 @@ use std::time::{Duration, Instant};
 
 const IN_FLIGHT: u64 = 64;
 
-/// The test MCP server, built in release (the harness is, so the comparison is fair).
-fn test_server() -> anyhow::Result<std::path::PathBuf> {
-    let exe = std::env::current_exe()?;
-    let profile_dir = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .ok_or_else(|| anyhow::anyhow!("no target directory above {}", exe.display()))?;
-    let status = Command::new(env!("CARGO"))
-        .args([
-            "build",
-            "--quiet",
-            "--release",
-            "--example",
-            "mcp_test_server",
-        ])
-        .status()?;
-    anyhow::ensure!(
-        status.success(),
-        "cargo build --release --example mcp_test_server failed"
-    );
-    Ok(profile_dir.join("examples").join("mcp_test_server"))
-}
-
 struct Peer {
     child: Child,
     stdin: ChildStdin,
@@ -175,7 +152,7 @@ fn drive(mut peer: Peer, seconds: f64) -> anyhow::Result<Figures> {
 
 /// Prints the proxy's figures: direct and proxied, for each result size.
 pub(crate) fn proxy_leg(seconds: f64) -> anyhow::Result<()> {
-    let server = test_server()?;
+    let server = crate::mcp_test_server::build()?;
     println!();
     println!("proxy: tools/call over stdio, one call at a time (latency) and {IN_FLIGHT} in flight (rate), {seconds:.0} s per pair");
     println!(

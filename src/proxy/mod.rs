@@ -33,7 +33,7 @@ use frame::{Line, Lines};
 use http_body_util::Full;
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use session::{Listing, Pending, Session};
+use session::{ListPage, Listing, Pending, Session};
 use std::borrow::Cow;
 use std::io;
 use std::process::{ExitStatus, Stdio};
@@ -255,7 +255,7 @@ pub async fn relay(
     let exited = tokio_util::sync::CancellationToken::new();
     let stopped = exited.clone();
     let up = tokio::spawn(async move {
-        if let Err(e) = upstream.client_to_server(client_in).await {
+        if let Err(e) = upstream.relay_lines(Direction::ToServer, client_in).await {
             tracing::debug!(error = %e, "relay to the server ended");
         }
         // The client is gone (or the server stopped reading): close the server's stdin, then
@@ -263,7 +263,7 @@ pub async fn relay(
         upstream.to_server.close().await;
         stop_after(pid, upstream.config.shutdown_grace, stopped).await;
     });
-    if let Err(e) = relay.server_to_client(server_out).await {
+    if let Err(e) = relay.relay_lines(Direction::ToClient, server_out).await {
         tracing::warn!(error = %e, "relay to the client ended: stopping the server");
         relay.to_server.close().await;
         let _ = child.start_kill();
@@ -342,27 +342,17 @@ impl Relay {
         self.gate.metrics().proxy()
     }
 
-    async fn client_to_server(&self, input: impl AsyncRead + Unpin) -> io::Result<()> {
+    /// Relays every line read from `input` in `direction`, until its end.
+    async fn relay_lines(
+        &self,
+        direction: Direction,
+        input: impl AsyncRead + Unpin,
+    ) -> io::Result<()> {
         let mut lines = Lines::new(input, self.config.max_message_bytes);
         while let Some(line) = lines.next().await? {
             match line {
-                Line::Message(bytes) => self.client_line(&bytes).await?,
-                Line::Oversized { head, len } => {
-                    self.oversized(Direction::ToServer, &head, len).await?
-                }
-            }
-        }
-        Ok(())
-    }
-
-    async fn server_to_client(&self, input: impl AsyncRead + Unpin) -> io::Result<()> {
-        let mut lines = Lines::new(input, self.config.max_message_bytes);
-        while let Some(line) = lines.next().await? {
-            match line {
-                Line::Message(bytes) => self.server_line(&bytes).await?,
-                Line::Oversized { head, len } => {
-                    self.oversized(Direction::ToClient, &head, len).await?
-                }
+                Line::Message(bytes) => self.relay_line(direction, &bytes).await?,
+                Line::Oversized { head, len } => self.oversized(direction, &head, len).await?,
             }
         }
         Ok(())
@@ -376,28 +366,64 @@ impl Relay {
         }
     }
 
-    async fn client_line(&self, line: &Bytes) -> io::Result<()> {
-        match envelope::parse(line) {
-            Parsed::One(message) => self.client_message(line, line, message).await,
-            Parsed::Batch(items) if items.iter().any(|i| acts_on_client(i)) => {
-                // A batch (not MCP since 2025-06-18) holding calls is relayed one message at a
-                // time, so none of them passes unchecked.
-                for item in items {
-                    let text = line.slice_ref(item.get().as_bytes());
-                    match envelope::message(&text) {
-                        Some(message) => self.client_message(line, &text, message).await?,
-                        None => {
-                            self.forward(Direction::ToServer, Relayed::NotJsonRpc, &text)
-                                .await?
-                        }
-                    }
-                }
-                Ok(())
+    /// One line read in `direction`: a message is handled, a batch (not MCP since 2025-06-18)
+    /// holding something the proxy acts on is handled one message at a time (so nothing in it
+    /// passes unchecked), anything else is relayed as it came.
+    async fn relay_line(&self, direction: Direction, line: &Bytes) -> io::Result<()> {
+        let items = match envelope::parse(line) {
+            Parsed::One(message) => return self.message(direction, line, line, message).await,
+            Parsed::Batch(items) => items,
+            Parsed::NotJsonRpc => return self.forward(direction, Relayed::NotJsonRpc, line).await,
+        };
+        let messages: Vec<(Bytes, Option<Message<'_>>)> = items
+            .into_iter()
+            .map(|item| {
+                let text = line.slice_ref(item.get().as_bytes());
+                (text, envelope::message(item.get().as_bytes()))
+            })
+            .collect();
+        let acts = messages
+            .iter()
+            .any(|(_, m)| m.as_ref().is_some_and(|m| self.acts_on(direction, m)));
+        if !acts {
+            return self.forward(direction, Relayed::NotJsonRpc, line).await;
+        }
+        for (text, message) in messages {
+            match message {
+                Some(message) => self.message(direction, line, &text, message).await?,
+                None => self.forward(direction, Relayed::NotJsonRpc, &text).await?,
             }
-            Parsed::Batch(_) | Parsed::NotJsonRpc => {
-                self.forward(Direction::ToServer, Relayed::NotJsonRpc, line)
-                    .await
+        }
+        Ok(())
+    }
+
+    async fn message(
+        &self,
+        direction: Direction,
+        line: &Bytes,
+        text: &[u8],
+        message: Message<'_>,
+    ) -> io::Result<()> {
+        match direction {
+            Direction::ToServer => self.client_message(line, text, message).await,
+            Direction::ToClient => self.server_message(line, text, message).await,
+        }
+    }
+
+    /// Whether `message`, read in `direction`, is one the proxy acts on: from the client a call,
+    /// a listing or `initialize`; from the server an answer it follows, or `list_changed`.
+    fn acts_on(&self, direction: Direction, message: &Message<'_>) -> bool {
+        match (direction, message) {
+            (Direction::ToServer, Message::Request { method, .. }) => {
+                matches!(method.as_ref(), "tools/call" | "tools/list" | "initialize")
             }
+            (Direction::ToClient, Message::Response { id: Some(id), .. }) => {
+                self.session.follows(id.get())
+            }
+            (Direction::ToClient, Message::Notification { method, .. }) => {
+                method == "notifications/tools/list_changed"
+            }
+            _ => false,
         }
     }
 
@@ -417,12 +443,12 @@ impl Relay {
                     let params: ListParams<'_> = params
                         .and_then(|p| serde_json::from_str(p.get()).ok())
                         .unwrap_or_default();
-                    let pending = Pending::ToolsList {
+                    let pending = Pending::ToolsList(ListPage {
                         first_page: params.cursor.is_none(),
                         ours: false,
                         protocol: meta_protocol(params.meta).or(self.session.protocol()),
                         meta: None,
-                    };
+                    });
                     if let Err(full) = self.session.track(id.get(), pending) {
                         return self.too_many(id, full.limit).await;
                     }
@@ -505,10 +531,7 @@ impl Relay {
             Ok(_) => None,
             Err(e) => self
                 .unchecked(&tool, id, attempt, "arguments", &e)
-                .then(|| {
-                    let tier = self.rules(&tool).tier;
-                    reply::unchecked(id, &tool, "call", tier, &e, protocol)
-                }),
+                .map(|tier| reply::unchecked(id, &tool, "call", tier, &e, protocol)),
         };
         if let Some(answer) = refusal {
             self.session.concluded(&tool, true);
@@ -537,12 +560,12 @@ impl Relay {
             Listing::Wait => {}
             Listing::Ask(id) => {
                 let protocol = meta_protocol(meta).or(self.session.protocol());
-                let pending = Pending::ToolsList {
+                let pending = Pending::ToolsList(ListPage {
                     first_page: true,
                     ours: true,
                     protocol,
                     meta: meta.map(|m| m.get().into()),
-                };
+                });
                 if self.session.track(&id, pending).is_err() {
                     self.session.listing_ended(false, true);
                     return Ok(());
@@ -595,15 +618,8 @@ impl Relay {
             .await
     }
 
-    fn rules(&self, tool: &str) -> crate::policy::Rules {
-        self.gate
-            .policy()
-            .load()
-            .rules_for(Some(&self.config.server), Some(tool))
-    }
-
     /// A call's `subject` could not be checked (`error`): counted as unchecked and logged; says
-    /// whether the policy withholds it. A tool the server never listed has no contract, and what
+    /// the tier when the policy withholds it. A tool the server never listed has no contract, and what
     /// has no contract passes as a schema-less tool's does; a listed tool whose contract cannot
     /// be enforced (a refused schema, a result that cannot be read, no capacity) is withheld
     /// where the policy rejects: for arguments, `arguments = "reject"`; for results, untrusted.
@@ -614,8 +630,12 @@ impl Relay {
         attempt: u32,
         subject: &str,
         error: &CheckError,
-    ) -> bool {
-        let rules = self.rules(tool);
+    ) -> Option<Tier> {
+        let rules = self
+            .gate
+            .policy()
+            .load()
+            .rules_for(Some(&self.config.server), Some(tool));
         let unlisted =
             matches!(error, CheckError::UnknownTool { .. }) && !self.session.is_unenforceable(tool);
         self.gate
@@ -637,7 +657,7 @@ impl Relay {
             withheld,
             "could not be checked"
         );
-        withheld
+        withheld.then_some(rules.tier)
     }
 
     fn log_rejection(&self, tool: &str, id: &RawValue, subject: &str, verdict: &Verdict) {
@@ -657,42 +677,6 @@ impl Relay {
             ?keywords,
             "rejected"
         );
-    }
-
-    async fn server_line(&self, line: &Bytes) -> io::Result<()> {
-        match envelope::parse(line) {
-            Parsed::One(message) => self.server_message(line, line, message).await,
-            Parsed::Batch(items) if items.iter().any(|i| self.acts_on_server(i)) => {
-                // A batch holding answers the proxy reads is relayed one message at a time, so
-                // no result in it passes unchecked.
-                for item in items {
-                    let text = line.slice_ref(item.get().as_bytes());
-                    match envelope::message(&text) {
-                        Some(message) => self.server_message(line, &text, message).await?,
-                        None => {
-                            self.forward(Direction::ToClient, Relayed::NotJsonRpc, &text)
-                                .await?
-                        }
-                    }
-                }
-                Ok(())
-            }
-            Parsed::Batch(_) | Parsed::NotJsonRpc => {
-                self.forward(Direction::ToClient, Relayed::NotJsonRpc, line)
-                    .await
-            }
-        }
-    }
-
-    /// Whether a batch item from the server is an answer the proxy reads.
-    fn acts_on_server(&self, item: &RawValue) -> bool {
-        match envelope::message(item.get().as_bytes()) {
-            Some(Message::Response { id: Some(id), .. }) => self.session.follows(id.get()),
-            Some(Message::Notification { method, .. }) => {
-                method == "notifications/tools/list_changed"
-            }
-            _ => false,
-        }
     }
 
     async fn server_message(
@@ -719,19 +703,9 @@ impl Relay {
                         self.session.set_protocol(v);
                     }
                 }
-                Some(Pending::ToolsList {
-                    first_page,
-                    ours,
-                    protocol,
-                    meta,
-                }) => {
-                    let listing = Listed {
-                        first_page,
-                        ours,
-                        protocol,
-                        meta,
-                    };
-                    self.listed(line, id, result, listing).await?;
+                Some(Pending::ToolsList(page)) => {
+                    let ours = page.ours;
+                    self.listed(line, id, result, page).await?;
                     if ours {
                         return Ok(());
                     }
@@ -766,14 +740,14 @@ impl Relay {
         line: &Bytes,
         id: &RawValue,
         result: Option<&RawValue>,
-        listing: Listed,
+        page: ListPage,
     ) -> io::Result<()> {
-        let Listed {
+        let ListPage {
             first_page,
             ours,
             protocol,
             meta,
-        } = listing;
+        } = page;
         let Some(result) = result else {
             tracing::warn!(server = %self.config.server, id = id.get(), "the server answered tools/list with an error: the contract is unchanged");
             self.session.listing_ended(false, ours);
@@ -834,12 +808,12 @@ impl Relay {
                     .as_deref()
                     .and_then(|m| RawValue::from_string(m.to_owned()).ok());
                 let request = list_request(&id, Some(&cursor), meta_raw.as_deref());
-                let pending = Pending::ToolsList {
+                let pending = Pending::ToolsList(ListPage {
                     first_page: false,
                     ours: true,
                     protocol,
                     meta,
-                };
+                });
                 if self.session.track(&id, pending).is_ok() {
                     self.to_server.send(&request).await?;
                 } else {
@@ -938,10 +912,9 @@ impl Relay {
                 Some(reply::rejected(id, tool, false, &verdict, protocol))
             }
             Ok(_) => None,
-            Err(e) => self.unchecked(tool, id, attempt, "result", &e).then(|| {
-                let tier = self.rules(tool).tier;
-                reply::unchecked(id, tool, "result", tier, &e, protocol)
-            }),
+            Err(e) => self
+                .unchecked(tool, id, attempt, "result", &e)
+                .map(|tier| reply::unchecked(id, tool, "result", tier, &e, protocol)),
         };
         self.session.concluded(tool, replacement.is_some());
         match replacement {
@@ -992,22 +965,6 @@ impl Relay {
             self.to_server.send(&answer).await
         }
     }
-}
-
-/// A `tools/list` page the proxy follows (see [`Pending::ToolsList`]).
-struct Listed {
-    first_page: bool,
-    ours: bool,
-    protocol: Option<ProtocolVersion>,
-    meta: Option<Box<str>>,
-}
-
-/// Whether a message from the client is one the proxy acts on (a call or a listing).
-fn acts_on_client(item: &RawValue) -> bool {
-    matches!(
-        envelope::message(item.get().as_bytes()),
-        Some(Message::Request { method, .. }) if method == "tools/call" || method == "tools/list" || method == "initialize"
-    )
 }
 
 /// Whether a `tools/call` result is final: `resultType` absent or `"complete"`.

@@ -84,7 +84,7 @@ fn tool_error<V: Serialize>(
             meta: Meta { verdict },
         },
     };
-    let mut out = serde_json::to_vec(&reply).unwrap_or_else(|_| fallback(id));
+    let mut out = serde_json::to_vec(&reply).unwrap_or_else(|_| fallback(Some(id)));
     out.push(b'\n');
     out
 }
@@ -157,23 +157,19 @@ pub fn error(id: Option<&RawValue>, code: i64, message: &str) -> Vec<u8> {
         id,
         error: RpcError { code, message },
     };
-    let mut out = serde_json::to_vec(&reply).unwrap_or_else(|_| fallback_error());
+    let mut out = serde_json::to_vec(&reply).unwrap_or_else(|_| fallback(id));
     out.push(b'\n');
     out
 }
 
 /// Serialising these types cannot fail (no maps with non-string keys, no failing `Serialize`);
 /// should it, the answer is still a JSON-RPC error rather than nothing.
-fn fallback(id: &RawValue) -> Vec<u8> {
+fn fallback(id: Option<&RawValue>) -> Vec<u8> {
     format!(
         r#"{{"jsonrpc":"2.0","id":{},"error":{{"code":-32603,"message":"schemagate could not write its answer"}}}}"#,
-        id.get()
+        id.map_or("null", RawValue::get)
     )
     .into_bytes()
-}
-
-fn fallback_error() -> Vec<u8> {
-    br#"{"jsonrpc":"2.0","id":null,"error":{"code":-32603,"message":"schemagate could not write its answer"}}"#.to_vec()
 }
 
 #[cfg(test)]

@@ -16,22 +16,26 @@ const MAX_TRACKED_TOOLS: usize = 10_000;
 pub enum Pending {
     /// `initialize` (before 2026-07-28): its answer names the revision spoken.
     Initialize,
-    /// One page of `tools/list`: the first page replaces the contract, later ones add to it.
-    /// `ours`: asked by the proxy itself, so its answer is not forwarded.
-    ToolsList {
-        first_page: bool,
-        ours: bool,
-        protocol: Option<ProtocolVersion>,
-        /// For the proxy's own listing: the request `_meta` its later pages carry too (a
-        /// 2026-07-28 request names its revision and capabilities in it).
-        meta: Option<Box<str>>,
-    },
+    /// One page of `tools/list`.
+    ToolsList(ListPage),
     /// `tools/call`: its result is checked.
     ToolsCall {
         tool: String,
         attempt: u32,
         protocol: Option<ProtocolVersion>,
     },
+}
+
+/// A `tools/list` page in flight: the first page replaces the contract, later ones add to it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListPage {
+    pub first_page: bool,
+    /// Asked by the proxy itself, so its answer is not forwarded.
+    pub ours: bool,
+    pub protocol: Option<ProtocolVersion>,
+    /// For the proxy's own listing: the request `_meta` its later pages carry too (a
+    /// 2026-07-28 request names its revision and capabilities in it).
+    pub meta: Option<Box<str>>,
 }
 
 /// Too many requests in flight to follow another.
@@ -126,7 +130,7 @@ impl Session {
     /// The client cancelled request `id`: its answer, if any comes, is not awaited.
     pub fn cancelled(&self, id: &str) {
         let mut state = self.state();
-        if let Some(Pending::ToolsList { ours: false, .. } | Pending::ToolsCall { .. }) =
+        if let Some(Pending::ToolsList(ListPage { ours: false, .. }) | Pending::ToolsCall { .. }) =
             state.pending.get(id)
         {
             state.pending.remove(id);

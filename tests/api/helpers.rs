@@ -151,12 +151,7 @@ impl TestApp {
     /// The value of one series in /metrics (exact label set as rendered), or 0 when absent.
     pub async fn metric(&self, series: &str) -> f64 {
         let (_, text) = self.get("/metrics").await;
-        text.lines()
-            .find_map(|line| {
-                let (name, value) = line.rsplit_once(' ')?;
-                (name == series).then(|| value.parse().ok()).flatten()
-            })
-            .unwrap_or(0.0)
+        metric(&text, series)
     }
 
     /// Sends the shutdown signal (the drain begins) without waiting.
@@ -352,4 +347,14 @@ pub fn registration_as_rest(r: &proto::RegisterToolsResponse) -> Value {
         out["next_cursor"] = json!(r.next_cursor);
     }
     out
+}
+
+/// The value of `series` (name and labels, as exposed) in a Prometheus exposition; 0 when absent.
+pub fn metric(text: &str, series: &str) -> f64 {
+    text.lines()
+        .find_map(|line| {
+            let (name, value) = line.rsplit_once(' ')?;
+            (name == series).then(|| value.parse().ok()).flatten()
+        })
+        .unwrap_or(0.0)
 }

@@ -2,6 +2,8 @@
 //! loopback ports through [`helpers`].
 
 mod helpers;
+#[path = "../../benches/support/mcp_test_server.rs"]
+mod mcp_test_server;
 #[path = "../../benches/support/redis_server.rs"]
 mod redis_server;
 

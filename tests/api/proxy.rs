@@ -6,6 +6,7 @@
 // client for something, which the proxy must relay.
 #![allow(deprecated)]
 
+use crate::helpers::metric;
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig,
     CreateMessageRequestParams, CreateMessageResult, ProtocolVersion, SamplingMessage,
@@ -25,30 +26,11 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
 const VERDICT: &str = "dev.schemagate/verdict";
 
-/// The test MCP server, brought up to date once per run (`cargo test` builds examples, a run of
-/// one test target does not; cargo does nothing when it is fresh).
+/// The test MCP server, brought up to date once per run.
 fn test_server() -> PathBuf {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| {
-        let exe = std::env::current_exe().expect("test binary path");
-        // target/<profile>/deps/api-<hash> -> target/<profile>/examples/mcp_test_server
-        let profile_dir = exe
-            .parent()
-            .and_then(|deps| deps.parent())
-            .expect("target/<profile>");
-        let mut build = std::process::Command::new(env!("CARGO"));
-        build.args(["build", "--quiet", "--example", "mcp_test_server"]);
-        if profile_dir.ends_with("release") {
-            build.arg("--release");
-        }
-        let status = build.status().expect("run cargo build --example");
-        assert!(
-            status.success(),
-            "cargo build --example mcp_test_server failed"
-        );
-        profile_dir.join("examples").join("mcp_test_server")
-    })
-    .clone()
+    PATH.get_or_init(|| crate::mcp_test_server::build().expect("build the test MCP server"))
+        .clone()
 }
 
 fn schemagate() -> &'static str {
@@ -171,15 +153,6 @@ async fn metrics_text(port: u16) -> String {
         .text()
         .await
         .expect("metrics text")
-}
-
-fn metric(text: &str, series: &str) -> f64 {
-    text.lines()
-        .find_map(|line| {
-            let (name, value) = line.rsplit_once(' ')?;
-            (name == series).then(|| value.parse().ok()).flatten()
-        })
-        .unwrap_or(0.0)
 }
 
 fn validations(tool: &str, attempt: &str, outcome: &str) -> String {
