@@ -129,17 +129,8 @@ pub struct ProxyArgs {
     /// Threads for CPU work (compiles, large checks); 0 means one per core.
     #[arg(long, env = "SCHEMAGATE_WORKER_THREADS", default_value_t = 1)]
     pub worker_threads: usize,
-    /// Log filter (tracing's EnvFilter syntax). Logs go to stderr, never stdout.
-    #[arg(long, env = "SCHEMAGATE_LOG_LEVEL", default_value = "info")]
-    pub log_level: String,
-    /// Log line format.
-    #[arg(
-        long,
-        env = "SCHEMAGATE_LOG_FORMAT",
-        value_enum,
-        default_value = "text"
-    )]
-    pub log_format: LogFormat,
+    #[command(flatten)]
+    pub log: LogArgs,
     /// The MCP server to run, and its arguments (after `--`).
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -195,6 +186,23 @@ impl ProxyArgs {
 pub enum LogFormat {
     Text,
     Json,
+}
+
+/// Logging, the same for `serve` and `proxy`: lines go to stderr (under `proxy`, stdout is the
+/// MCP client's).
+#[derive(Debug, Clone, clap::Args)]
+pub struct LogArgs {
+    /// Log filter (tracing's EnvFilter syntax: info, debug, schemagate=debug,...).
+    #[arg(long, env = "SCHEMAGATE_LOG_LEVEL", default_value = "info")]
+    pub log_level: String,
+    /// Log line format.
+    #[arg(
+        long,
+        env = "SCHEMAGATE_LOG_FORMAT",
+        value_enum,
+        default_value = "text"
+    )]
+    pub log_format: LogFormat,
 }
 
 /// The limits a check and its schema are held to: flags of both `serve` and `proxy`.
@@ -375,17 +383,8 @@ pub struct ServeArgs {
     /// delay).
     #[arg(long, env = "SCHEMAGATE_SHUTDOWN_GRACE_SECS", default_value_t = DEFAULT_SHUTDOWN_GRACE_SECS)]
     pub shutdown_grace_secs: u64,
-    /// Log filter (tracing's EnvFilter syntax: info, debug, schemagate=debug,...).
-    #[arg(long, env = "SCHEMAGATE_LOG_LEVEL", default_value = "info")]
-    pub log_level: String,
-    /// Log line format.
-    #[arg(
-        long,
-        env = "SCHEMAGATE_LOG_FORMAT",
-        value_enum,
-        default_value = "text"
-    )]
-    pub log_format: LogFormat,
+    #[command(flatten)]
+    pub log: LogArgs,
 }
 
 impl Default for ServeArgs {

@@ -2,7 +2,7 @@
 
 use anyhow::Context;
 use clap::Parser;
-use schemagate::config::{Cli, Command, LogFormat};
+use schemagate::config::{Cli, Command, LogArgs, LogFormat};
 use tracing_subscriber::EnvFilter;
 
 #[global_allocator]
@@ -20,13 +20,14 @@ fn main() -> anyhow::Result<()> {
 }
 
 /// Logs to stderr (stdout is the MCP client's, under `proxy`).
-fn init_logs(level: &str, format: LogFormat) -> anyhow::Result<()> {
+fn init_logs(log: &LogArgs) -> anyhow::Result<()> {
+    let level = log.log_level.as_str();
     let filter = EnvFilter::try_new(level)
         .with_context(|| format!("--log-level {level:?} is not a valid filter"))?;
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
-    match format {
+    match log.log_format {
         LogFormat::Json => logs.json().init(),
         LogFormat::Text => logs.init(),
     }
@@ -36,12 +37,12 @@ fn init_logs(level: &str, format: LogFormat) -> anyhow::Result<()> {
 async fn run(Cli { command }: Cli) -> anyhow::Result<()> {
     match command {
         Command::Proxy(args) => {
-            init_logs(&args.log_level, args.log_format)?;
+            init_logs(&args.log)?;
             let code = schemagate::proxy::run(*args).await?;
             std::process::exit(code)
         }
         Command::Serve(args) => {
-            init_logs(&args.log_level, args.log_format)?;
+            init_logs(&args.log)?;
             let http = tokio::net::TcpListener::bind(args.listen)
                 .await
                 .with_context(|| format!("cannot listen on {} (--listen)", args.listen))?;
