@@ -148,7 +148,7 @@ async fn run_gate(
         listen::Connections::new(args.connection_limits(), Arc::clone(gate.metrics()));
     let http = connections.serve(
         listeners.http,
-        http::router(Arc::clone(&gate)),
+        http::service(Arc::clone(&gate)),
         listen::Protocols::Http1AndHttp2,
         metrics::Transport::Rest,
         tls.clone(),

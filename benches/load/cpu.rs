@@ -49,7 +49,6 @@ pub(crate) fn process_cpu() -> f64 {
     stat_cpu_ticks(&std::fs::read_to_string("/proc/self/stat").unwrap_or_default()) as f64 / 100.0
 }
 
-pub(crate) const SERVER_THREADS: [&str; 2] = ["sg-server", "schemagate-work"];
 pub(crate) const CLIENT_THREADS: [&str; 1] = ["sg-client"];
 
 pub(crate) fn rss_mib() -> f64 {

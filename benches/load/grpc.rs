@@ -147,16 +147,18 @@ impl FrameCounter {
 /// in turn.
 pub(crate) async fn grpc_leg(
     name: String,
-    connection: &GrpcConnection,
+    (connection, server): (&GrpcConnection, &ServerProcess),
     in_flight: usize,
     seconds: f64,
     calls: Vec<GrpcCall>,
 ) -> Leg {
     let calls = Arc::new(calls);
+    let server_cpu = || server.cpu();
     drive(
         name,
         vec![connection.clone(); in_flight],
         seconds,
+        &server_cpu,
         move |mut grpc, task, i| {
             let calls = Arc::clone(&calls);
             async move {

@@ -101,7 +101,7 @@ pub(crate) fn http_post(path: &str, body: &[u8]) -> Vec<u8> {
 /// A REST leg: `connections` keep-alive connections, each sending the pre-built requests in turn.
 pub(crate) async fn rest_leg(
     name: String,
-    addr: SocketAddr,
+    server: &ServerProcess,
     connections: usize,
     seconds: f64,
     requests: Vec<Request>,
@@ -109,16 +109,23 @@ pub(crate) async fn rest_leg(
     let requests = Arc::new(requests);
     let mut states = Vec::with_capacity(connections);
     for _ in 0..connections {
-        states.push(HttpConnection::connect(addr).await?);
+        states.push(HttpConnection::connect(server.http).await?);
     }
-    Ok(drive(name, states, seconds, move |mut conn, task, i| {
-        let requests = Arc::clone(&requests);
-        async move {
-            let request = &requests[(task * 7919 + i as usize) % requests.len()];
-            let status = conn.round_trip(&request.http).await.expect("answer");
-            assert_eq!(status, 200, "a request was refused");
-            (conn, request.checks, request.bytes)
-        }
-    })
+    let server_cpu = || server.cpu();
+    Ok(drive(
+        name,
+        states,
+        seconds,
+        &server_cpu,
+        move |mut conn, task, i| {
+            let requests = Arc::clone(&requests);
+            async move {
+                let request = &requests[(task * 7919 + i as usize) % requests.len()];
+                let status = conn.round_trip(&request.http).await.expect("answer");
+                assert_eq!(status, 200, "a request was refused");
+                (conn, request.checks, request.bytes)
+            }
+        },
+    )
     .await)
 }

@@ -139,8 +139,15 @@ pub(crate) fn in_process(
 }
 
 /// Runs one loop per state, each calling `step` (which returns its state and the checks and bytes
-/// its request carried) until `seconds` are over, on the client runtime.
-pub(crate) async fn drive<S, F, Fut>(name: String, states: Vec<S>, seconds: f64, step: F) -> Leg
+/// its request carried) until `seconds` are over, on the client runtime. `server_cpu` reads the
+/// server's CPU seconds so far.
+pub(crate) async fn drive<S, F, Fut>(
+    name: String,
+    states: Vec<S>,
+    seconds: f64,
+    server_cpu: &dyn Fn() -> f64,
+    step: F,
+) -> Leg
 where
     S: Send + 'static,
     F: Fn(S, usize, u64) -> Fut + Send + Sync + 'static,
@@ -148,7 +155,7 @@ where
 {
     let step = Arc::new(step);
     let deadline = Instant::now() + Duration::from_secs_f64(seconds);
-    let cpu0 = thread_cpu(&SERVER_THREADS);
+    let cpu0 = server_cpu();
     let client0 = thread_cpu(&CLIENT_THREADS);
     let start = Instant::now();
     let mut handles = Vec::new();
@@ -184,7 +191,7 @@ where
         bytes,
         seconds: start.elapsed().as_secs_f64(),
         latencies,
-        server_cpu: thread_cpu(&SERVER_THREADS) - cpu0,
+        server_cpu: server_cpu() - cpu0,
         client_cpu: thread_cpu(&CLIENT_THREADS) - client0,
     }
 }
@@ -265,16 +272,13 @@ pub(crate) struct TransportRun<'a> {
 
 impl TransportRun<'_> {
     pub(crate) fn legs(&self, legs: &mut Vec<Leg>) -> anyhow::Result<()> {
-        // The server, on its own runtime; its worker pool is created from one of these threads and
-        // inherits their CPU affinity.
         let pin = self.opts.pin && self.cores >= 2;
-        let server_rt = runtime("sg-server", self.cores, pin.then_some(self.server_cpus))?;
         let redis = if self.opts.with_redis {
             Some(crate::redis_server::RedisServer::start()?)
         } else {
             None
         };
-        let mut argv = vec!["serve".to_owned(), "--log-level".into(), "error".into()];
+        let mut argv = vec!["--log-level".to_owned(), "error".into()];
         if let Some(token) = crate::http1::TOKEN.get() {
             use sha2::Digest;
             let digest: String = sha2::Sha256::digest(token.as_bytes())
@@ -290,28 +294,12 @@ impl TransportRun<'_> {
                 redis.url()
             );
         }
-        let start = |argv: Vec<String>| async move {
-            let http = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-            let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-            let (http_addr, grpc_addr) = (http.local_addr()?, grpc.local_addr()?);
-            let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-            let args = <ServeArgs as clap::Parser>::parse_from(argv);
-            // Spawned, so that the core (and its worker pool) is built on a server thread.
-            tokio::spawn(schemagate::run(
-                args,
-                schemagate::Listeners { http, grpc },
-                async move {
-                    let _ = rx.await;
-                },
-            ));
-            anyhow::Ok((http_addr, grpc_addr, tx))
-        };
-        let (http_addr, grpc_addr, stop) = server_rt.block_on(start(argv.clone()))?;
+        let server = ServerProcess::start(&argv, pin.then_some(self.server_cpus))?;
         let client_rt = runtime("sg-client", self.cores, pin.then_some(self.client_cpus))?;
         client_rt.block_on(async {
-            let base = format!("http://{http_addr}");
+            let base = format!("http://{}", server.http);
             let http = reqwest::Client::new();
-            wait_ready(&http, http_addr).await;
+            wait_ready(&http, server.http).await;
             for (server, list) in self.corpus.tools["servers"].as_object().expect("servers") {
                 let mut put = http
                     .put(format!("{base}/v1/servers/{server}/tools"))
@@ -343,8 +331,8 @@ impl TransportRun<'_> {
                 ))
             };
             let (compiles_before, hits_before) = compiles().await?;
-            self.rest_legs(http_addr, legs).await?;
-            self.grpc_legs(grpc_addr, legs).await?;
+            self.rest_legs(&server, legs).await?;
+            self.grpc_legs(&server, legs).await?;
             // A cache hit neither parses nor compiles a schema: every compile happened at
             // registration, none during the legs.
             let (compiles_after, hits_after) = compiles().await?;
@@ -356,28 +344,24 @@ impl TransportRun<'_> {
             anyhow::Ok(())
         })?;
         if redis.is_some() {
-            let (other, _, stop_other) = server_rt.block_on(start(argv))?;
+            let other = ServerProcess::start(&argv, pin.then_some(self.server_cpus))?;
             client_rt.block_on(async {
-                wait_ready(&reqwest::Client::new(), other).await;
+                wait_ready(&reqwest::Client::new(), other.http).await;
                 crate::registry::propagation_leg(
-                    http_addr,
-                    other,
+                    server.http,
+                    other.http,
                     crate::http1::TOKEN.get().map(String::as_str),
                     500,
                 )
                 .await
             })?;
-            let _ = stop_other.send(());
         }
-        let _ = stop.send(());
-        drop(client_rt);
-        drop(server_rt);
         Ok(())
     }
 
     pub(crate) async fn rest_legs(
         &self,
-        addr: SocketAddr,
+        server: &ServerProcess,
         legs: &mut Vec<Leg>,
     ) -> anyhow::Result<()> {
         let seconds = self.opts.seconds;
@@ -391,7 +375,7 @@ impl TransportRun<'_> {
             legs.push(
                 rest_leg(
                     "REST GET /healthz (no check), 32 conns".into(),
-                    addr,
+                    server,
                     32,
                     seconds,
                     vec![Request::get("/healthz")],
@@ -401,7 +385,7 @@ impl TransportRun<'_> {
             legs.push(
                 rest_leg(
                     "REST single, 32 connections".into(),
-                    addr,
+                    server,
                     32,
                     seconds,
                     single,
@@ -432,27 +416,27 @@ impl TransportRun<'_> {
                 .iter()
                 .map(|b| Request::post("/v1/validate/batch", b))
                 .collect();
-            legs.push(rest_leg(label.into(), addr, connections, seconds, batches).await?);
+            legs.push(rest_leg(label.into(), server, connections, seconds, batches).await?);
         }
         Ok(())
     }
 
     pub(crate) async fn grpc_legs(
         &self,
-        addr: SocketAddr,
+        server: &ServerProcess,
         legs: &mut Vec<Leg>,
     ) -> anyhow::Result<()> {
         let seconds = self.opts.seconds;
         let checks: Vec<proto::Check> = self.corpus.items.iter().map(grpc_check).collect();
         let sizes: Vec<u64> = self.bodies.iter().map(|b| b.json.len() as u64).collect();
-        let grpc = GrpcConnection::connect(addr).await?;
+        let grpc = (&GrpcConnection::connect(server.grpc).await?, server);
         if self.opts.wants(Group::GrpcUnary) {
             let calls = checks
                 .iter()
                 .zip(&sizes)
                 .map(|(check, &size)| GrpcCall::new("Validate", [check], 1, size))
                 .collect();
-            legs.push(grpc_leg("gRPC unary, 32 in flight".into(), &grpc, 32, seconds, calls).await);
+            legs.push(grpc_leg("gRPC unary, 32 in flight".into(), grpc, 32, seconds, calls).await);
         }
         if self.opts.wants(Group::GrpcBatch) {
             let calls = checks
@@ -469,7 +453,7 @@ impl TransportRun<'_> {
             legs.push(
                 grpc_leg(
                     "gRPC batch 100, 8 in flight".into(),
-                    &grpc,
+                    grpc,
                     8,
                     seconds,
                     calls,
@@ -493,7 +477,7 @@ impl TransportRun<'_> {
                     GrpcCall::new("ValidateStream", window.iter(), 1000, bytes)
                 })
                 .collect();
-            legs.push(grpc_leg("gRPC stream, 4 streams".into(), &grpc, 4, seconds, calls).await);
+            legs.push(grpc_leg("gRPC stream, 4 streams".into(), grpc, 4, seconds, calls).await);
         }
         Ok(())
     }

@@ -13,10 +13,11 @@
 //! registry in a redis-server the harness starts, plus the registration and propagation
 //! figures of [`registry`]).
 //!
-//! The rooms: [`opts`] (flags and leg groups), [`proxy`] (the MCP proxy over stdio), [`alloc`] (allocation counting), [`cpu`] (CPU and
-//! resident size from /proc), [`http1`] and [`grpc`] (the pre-built clients), [`legs`] (every
-//! leg, in process and over the transports, and the memory curves), [`report`] (figures and
-//! targets).
+//! The rooms: [`opts`] (flags and leg groups), [`server`] (the server process the transport legs
+//! run against), [`proxy`] (the MCP proxy over stdio), [`alloc`] (allocation counting), [`cpu`]
+//! (CPU and resident size from /proc), [`http1`] and [`grpc`] (the pre-built clients), [`legs`]
+//! (every leg, in process and over the transports, and the memory curves), [`report`] (figures
+//! and targets).
 //!
 //! What each leg measures:
 //!
@@ -29,11 +30,12 @@
 //!   pre-built requests on keep-alive connections, answers read whole by their Content-Length,
 //!   so the client costs little beside the server. gRPC is driven by tonic's client.
 //!
-//! The server runs in this process on its own runtime (threads `sg-server`) and worker pool
-//! (`schemagate-worker-*`); the clients run on another runtime (`sg-client`). CPU is read per
-//! thread from /proc, so server and client CPU are reported apart; but unless `--pin` is given
-//! both share the machine's cores. The memory leg runs in a child process of its own, so that its
-//! resident sizes start from a fresh heap.
+//! The transport legs' server is `schemagate serve` (the binary cargo builds beside this harness)
+//! in a process of its own, so its clients are another process, as wrk is; its CPU is read from
+//! /proc for the whole process, the clients' per thread (runtime `sg-client`). Unless `--pin` is
+//! given both share the machine's cores. The memory and abuse legs run in child processes of
+//! their own (the abuse leg with its server in that process), so that their resident sizes start
+//! from a fresh heap.
 
 #[path = "../support/corpus.rs"]
 mod corpus;
@@ -55,6 +57,7 @@ mod opts;
 mod proxy;
 mod registry;
 mod report;
+mod server;
 
 use abuse::*;
 use alloc::*;
@@ -64,6 +67,7 @@ use http1::*;
 use legs::*;
 use opts::*;
 use report::*;
+use server::*;
 
 use bytes::{Bytes, BytesMut};
 use schemagate::check::Check;
@@ -246,7 +250,7 @@ fn main() -> anyhow::Result<()> {
     }
     println!("latency is per request: one check, one batch, or a 1,000-check stream window (in-process: one check, every 16th timed);");
     println!("the /healthz row counts requests (it checks nothing): the HTTP stack's own ceiling for one request at a time.");
-    println!("MB/s = check JSON carried per second; server s/k = server CPU seconds per 1,000 checks, from the server's threads (in-process legs: the whole process);");
+    println!("MB/s = check JSON carried per second; server s/k = server CPU seconds per 1,000 checks, from the server process (in-process legs: this whole process);");
     println!("client s/k = the same for the client's threads; x ceil = checks/s over the ceiling on all threads.");
     summary(&legs, ceiling);
 

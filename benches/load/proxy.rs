@@ -6,7 +6,7 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -57,6 +57,25 @@ struct Figures {
     p99_us: f64,
     rate: f64,
     answer: String,
+    /// CPU microseconds per call in the rate phase: this process (the client), the process it
+    /// talks to (the server, or the proxy), and the proxy's child (the server behind it).
+    cpu_us: [f64; 3],
+}
+
+/// CPU seconds used so far by process `pid` (all its threads), NaN when it cannot be read.
+fn cpu_of(pid: u32) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map_or(f64::NAN, |stat| crate::stat_cpu_ticks(&stat) as f64 / 100.0)
+}
+
+/// The first child of process `pid`, if it has one.
+fn child_of(pid: u32) -> Option<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> f64 {
@@ -102,8 +121,12 @@ fn drive(mut peer: Peer, seconds: f64) -> anyhow::Result<Figures> {
     } = peer;
     let sent = Arc::new(AtomicU64::new(0));
     let received = Arc::new(AtomicU64::new(0));
+    // The writer sleeps while 64 calls are in flight and the reader wakes it: a client that
+    // spun instead would take a core from the processes it measures.
+    let waiting = Arc::new(AtomicBool::new(false));
+    let writer = std::thread::current();
     let reader = {
-        let received = Arc::clone(&received);
+        let (received, waiting) = (Arc::clone(&received), Arc::clone(&waiting));
         std::thread::spawn(move || -> anyhow::Result<()> {
             let mut line = String::new();
             loop {
@@ -111,16 +134,32 @@ fn drive(mut peer: Peer, seconds: f64) -> anyhow::Result<Figures> {
                 if stdout.read_line(&mut line)? == 0 {
                     break;
                 }
-                received.fetch_add(1, Ordering::Release);
+                received.fetch_add(1, Ordering::SeqCst);
+                if waiting.swap(false, Ordering::SeqCst) {
+                    writer.unpark();
+                }
             }
             Ok(())
         })
     };
+    let (peer_pid, behind) = (child.id(), child_of(child.id()));
+    let cpu = || {
+        [
+            crate::process_cpu(),
+            cpu_of(peer_pid),
+            behind.map_or(f64::NAN, cpu_of),
+        ]
+    };
+    let cpu0 = cpu();
     let start = Instant::now();
     let mut n = 0usize;
     while start.elapsed() < half {
-        if sent.load(Ordering::Relaxed) - received.load(Ordering::Acquire) >= IN_FLIGHT {
-            std::hint::spin_loop();
+        if sent.load(Ordering::Relaxed) - received.load(Ordering::SeqCst) >= IN_FLIGHT {
+            waiting.store(true, Ordering::SeqCst);
+            if sent.load(Ordering::Relaxed) - received.load(Ordering::SeqCst) >= IN_FLIGHT {
+                std::thread::park_timeout(Duration::from_millis(10));
+            }
+            waiting.store(false, Ordering::SeqCst);
             continue;
         }
         stdin.write_all(&requests[n % requests.len()])?;
@@ -129,10 +168,12 @@ fn drive(mut peer: Peer, seconds: f64) -> anyhow::Result<Figures> {
         n += 1;
     }
     let elapsed = start.elapsed().as_secs_f64();
-    let answered = received.load(Ordering::Acquire);
+    let answered = received.load(Ordering::SeqCst);
+    let cpu1 = cpu();
+    let cpu_us = std::array::from_fn(|i| (cpu1[i] - cpu0[i]) / answered.max(1) as f64 * 1e6);
     // Let the answers still coming arrive, then close the session.
     let drain = Instant::now();
-    while received.load(Ordering::Acquire) < sent.load(Ordering::Relaxed)
+    while received.load(Ordering::SeqCst) < sent.load(Ordering::Relaxed)
         && drain.elapsed() < Duration::from_secs(10)
     {
         std::thread::sleep(Duration::from_millis(1));
@@ -147,6 +188,7 @@ fn drive(mut peer: Peer, seconds: f64) -> anyhow::Result<Figures> {
         p99_us: percentile(&times, 0.99),
         rate: answered as f64 / elapsed,
         answer: first,
+        cpu_us,
     })
 }
 
@@ -156,9 +198,10 @@ pub(crate) fn proxy_leg(seconds: f64) -> anyhow::Result<()> {
     println!();
     println!("proxy: tools/call over stdio, one call at a time (latency) and {IN_FLIGHT} in flight (rate), {seconds:.0} s per pair");
     println!(
-        "{:<28} {:>10} {:>10} {:>12} {:>14} {:>14}",
+        "{:<28} {:>10} {:>10} {:>12} {:>14} {:>14}   CPU us per call: client, proxy, server",
         "result size / path", "p50 us", "p99 us", "calls/s", "added p50 us", "added p99 us"
     );
+    let mut ratio_1kb = f64::NAN;
     for size in [1024usize, 64 * 1024] {
         let mut direct = Command::new(&server);
         direct.args(["--raw", "--result-bytes", &size.to_string()]);
@@ -184,22 +227,37 @@ pub(crate) fn proxy_leg(seconds: f64) -> anyhow::Result<()> {
         );
         let kb = size / 1024;
         println!(
-            "{:<28} {:>10.1} {:>10.1} {:>12.0}",
+            "{:<28} {:>10.1} {:>10.1} {:>12.0} {:>14} {:>14}   {:.1}, -, {:.1}",
             format!("{kb} KB direct"),
             d.p50_us,
             d.p99_us,
-            d.rate
+            d.rate,
+            "",
+            "",
+            d.cpu_us[0],
+            d.cpu_us[1]
         );
         println!(
-            "{:<28} {:>10.1} {:>10.1} {:>12.0} {:>14.1} {:>14.1}",
+            "{:<28} {:>10.1} {:>10.1} {:>12.0} {:>14.1} {:>14.1}   {:.1}, {:.1}, {:.1}",
             format!("{kb} KB through the proxy"),
             p.p50_us,
             p.p99_us,
             p.rate,
             p.p50_us - d.p50_us,
-            p.p99_us - d.p99_us
+            p.p99_us - d.p99_us,
+            p.cpu_us[0],
+            p.cpu_us[1],
+            p.cpu_us[2]
         );
+        if size == 1024 {
+            ratio_1kb = p.rate / d.rate;
+        }
     }
     println!("targets: added p50 < 100 us and p99 < 1000 us for 1 KB results; at least 10,000 calls/s through the proxy");
+    crate::verdict_line(
+        "the proxy relays 1 KB results at >= 0.8x the rate of the direct stdio pair",
+        format!("{ratio_1kb:.2}x"),
+        ratio_1kb >= 0.8,
+    );
     Ok(())
 }

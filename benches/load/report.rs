@@ -73,12 +73,29 @@ pub(crate) fn summary(legs: &[Leg], ceiling: f64) {
             ratio >= 0.6,
         );
     }
-    if let Some(single) = find("REST single") {
+    if let (Some(single), Some(healthz)) = (find("REST single"), find("REST GET /healthz")) {
+        let ratio = single.rate() / healthz.rate();
         let p99 = single.percentile(0.99);
         verdict_line(
-            "REST single >= 100k checks/s with p99 < 5 ms at 32 connections",
-            format!("{:.0} checks/s, p99 {p99:.2} ms", single.rate()),
-            single.rate() >= 100_000.0 && p99 < 5.0,
+            "REST single >= 0.75x the same server's GET /healthz at 32 connections, p99 < 2 ms",
+            format!(
+                "{:.0} checks/s vs {:.0} requests/s = {ratio:.2}x, p99 {p99:.2} ms",
+                single.rate(),
+                healthz.rate()
+            ),
+            ratio >= 0.75 && p99 < 2.0,
+        );
+    }
+    if let (Some(unary), Some(single)) = (find("gRPC unary"), find("REST single")) {
+        let ratio = unary.rate() / single.rate();
+        verdict_line(
+            "gRPC unary >= 0.6x REST single",
+            format!(
+                "{:.0} vs {:.0} checks/s = {ratio:.2}x",
+                unary.rate(),
+                single.rate()
+            ),
+            ratio >= 0.6,
         );
     }
     if let (Some(stream), Some(batch)) = (find("gRPC stream"), find("REST batch 100,")) {

@@ -16,19 +16,133 @@ use crate::registry::{RegisterOptions, Registration, ServerListing, ServerSummar
 use crate::verdict::Verdict;
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, State};
-use axum::http::{header, HeaderMap, StatusCode};
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::routing::future::RouteFuture;
 use axum::routing::{delete, get, post, put};
 use axum::{middleware, Extension, Json, Router};
+use futures_util::future::{BoxFuture, Either};
+use futures_util::FutureExt;
 use http_body_util::BodyExt;
+use hyper::body::Incoming;
 use serde::{Deserialize, Serialize};
+use std::convert::Infallible;
+use std::fmt::Display;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use tower_http::catch_panic::CatchPanicLayer;
+
+/// The REST port's service. The two check routes, nearly every request the port gets, are
+/// answered here, below the router: no route lookup, no middleware future, no copy of the
+/// headers, the answer built as it is sent. Every other request (and a check route's other
+/// methods, which get 405) goes to the [`router`], which answers the check routes the same way
+/// when it is reached.
+#[derive(Clone)]
+pub struct Rest {
+    gate: Arc<Gate>,
+    router: Router,
+}
+
+/// The REST service over a shared core: the check routes below the router, the rest through it.
+pub fn service(gate: Arc<Gate>) -> Rest {
+    Rest {
+        router: router(Arc::clone(&gate)),
+        gate,
+    }
+}
+
+/// A check route, as [`Rest`] recognises it before the router.
+#[derive(Clone, Copy)]
+enum CheckRoute {
+    One,
+    Batch,
+}
+
+impl CheckRoute {
+    fn of(request: &Request<Incoming>) -> Option<CheckRoute> {
+        if request.method() != Method::POST {
+            return None;
+        }
+        match request.uri().path() {
+            "/v1/validate" => Some(CheckRoute::One),
+            "/v1/validate/batch" => Some(CheckRoute::Batch),
+            _ => None,
+        }
+    }
+}
+
+impl tower::Service<Request<Incoming>> for Rest {
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Either<BoxFuture<'static, Result<Response, Infallible>>, RouteFuture<Infallible>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<Incoming>) -> Self::Future {
+        match CheckRoute::of(&request) {
+            None => Either::Right(self.router.call(request)),
+            Some(route) => {
+                let gate = Arc::clone(&self.gate);
+                Either::Left(Box::pin(
+                    AssertUnwindSafe(answer_check(gate, route, request))
+                        .catch_unwind()
+                        .map(|answer| Ok(answer.unwrap_or_else(|_| panicked()))),
+                ))
+            }
+        }
+    }
+}
+
+/// A check route's answer: the caller's token checked for the check scope (before the body is
+/// read), then the body read, checked and answered; errors as the router's handlers give them.
+async fn answer_check(gate: Arc<Gate>, route: CheckRoute, request: Request<Incoming>) -> Response {
+    let (parts, body) = request.into_parts();
+    let authorization = parts
+        .headers
+        .get(header::AUTHORIZATION)
+        .map(|v| v.as_bytes());
+    let caller = match gate.auth().authenticate(
+        authorization,
+        parts.extensions.get::<PeerNames>(),
+        Scope::Check,
+    ) {
+        Ok(caller) => caller,
+        Err(e) => return refuse(&gate, e).into_response(),
+    };
+    let answer = match route {
+        CheckRoute::One => check_one(&gate, &caller, &parts.headers, body).await,
+        CheckRoute::Batch => check_batch(&gate, &caller, &parts.headers, body).await,
+    };
+    answer.unwrap_or_else(IntoResponse::into_response)
+}
+
+/// The answer to a request whose handler panicked (the panic is caught; the process goes on).
+fn panicked() -> Response {
+    tracing::error!("a request handler panicked");
+    error::plain(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "internal",
+        "internal error; the details are in schemagate's log".into(),
+    )
+}
+
+/// A JSON answer: `200 OK`, its content type, and the bytes as they are.
+fn json_answer(json: Vec<u8>) -> Response {
+    let mut response = Response::new(Body::from(json));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
 
 /// The REST router over a shared core. Each group of routes asks for its scope once, in
 /// [`authorise`], before its handler runs.
-pub fn router(gate: Arc<Gate>) -> Router {
+fn router(gate: Arc<Gate>) -> Router {
     let scoped = |routes: Router<Arc<Gate>>, scope: Scope| {
         routes.route_layer(middleware::from_fn_with_state(
             (Arc::clone(&gate), scope),
@@ -63,14 +177,7 @@ pub fn router(gate: Arc<Gate>) -> Router {
         .route("/readyz", get(readyz))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(CatchPanicLayer::custom(|_| {
-            tracing::error!("a request handler panicked");
-            error::plain(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "internal",
-                "internal error; the details are in schemagate's log".into(),
-            )
-        }))
+        .layer(CatchPanicLayer::custom(|_| panicked()))
         .with_state(gate)
 }
 
@@ -100,13 +207,21 @@ async fn authorise(
 /// body-read timeout, and when the bodies still arriving would hold more than the receiving
 /// budget (its declared length is held from the start, so such a body is refused before it is
 /// read).
-async fn read_body(gate: &Gate, headers: &HeaderMap, body: Body) -> Result<Bytes, ApiError> {
+async fn read_body<B>(gate: &Gate, headers: &HeaderMap, body: B) -> Result<Bytes, ApiError>
+where
+    B: http_body::Body<Data = Bytes> + Unpin,
+    B::Error: Display,
+{
     read_whole(gate, headers, body)
         .await
         .map_err(|e| refuse(gate, e))
 }
 
-async fn read_whole(gate: &Gate, headers: &HeaderMap, body: Body) -> Result<Bytes, CheckError> {
+async fn read_whole<B>(gate: &Gate, headers: &HeaderMap, body: B) -> Result<Bytes, CheckError>
+where
+    B: http_body::Body<Data = Bytes> + Unpin,
+    B::Error: Display,
+{
     let limits = gate.limits();
     let declared = headers
         .get(header::CONTENT_LENGTH)
@@ -136,7 +251,11 @@ async fn read_whole(gate: &Gate, headers: &HeaderMap, body: Body) -> Result<Byte
 }
 
 /// Collects a body of at most `limit` bytes, holding what has arrived so far.
-async fn collect(mut body: Body, limit: usize, held: &mut Held) -> Result<Bytes, CheckError> {
+async fn collect<B>(mut body: B, limit: usize, held: &mut Held) -> Result<Bytes, CheckError>
+where
+    B: http_body::Body<Data = Bytes> + Unpin,
+    B::Error: Display,
+{
     let mut pieces: Vec<Bytes> = Vec::new();
     let mut total = 0usize;
     while let Some(frame) = body.frame().await {
@@ -173,20 +292,34 @@ fn refuse(gate: &Gate, e: CheckError) -> ApiError {
     ApiError(e)
 }
 
+/// `POST /v1/validate` when the router answers it (see [`Rest`]).
 async fn validate(
     State(gate): State<Arc<Gate>>,
     Extension(caller): Extension<Arc<Caller>>,
-    headers: HeaderMap,
-    raw: Body,
+    request: Request,
 ) -> Result<Response, ApiError> {
-    let bytes = read_body(&gate, &headers, raw).await?;
+    let (parts, body) = request.into_parts();
+    check_one(&gate, &caller, &parts.headers, body).await
+}
+
+/// One check: the body read, checked, and its verdict answered.
+async fn check_one<B>(
+    gate: &Arc<Gate>,
+    caller: &Arc<Caller>,
+    headers: &HeaderMap,
+    body: B,
+) -> Result<Response, ApiError>
+where
+    B: http_body::Body<Data = Bytes> + Unpin,
+    B::Error: Display,
+{
+    let bytes = read_body(gate, headers, body).await?;
     let verdict = gate
-        .check_one(&caller, bytes.len(), Transport::Rest, move |limits| {
+        .check_one(caller, bytes.len(), Transport::Rest, move |limits| {
             Check::from_json(&bytes, limits.max_depth)
         })
         .await?;
-    let json = verdict_json(&verdict);
-    Ok(([(header::CONTENT_TYPE, "application/json")], json).into_response())
+    Ok(json_answer(verdict_json(&verdict)))
 }
 
 /// A verdict as JSON, in a buffer sized for it.
@@ -213,16 +346,31 @@ fn batch_entry(result: Result<Verdict, CheckError>) -> Vec<u8> {
     }
 }
 
+/// `POST /v1/validate/batch` when the router answers it (see [`Rest`]).
 async fn validate_batch(
     State(gate): State<Arc<Gate>>,
     Extension(caller): Extension<Arc<Caller>>,
-    headers: HeaderMap,
-    raw: Body,
+    request: Request,
 ) -> Result<Response, ApiError> {
-    let bytes = read_body(&gate, &headers, raw).await?;
+    let (parts, body) = request.into_parts();
+    check_batch(&gate, &caller, &parts.headers, body).await
+}
+
+/// A batch: the body read, its items checked on the workers, the answers in order.
+async fn check_batch<B>(
+    gate: &Arc<Gate>,
+    caller: &Arc<Caller>,
+    headers: &HeaderMap,
+    body: B,
+) -> Result<Response, ApiError>
+where
+    B: http_body::Body<Data = Bytes> + Unpin,
+    B::Error: Display,
+{
+    let bytes = read_body(gate, headers, body).await?;
     let entries = gate
         .check_batch(
-            &caller,
+            caller,
             Transport::Rest,
             (bytes.len(), Admit::Shed),
             move |limits| batch_from_json(&bytes, limits.max_depth, limits.max_batch_items),
@@ -240,7 +388,7 @@ async fn validate_batch(
         out.extend_from_slice(entry);
     }
     out.extend_from_slice(b"]}");
-    Ok(([(header::CONTENT_TYPE, "application/json")], out).into_response())
+    Ok(json_answer(out))
 }
 
 /// The query of `PUT /v1/servers/{server}/tools`.

@@ -39,6 +39,12 @@ impl<R: AsyncRead + Unpin> Lines<R> {
         }
     }
 
+    /// Whether a whole line is already read, so [`next`](Self::next) answers without waiting
+    /// for input.
+    pub fn has_line(&self) -> bool {
+        memchr::memchr(b'\n', &self.buf).is_some()
+    }
+
     /// The next line; `None` at the end of the input.
     pub async fn next(&mut self) -> io::Result<Option<Line>> {
         loop {

@@ -37,6 +37,7 @@ use session::{ListPage, Listing, Pending, Session};
 use std::borrow::Cow;
 use std::io;
 use std::process::{ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};
@@ -66,17 +67,21 @@ pub struct ProxyConfig {
     pub shutdown_grace: Duration,
 }
 
-/// A byte stream the proxy writes messages to, one at a time, flushed after each.
+/// A byte stream the proxy writes messages to: each flushed as it is written, except messages
+/// relayed as received while more input is already waiting, which go out with the next flush.
 type Writer = Box<dyn AsyncWrite + Send + Unpin>;
 
 struct Out {
     writer: Mutex<Option<BufWriter<Writer>>>,
+    /// The relay forwarding into this stream has more input already read (set per line).
+    more_waiting: AtomicBool,
 }
 
 impl Out {
     fn new(writer: Writer) -> Self {
         Self {
             writer: Mutex::new(Some(BufWriter::with_capacity(64 * 1024, writer))),
+            more_waiting: AtomicBool::new(false),
         }
     }
 
@@ -91,6 +96,31 @@ impl Out {
             writer.write_all(b"\n").await?;
         }
         writer.flush().await
+    }
+
+    /// Writes one message relayed as received, flushed unless more input is already waiting
+    /// (then the relay flushes once it has none): under load, many messages go out in one write.
+    async fn relay(&self, message: &[u8]) -> io::Result<()> {
+        if !self.more_waiting.load(Ordering::Relaxed) {
+            return self.send(message).await;
+        }
+        let mut guard = self.writer.lock().await;
+        let writer = guard
+            .as_mut()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::BrokenPipe, "closed"))?;
+        writer.write_all(message).await?;
+        if message.last() != Some(&b'\n') {
+            writer.write_all(b"\n").await?;
+        }
+        Ok(())
+    }
+
+    /// Flushes what [`relay`](Self::relay) left buffered.
+    async fn flush(&self) -> io::Result<()> {
+        match self.writer.lock().await.as_mut() {
+            Some(writer) if !writer.buffer().is_empty() => writer.flush().await,
+            _ => Ok(()),
+        }
     }
 
     /// Flushes and closes the stream (the server sees the end of its stdin).
@@ -349,21 +379,33 @@ impl Relay {
         input: impl AsyncRead + Unpin,
     ) -> io::Result<()> {
         let mut lines = Lines::new(input, self.config.max_message_bytes);
+        let out = self.out(direction);
         while let Some(line) = lines.next().await? {
+            let more = lines.has_line();
+            out.more_waiting.store(more, Ordering::Relaxed);
             match line {
                 Line::Message(bytes) => self.relay_line(direction, &bytes).await?,
                 Line::Oversized { head, len } => self.oversized(direction, &head, len).await?,
             }
+            if !more {
+                out.flush().await?;
+            }
         }
-        Ok(())
+        out.more_waiting.store(false, Ordering::Relaxed);
+        out.flush().await
+    }
+
+    /// Where messages read in `direction` are relayed to.
+    fn out(&self, direction: Direction) -> &Out {
+        match direction {
+            Direction::ToServer => &self.to_server,
+            Direction::ToClient => &self.to_client,
+        }
     }
 
     async fn forward(&self, direction: Direction, kind: Relayed, bytes: &[u8]) -> io::Result<()> {
         self.metrics().count(direction, kind);
-        match direction {
-            Direction::ToServer => self.to_server.send(bytes).await,
-            Direction::ToClient => self.to_client.send(bytes).await,
-        }
+        self.out(direction).relay(bytes).await
     }
 
     /// One line read in `direction`: a message is handled, a batch (not MCP since 2025-06-18)

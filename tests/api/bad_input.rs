@@ -257,3 +257,22 @@ async fn a_bad_request_has_no_effect_on_later_ones() {
     assert_eq!(status, 200);
     assert_eq!(before, after);
 }
+
+/// The check routes are answered before the router; their other methods and near-miss paths
+/// still get the router's 405 and 404, and a check with a query string is still a check.
+#[tokio::test]
+async fn check_routes_take_post_only_at_their_exact_paths() {
+    let app = spawn_app().await;
+    for path in ["/v1/validate", "/v1/validate/batch"] {
+        let (status, body) = app.get(path).await;
+        assert_eq!(status, 405, "GET {path}: {body}");
+        assert!(body.contains("method_not_allowed"), "GET {path}: {body}");
+    }
+    let check = json!({"schema": {"type": "object"}, "instance": {}});
+    let (status, body) = app.post_raw("/v1/validate/", check.to_string()).await;
+    assert_eq!(status, 404, "{body}");
+    assert_eq!(body["error"]["code"], "not_found");
+    let (status, body) = app.post_raw("/v1/validate?x=1", check.to_string()).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["outcome"], "valid");
+}
