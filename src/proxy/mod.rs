@@ -87,23 +87,17 @@ impl Out {
 
     /// Writes one message (and a newline, if it has none), then flushes.
     async fn send(&self, message: &[u8]) -> io::Result<()> {
-        let mut guard = self.writer.lock().await;
-        let writer = guard
-            .as_mut()
-            .ok_or_else(|| io::Error::new(io::ErrorKind::BrokenPipe, "closed"))?;
-        writer.write_all(message).await?;
-        if message.last() != Some(&b'\n') {
-            writer.write_all(b"\n").await?;
-        }
-        writer.flush().await
+        self.write(message, true).await
     }
 
     /// Writes one message relayed as received, flushed unless more input is already waiting
     /// (then the relay flushes once it has none): under load, many messages go out in one write.
     async fn relay(&self, message: &[u8]) -> io::Result<()> {
-        if !self.more_waiting.load(Ordering::Relaxed) {
-            return self.send(message).await;
-        }
+        self.write(message, !self.more_waiting.load(Ordering::Relaxed))
+            .await
+    }
+
+    async fn write(&self, message: &[u8], flush: bool) -> io::Result<()> {
         let mut guard = self.writer.lock().await;
         let writer = guard
             .as_mut()
@@ -111,6 +105,9 @@ impl Out {
         writer.write_all(message).await?;
         if message.last() != Some(&b'\n') {
             writer.write_all(b"\n").await?;
+        }
+        if flush {
+            writer.flush().await?;
         }
         Ok(())
     }
