@@ -45,8 +45,16 @@ pub(crate) fn stat_cpu_ticks(stat: &str) -> u64 {
     t(11) + t(12)
 }
 
+/// CPU seconds used so far by this process, all threads.
 pub(crate) fn process_cpu() -> f64 {
-    stat_cpu_ticks(&std::fs::read_to_string("/proc/self/stat").unwrap_or_default()) as f64 / 100.0
+    cpu_of("self")
+}
+
+/// CPU seconds used so far by process `pid` (a number, or `self`), all threads; NaN when it
+/// cannot be read.
+pub(crate) fn cpu_of(pid: &str) -> f64 {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .map_or(f64::NAN, |stat| stat_cpu_ticks(&stat) as f64 / 100.0)
 }
 
 pub(crate) const CLIENT_THREADS: [&str; 1] = ["sg-client"];

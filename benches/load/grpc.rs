@@ -153,12 +153,10 @@ pub(crate) async fn grpc_leg(
     calls: Vec<GrpcCall>,
 ) -> Leg {
     let calls = Arc::new(calls);
-    let server_cpu = || server.cpu();
     drive(
         name,
-        vec![connection.clone(); in_flight],
+        (vec![connection.clone(); in_flight], server),
         seconds,
-        &server_cpu,
         move |mut grpc, task, i| {
             let calls = Arc::clone(&calls);
             async move {

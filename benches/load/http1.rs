@@ -111,13 +111,8 @@ pub(crate) async fn rest_leg(
     for _ in 0..connections {
         states.push(HttpConnection::connect(server.http).await?);
     }
-    let server_cpu = || server.cpu();
-    Ok(drive(
-        name,
-        states,
-        seconds,
-        &server_cpu,
-        move |mut conn, task, i| {
+    Ok(
+        drive(name, (states, server), seconds, move |mut conn, task, i| {
             let requests = Arc::clone(&requests);
             async move {
                 let request = &requests[(task * 7919 + i as usize) % requests.len()];
@@ -125,7 +120,7 @@ pub(crate) async fn rest_leg(
                 assert_eq!(status, 200, "a request was refused");
                 (conn, request.checks, request.bytes)
             }
-        },
+        })
+        .await,
     )
-    .await)
 }

@@ -139,13 +139,11 @@ pub(crate) fn in_process(
 }
 
 /// Runs one loop per state, each calling `step` (which returns its state and the checks and bytes
-/// its request carried) until `seconds` are over, on the client runtime. `server_cpu` reads the
-/// server's CPU seconds so far.
+/// its request carried) until `seconds` are over, on the client runtime, against `server`.
 pub(crate) async fn drive<S, F, Fut>(
     name: String,
-    states: Vec<S>,
+    (states, server): (Vec<S>, &ServerProcess),
     seconds: f64,
-    server_cpu: &dyn Fn() -> f64,
     step: F,
 ) -> Leg
 where
@@ -155,7 +153,7 @@ where
 {
     let step = Arc::new(step);
     let deadline = Instant::now() + Duration::from_secs_f64(seconds);
-    let cpu0 = server_cpu();
+    let cpu0 = server.cpu();
     let client0 = thread_cpu(&CLIENT_THREADS);
     let start = Instant::now();
     let mut handles = Vec::new();
@@ -191,7 +189,7 @@ where
         bytes,
         seconds: start.elapsed().as_secs_f64(),
         latencies,
-        server_cpu: server_cpu() - cpu0,
+        server_cpu: server.cpu() - cpu0,
         client_cpu: thread_cpu(&CLIENT_THREADS) - client0,
     }
 }

@@ -62,12 +62,6 @@ struct Figures {
     cpu_us: [f64; 3],
 }
 
-/// CPU seconds used so far by process `pid` (all its threads), NaN when it cannot be read.
-fn cpu_of(pid: u32) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .map_or(f64::NAN, |stat| crate::stat_cpu_ticks(&stat) as f64 / 100.0)
-}
-
 /// The first child of process `pid`, if it has one.
 fn child_of(pid: u32) -> Option<u32> {
     std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
@@ -146,8 +140,8 @@ fn drive(mut peer: Peer, seconds: f64) -> anyhow::Result<Figures> {
     let cpu = || {
         [
             crate::process_cpu(),
-            cpu_of(peer_pid),
-            behind.map_or(f64::NAN, cpu_of),
+            crate::cpu_of(&peer_pid.to_string()),
+            behind.map_or(f64::NAN, |pid| crate::cpu_of(&pid.to_string())),
         ]
     };
     let cpu0 = cpu();

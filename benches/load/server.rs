@@ -50,9 +50,7 @@ impl ServerProcess {
 
     /// CPU seconds the server process has used so far (every thread, user and system).
     pub(crate) fn cpu(&self) -> f64 {
-        let stat =
-            std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap_or_default();
-        stat_cpu_ticks(&stat) as f64 / 100.0
+        cpu_of(&self.child.id().to_string())
     }
 }
 

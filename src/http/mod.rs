@@ -20,7 +20,7 @@ use axum::extract::{Path, Query, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::future::RouteFuture;
-use axum::routing::{delete, get, post, put};
+use axum::routing::{any, delete, get, post, put};
 use axum::{middleware, Extension, Json, Router};
 use futures_util::future::{BoxFuture, Either};
 use futures_util::FutureExt;
@@ -36,9 +36,8 @@ use tower_http::catch_panic::CatchPanicLayer;
 
 /// The REST port's service. The two check routes, nearly every request the port gets, are
 /// answered here, below the router: no route lookup, no middleware future, no copy of the
-/// headers, the answer built as it is sent. Every other request (and a check route's other
-/// methods, which get 405) goes to the [`router`], which answers the check routes the same way
-/// when it is reached.
+/// headers, the answer built as it is sent. Every other request (a check route's other methods,
+/// which get 405, among them) goes to the [`router`].
 #[derive(Clone)]
 pub struct Rest {
     gate: Arc<Gate>,
@@ -101,21 +100,16 @@ impl tower::Service<Request<Incoming>> for Rest {
 /// read), then the body read, checked and answered; errors as the router's handlers give them.
 async fn answer_check(gate: Arc<Gate>, route: CheckRoute, request: Request<Incoming>) -> Response {
     let (parts, body) = request.into_parts();
-    let authorization = parts
-        .headers
-        .get(header::AUTHORIZATION)
-        .map(|v| v.as_bytes());
-    let caller = match gate.auth().authenticate(
-        authorization,
-        parts.extensions.get::<PeerNames>(),
-        Scope::Check,
-    ) {
+    let caller = match caller(&gate, &parts.headers, &parts.extensions, Scope::Check) {
         Ok(caller) => caller,
-        Err(e) => return refuse(&gate, e).into_response(),
+        Err(e) => return e.into_response(),
     };
-    let answer = match route {
-        CheckRoute::One => check_one(&gate, &caller, &parts.headers, body).await,
-        CheckRoute::Batch => check_batch(&gate, &caller, &parts.headers, body).await,
+    let answer = match read_body(&gate, &parts.headers, body).await {
+        Err(e) => Err(e),
+        Ok(bytes) => match route {
+            CheckRoute::One => check_one(&gate, &caller, bytes).await,
+            CheckRoute::Batch => check_batch(&gate, &caller, bytes).await,
+        },
     };
     answer.unwrap_or_else(IntoResponse::into_response)
 }
@@ -149,9 +143,11 @@ fn router(gate: Arc<Gate>) -> Router {
             authorise,
         ))
     };
+    // POST on the check routes is answered by `Rest` before the router; they are routes here so
+    // that their other methods get 405, as every route's do.
     let checks = Router::new()
-        .route("/v1/validate", post(validate))
-        .route("/v1/validate/batch", post(validate_batch));
+        .route("/v1/validate", any(method_not_allowed))
+        .route("/v1/validate/batch", any(method_not_allowed));
     let registrations = Router::new()
         .route("/v1/servers", get(list_servers))
         .route(
@@ -169,7 +165,7 @@ fn router(gate: Arc<Gate>) -> Router {
         metrics_route
     };
     Router::new()
-        .merge(scoped(checks, Scope::Check))
+        .merge(checks)
         .merge(scoped(registrations, Scope::Register))
         .merge(scoped(admin, Scope::Admin))
         .merge(metrics_route)
@@ -188,18 +184,27 @@ async fn authorise(
     mut request: axum::extract::Request,
     next: middleware::Next,
 ) -> Response {
-    let authorization = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .map(|v| v.as_bytes());
-    let peer = request.extensions().get::<PeerNames>();
-    match gate.auth().authenticate(authorization, peer, scope) {
+    match caller(&gate, request.headers(), request.extensions(), scope) {
         Ok(caller) => {
             request.extensions_mut().insert(caller);
             next.run(request).await
         }
-        Err(e) => refuse(&gate, e).into_response(),
+        Err(e) => e.into_response(),
     }
+}
+
+/// Who sent a request, by its bearer token (and client certificate), if they may act in
+/// `scope`; a refusal (counted) otherwise.
+fn caller(
+    gate: &Gate,
+    headers: &HeaderMap,
+    extensions: &axum::http::Extensions,
+    scope: Scope,
+) -> Result<Arc<Caller>, ApiError> {
+    let authorization = headers.get(header::AUTHORIZATION).map(|v| v.as_bytes());
+    gate.auth()
+        .authenticate(authorization, extensions.get::<PeerNames>(), scope)
+        .map_err(|e| refuse(gate, e))
 }
 
 /// Reads the whole body: refused (and counted) at once when its declared length is over the
@@ -292,28 +297,12 @@ fn refuse(gate: &Gate, e: CheckError) -> ApiError {
     ApiError(e)
 }
 
-/// `POST /v1/validate` when the router answers it (see [`Rest`]).
-async fn validate(
-    State(gate): State<Arc<Gate>>,
-    Extension(caller): Extension<Arc<Caller>>,
-    request: Request,
-) -> Result<Response, ApiError> {
-    let (parts, body) = request.into_parts();
-    check_one(&gate, &caller, &parts.headers, body).await
-}
-
-/// One check: the body read, checked, and its verdict answered.
-async fn check_one<B>(
+/// One check: the body checked, and its verdict answered.
+async fn check_one(
     gate: &Arc<Gate>,
     caller: &Arc<Caller>,
-    headers: &HeaderMap,
-    body: B,
-) -> Result<Response, ApiError>
-where
-    B: http_body::Body<Data = Bytes> + Unpin,
-    B::Error: Display,
-{
-    let bytes = read_body(gate, headers, body).await?;
+    bytes: Bytes,
+) -> Result<Response, ApiError> {
     let verdict = gate
         .check_one(caller, bytes.len(), Transport::Rest, move |limits| {
             Check::from_json(&bytes, limits.max_depth)
@@ -346,28 +335,12 @@ fn batch_entry(result: Result<Verdict, CheckError>) -> Vec<u8> {
     }
 }
 
-/// `POST /v1/validate/batch` when the router answers it (see [`Rest`]).
-async fn validate_batch(
-    State(gate): State<Arc<Gate>>,
-    Extension(caller): Extension<Arc<Caller>>,
-    request: Request,
-) -> Result<Response, ApiError> {
-    let (parts, body) = request.into_parts();
-    check_batch(&gate, &caller, &parts.headers, body).await
-}
-
-/// A batch: the body read, its items checked on the workers, the answers in order.
-async fn check_batch<B>(
+/// A batch: its items checked on the workers, the answers in order.
+async fn check_batch(
     gate: &Arc<Gate>,
     caller: &Arc<Caller>,
-    headers: &HeaderMap,
-    body: B,
-) -> Result<Response, ApiError>
-where
-    B: http_body::Body<Data = Bytes> + Unpin,
-    B::Error: Display,
-{
-    let bytes = read_body(gate, headers, body).await?;
+    bytes: Bytes,
+) -> Result<Response, ApiError> {
     let entries = gate
         .check_batch(
             caller,
