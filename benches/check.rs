@@ -13,11 +13,11 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use schemagate::check::{batch_from_json, Check};
-use schemagate::compile::compile;
-use schemagate::drift::{first_difference, same_tokens};
-use schemagate::metrics::Transport;
-use schemagate::verdict::{feedback, ValidationFailure};
+use schemagate::core::check::{batch_from_json, Check};
+use schemagate::core::drift::{first_difference, same_tokens};
+use schemagate::core::metrics::Transport;
+use schemagate::core::schema::compile::compile;
+use schemagate::core::verdict::{feedback, ValidationFailure};
 use std::hint::black_box;
 use std::time::Duration;
 

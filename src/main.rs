@@ -13,7 +13,7 @@ fn main() -> anyhow::Result<()> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         // A runtime thread out of work gives back the memory it freed (answers it wrote).
-        .on_thread_park(schemagate::memory::return_freed)
+        .on_thread_park(schemagate::ops::memory::return_freed)
         .build()
         .context("cannot start the async runtime")?
         .block_on(run(cli))
@@ -38,7 +38,7 @@ async fn run(Cli { command }: Cli) -> anyhow::Result<()> {
     match command {
         Command::Proxy(args) => {
             init_logs(&args.log)?;
-            let code = schemagate::proxy::run(*args).await?;
+            let code = schemagate::stdio::run(args.stdio_config()?).await?;
             std::process::exit(code)
         }
         Command::Serve(args) => {
@@ -51,10 +51,10 @@ async fn run(Cli { command }: Cli) -> anyhow::Result<()> {
                 .with_context(|| {
                     format!("cannot listen on {} (--grpc-listen)", args.grpc_listen)
                 })?;
-            schemagate::run(
-                *args,
+            schemagate::serve::run(
+                args.serve_config()?,
                 schemagate::Listeners { http, grpc },
-                schemagate::shutdown::signal(),
+                schemagate::ops::shutdown::signal(),
             )
             .await
         }

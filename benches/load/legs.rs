@@ -56,7 +56,7 @@ pub(crate) fn core_check(gate: &Gate, body: &Bytes) -> usize {
     answer_json(&verdict).len()
 }
 
-pub(crate) fn answer_json(verdict: &schemagate::verdict::Verdict) -> Vec<u8> {
+pub(crate) fn answer_json(verdict: &schemagate::core::verdict::Verdict) -> Vec<u8> {
     let mut out = Vec::with_capacity(verdict.json_size_hint());
     verdict.write_json(&mut out).expect("serialises");
     out

@@ -70,12 +70,12 @@ use report::*;
 use server::*;
 
 use bytes::{Bytes, BytesMut};
-use schemagate::check::Check;
-use schemagate::compile::compile;
 use schemagate::config::ServeArgs;
-use schemagate::gate::Gate;
+use schemagate::core::check::Check;
+use schemagate::core::gate::Gate;
+use schemagate::core::metrics::Transport;
+use schemagate::core::schema::compile::compile;
 use schemagate::grpc::proto;
-use schemagate::metrics::Transport;
 use serde_json::{json, Value};
 use std::alloc::{GlobalAlloc, Layout};
 use std::collections::HashMap;

@@ -2,11 +2,11 @@
 //! registered, and the compile settings a check gets under it.
 
 use bytes::Bytes;
-use schemagate::compile::CompileLimits;
 use schemagate::config::ServeArgs;
-use schemagate::gate::Gate;
-use schemagate::policy::{CompileOptions, Policy};
-use schemagate::registry::RegisterOptions;
+use schemagate::core::gate::Gate;
+use schemagate::core::policy::{CompileOptions, Policy};
+use schemagate::core::registry::RegisterOptions;
+use schemagate::core::schema::compile::CompileLimits;
 use serde_json::Value;
 use std::sync::Arc;
 

@@ -2,7 +2,7 @@
 //! decode (truncated, or a string field that is not UTF-8) is the client's to fix:
 //! `INVALID_ARGUMENT` with `schemagate-error-code: malformed_message`, not prost's `INTERNAL`.
 
-use crate::error::CheckError;
+use crate::core::error::CheckError;
 use tonic::codec::{BufferSettings, DecodeBuf, Decoder};
 use tonic::Status;
 use tonic_prost::{ProstCodec, ProstDecoder, ProstEncoder};

@@ -1,12 +1,12 @@
 //! Between protobuf messages and the core's types; no logic beyond the mapping.
 
 use super::proto;
-use crate::check::{self, Check, Payload, SchemaSource};
-use crate::domain::{ProtocolVersion, Tier};
-use crate::error::CheckError;
-use crate::gate::Limits;
-use crate::registry::{Registration, ServerListing, ServerSummary};
-use crate::verdict::{Action, Outcome, Verdict};
+use crate::core::check::{self, Check, Payload, SchemaSource};
+use crate::core::domain::{ProtocolVersion, Tier};
+use crate::core::error::CheckError;
+use crate::core::registry::{Registration, ServerListing, ServerSummary};
+use crate::core::verdict::{Action, Outcome, Verdict};
+use crate::core::Limits;
 
 fn non_empty(s: &str) -> Option<String> {
     (!s.is_empty()).then(|| s.to_owned())
@@ -47,6 +47,7 @@ pub fn protocol_version(text: &str) -> Result<Option<ProtocolVersion>, CheckErro
     non_empty(text)
         .map(|v| ProtocolVersion::parse(&v))
         .transpose()
+        .map_err(CheckError::from)
 }
 
 pub fn verdict(v: Verdict) -> proto::Verdict {
@@ -127,7 +128,7 @@ pub fn registration(r: Registration) -> proto::RegisterToolsResponse {
     }
 }
 
-fn hex(hash: Option<crate::domain::SchemaHash>) -> String {
+fn hex(hash: Option<crate::core::domain::SchemaHash>) -> String {
     hash.map(|h| h.to_string()).unwrap_or_default()
 }
 

@@ -1,7 +1,7 @@
 //! The gRPC edge of [`CheckError`]: a status code, the error's message, and the machine-readable
 //! code in the `schemagate-error-code` metadata entry.
 
-use crate::error::{CheckError, ErrorClass, Remedy};
+use crate::core::error::{CheckError, ErrorClass, Remedy};
 use tonic::{Code, Status};
 
 /// Metadata key carrying the error code (`malformed_json`, `schema_invalid`, ...).
@@ -43,7 +43,7 @@ pub fn status(e: &CheckError) -> Status {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::error::Capacity;
+    use crate::core::error::Capacity;
 
     #[test]
     fn each_error_has_its_status() {
@@ -117,13 +117,13 @@ mod tests {
             ),
             (CheckError::BodyTimeout { secs: 1 }, Code::DeadlineExceeded),
             (
-                CheckError::Unauthenticated(crate::error::Unauthenticated::Missing),
+                CheckError::Unauthenticated(crate::core::error::Unauthenticated::Missing),
                 Code::Unauthenticated,
             ),
             (
                 CheckError::Forbidden {
                     token: "t".into(),
-                    denied: crate::error::Denied::Server {
+                    denied: crate::core::error::Denied::Server {
                         server: "x".into(),
                         allowed: "crm".into(),
                     },

@@ -8,15 +8,15 @@
 //! DEADLINE_EXCEEDED with the `body_timeout` code; on a streaming call the same holds for each
 //! message, from its first byte to its last (a stream may wait as long as it likes between
 //! messages). The bytes of a message still arriving are held against the receiving budget
-//! ([`crate::receiving`]) and given back when the message is complete; a message that would take
+//! ([`crate::core::receiving`]) and given back when the message is complete; a message that would take
 //! the budget past its limit ends the call with RESOURCE_EXHAUSTED (`overloaded`).
 
 use super::status;
-use crate::auth::{PeerNames, Scope};
-use crate::error::CheckError;
-use crate::gate::Gate;
-use crate::metrics::Transport;
-use crate::receiving::Held;
+use crate::core::auth::{PeerNames, Scope};
+use crate::core::error::CheckError;
+use crate::core::gate::Gate;
+use crate::core::metrics::Transport;
+use crate::core::receiving::Held;
 use bytes::{Buf, Bytes};
 use http_body::{Body, Frame, SizeHint};
 use std::convert::Infallible;

@@ -1,7 +1,7 @@
 //! The gRPC adapter (tonic): decodes messages, calls the same core as REST, maps the answers.
 //! No validation logic lives here.
 
-pub mod codec;
+mod codec;
 mod convert;
 mod error;
 mod health;
@@ -10,12 +10,13 @@ mod stream;
 
 pub use error::{code_of, status, ERROR_CODE_KEY};
 
-use crate::auth::Caller;
-use crate::error::CheckError;
-use crate::gate::{Admit, Gate};
-use crate::listen::{Connections, Protocols};
-use crate::metrics::Transport;
-use crate::registry::RegisterOptions;
+use crate::core::auth::Caller;
+use crate::core::error::CheckError;
+use crate::core::gate::{Admit, Gate};
+use crate::core::metrics::Transport;
+use crate::core::registry::RegisterOptions;
+use crate::net::listen::Connections;
+use crate::net::Protocols;
 use proto::validator_server::{Validator, ValidatorServer};
 use std::sync::Arc;
 use tokio::net::TcpListener;
@@ -61,7 +62,9 @@ fn caller<T>(request: &Request<T>) -> Result<Arc<Caller>, Status> {
         .ok_or_else(|| status(&CheckError::Internal))
 }
 
-fn answer(result: Result<crate::verdict::Verdict, CheckError>) -> proto::check_answer::Answer {
+fn answer(
+    result: Result<crate::core::verdict::Verdict, CheckError>,
+) -> proto::check_answer::Answer {
     match result {
         Ok(v) => proto::check_answer::Answer::Verdict(convert::verdict(v)),
         Err(e) => proto::check_answer::Answer::Error(convert::error(&e)),
@@ -212,7 +215,7 @@ pub async fn serve(
     listener: TcpListener,
     connections: &Connections,
     max_message_bytes: usize,
-    tls: Option<Arc<crate::tls::Tls>>,
+    tls: Option<Arc<crate::net::tls::Tls>>,
     unready: CancellationToken,
     token: CancellationToken,
 ) -> anyhow::Result<()> {

@@ -15,10 +15,10 @@
 //! answer were not read, and can be sent to another instance.
 
 use super::{convert, proto, status};
-use crate::auth::Caller;
-use crate::error::CheckError;
-use crate::gate::{Admit, Gate};
-use crate::metrics::Transport;
+use crate::core::auth::Caller;
+use crate::core::error::CheckError;
+use crate::core::gate::{Admit, Gate};
+use crate::core::metrics::Transport;
 use futures_util::FutureExt;
 use proto::stream_answer::Answer;
 use std::collections::VecDeque;
@@ -222,8 +222,8 @@ async fn answer(
 
 fn read_check(
     check: Option<proto::Check>,
-    limits: &crate::gate::Limits,
-) -> Result<crate::check::Check, CheckError> {
+    limits: &crate::core::Limits,
+) -> Result<crate::core::check::Check, CheckError> {
     match check {
         Some(check) => convert::check(&check, limits),
         None => Err(CheckError::InvalidField(

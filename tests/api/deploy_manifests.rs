@@ -194,9 +194,10 @@ fn the_policy_configmap_is_the_example_policy_and_parses() {
         example,
         "k8s/policy.toml must be a copy of deploy/policy.toml"
     );
-    let policy = schemagate::policy::Policy::from_toml_str(&example).expect("the server loads it");
+    let policy =
+        schemagate::core::policy::Policy::from_toml_str(&example).expect("the server loads it");
     let rules = policy.rules_for(Some("partner-crm"), Some("charge_card"));
-    assert_eq!(rules.tier, schemagate::domain::Tier::Untrusted);
+    assert_eq!(rules.tier, schemagate::core::domain::Tier::Untrusted);
 
     let kustomization = &yaml_docs(&root().join("k8s/kustomization.yaml"))[0];
     let generator = &kustomization["configMapGenerator"][0];
@@ -248,7 +249,7 @@ fn metric_names(expr: &str) -> BTreeSet<String> {
 
 #[test]
 fn every_metric_a_rule_or_panel_names_is_exported() {
-    let exported: BTreeSet<&str> = schemagate::metrics::ALL.into_iter().collect();
+    let exported: BTreeSet<&str> = schemagate::core::metrics::ALL.into_iter().collect();
     let mut used = BTreeSet::new();
     let rules = &yaml_docs(&root().join("deploy/prometheus/rules.yml"))[0];
     for group in rules["groups"].as_array().expect("groups") {
@@ -328,7 +329,7 @@ fn whole_mount<'a>(pod: &'a Value, what: &str, is_it: impl Fn(&Value) -> bool) -
 
 #[test]
 fn the_token_secret_is_mounted_and_used_and_only_clients_are_admitted() {
-    let auth = schemagate::auth::Auth::new(Some(root().join("k8s/tokens.toml")), Vec::new())
+    let auth = schemagate::core::auth::Auth::new(Some(root().join("k8s/tokens.toml")), Vec::new())
         .expect("the server loads the shipped token file");
     assert!(auth.is_enabled() && auth.count() == 1);
     let kustomization = &yaml_docs(&root().join("k8s/kustomization.yaml"))[0];

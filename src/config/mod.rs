@@ -1,0 +1,186 @@
+//! The command line: one file per command ([`serve`], [`proxy`]), the flags they share, and the
+//! documented defaults, each one a newcomer can run with. Flags become each layer's own
+//! configuration here; no layer imports this module.
+
+mod proxy;
+mod serve;
+
+pub use proxy::ProxyArgs;
+pub use serve::ServeArgs;
+
+use crate::core::policy::Policy;
+use crate::core::Limits;
+use anyhow::Context;
+use clap::{Parser, Subcommand, ValueEnum};
+use std::path::Path;
+use std::time::Duration;
+
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+pub const DEFAULT_GRPC_LISTEN: &str = "127.0.0.1:50051";
+/// 32 MiB: a batch of a few hundred large tool results.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 32 * 1024 * 1024;
+/// 64 MiB: gRPC bulk needs more than tonic's 4 MiB default.
+pub const DEFAULT_GRPC_MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+pub const DEFAULT_MAX_BATCH_ITEMS: usize = 10_000;
+pub const DEFAULT_MAX_DEPTH: usize = 64;
+pub const DEFAULT_MAX_ERRORS: usize = 20;
+pub const DEFAULT_MAX_SCHEMA_BYTES: usize = 1024 * 1024;
+pub const DEFAULT_MAX_SCHEMA_COST: u64 = 10_000;
+/// Heap bytes a schema's compiled regular expressions may hold together (16 MiB).
+pub const DEFAULT_MAX_SCHEMA_REGEX_BYTES: usize = 16 << 20;
+pub const DEFAULT_MAX_CHECK_WORK: u64 = 50_000_000;
+pub const DEFAULT_MAX_ERROR_WORK: u64 = 500_000;
+/// 256 MiB of estimated compiled-schema weight.
+pub const DEFAULT_CACHE_MAX_BYTES: u64 = 256 * 1024 * 1024;
+pub const DEFAULT_CACHE_IDLE_SECS: u64 = 3600;
+pub const DEFAULT_MAX_SCHEMA_TEXT_BYTES: u64 = 64 * 1024 * 1024;
+pub const DEFAULT_REGISTRY_TIMEOUT_MS: u64 = 2000;
+pub const DEFAULT_REGISTRY_SCHEMA_TTL_SECS: u64 = 7 * 24 * 3600;
+pub const DEFAULT_LABEL_LIMIT: usize = 1000;
+/// Label combinations per client-labelled metric family (validations, field failures).
+pub const DEFAULT_SERIES_LIMIT: usize = 10_000;
+pub const DEFAULT_MAX_REGISTERED_TOOLS: usize = 100_000;
+pub const DEFAULT_POLICY_POLL_SECS: u64 = 10;
+pub const DEFAULT_SHUTDOWN_GRACE_SECS: u64 = 30;
+/// Seconds readiness fails (and gRPC health says NOT_SERVING) before the listeners close, while
+/// checks are still answered: time for Kubernetes to take the pod out of its Service.
+pub const DEFAULT_DRAIN_DELAY_SECS: u64 = 5;
+/// Checks admitted at once (queued or running) before new work is refused as overloaded.
+pub const DEFAULT_MAX_QUEUED_CHECKS: usize = 100_000;
+/// Request bytes admitted at once before new work is refused as overloaded (256 MiB).
+pub const DEFAULT_MAX_QUEUED_BYTES: usize = 256 << 20;
+/// Bytes request bodies still arriving may hold together before new ones are refused (256 MiB).
+pub const DEFAULT_MAX_RECEIVING_BYTES: usize = 256 << 20;
+pub const DEFAULT_HEADER_READ_TIMEOUT_SECS: u64 = 10;
+pub const DEFAULT_BODY_READ_TIMEOUT_SECS: u64 = 30;
+pub const DEFAULT_IDLE_TIMEOUT_SECS: u64 = 60;
+pub const DEFAULT_WRITE_TIMEOUT_SECS: u64 = 30;
+pub const DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS: u32 = 128;
+/// Bytes a client may send on one HTTP/2 stream before schemagate reads them (256 KiB).
+pub const DEFAULT_HTTP2_STREAM_WINDOW: u32 = 256 << 10;
+/// Bytes a client may send on one HTTP/2 connection before schemagate reads them (1 MiB).
+pub const DEFAULT_HTTP2_CONNECTION_WINDOW: u32 = 1 << 20;
+pub const DEFAULT_HTTP2_KEEPALIVE_SECS: u64 = 30;
+
+/// 16 MiB: the longest MCP message `schemagate proxy` relays.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+/// Requests in flight to the server whose answers the proxy reads.
+pub const DEFAULT_MAX_CALLS_IN_FLIGHT: usize = 4096;
+pub const DEFAULT_CONTRACT_WAIT_MS: u64 = 5000;
+pub const DEFAULT_PROXY_SHUTDOWN_GRACE_SECS: u64 = 5;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "schemagate",
+    version,
+    about = "Checks AI tool results against their declared schemas before anyone acts on them."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the service (REST and gRPC) on embedded defaults or the given flags.
+    Serve(Box<ServeArgs>),
+    /// Run an MCP server (stdio) behind schemagate: `schemagate proxy --server-name NAME --
+    /// COMMAND [ARGS...]` relays between the client on this process's stdin/stdout and the
+    /// server, checking tool-call arguments and results against the contract it lists.
+    Proxy(Box<ProxyArgs>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Logging, the same for `serve` and `proxy`: lines go to stderr (under `proxy`, stdout is the
+/// MCP client's).
+#[derive(Debug, Clone, clap::Args)]
+pub struct LogArgs {
+    /// Log filter (tracing's EnvFilter syntax: info, debug, schemagate=debug,...).
+    #[arg(long, env = "SCHEMAGATE_LOG_LEVEL", default_value = "info")]
+    pub log_level: String,
+    /// Log line format.
+    #[arg(
+        long,
+        env = "SCHEMAGATE_LOG_FORMAT",
+        value_enum,
+        default_value = "text"
+    )]
+    pub log_format: LogFormat,
+}
+
+/// The limits a check and its schema are held to: flags of both `serve` and `proxy`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct CheckLimitArgs {
+    /// Deepest nesting of a payload or schema.
+    #[arg(long, env = "SCHEMAGATE_MAX_DEPTH", default_value_t = DEFAULT_MAX_DEPTH)]
+    pub max_depth: usize,
+    /// Most errors listed in one verdict (`truncated` says when there were more).
+    #[arg(long, env = "SCHEMAGATE_MAX_ERRORS", default_value_t = DEFAULT_MAX_ERRORS)]
+    pub max_errors: usize,
+    /// Largest schema, in bytes.
+    #[arg(long, env = "SCHEMAGATE_MAX_SCHEMA_BYTES", default_value_t = DEFAULT_MAX_SCHEMA_BYTES)]
+    pub max_schema_bytes: usize,
+    /// Most subschema evaluations a schema may imply at one position of an instance.
+    #[arg(long, env = "SCHEMAGATE_MAX_SCHEMA_COST", default_value_t = DEFAULT_MAX_SCHEMA_COST)]
+    pub max_schema_cost: u64,
+    /// Most heap bytes a schema's compiled regular expressions may hold together; a schema past
+    /// it is refused before its patterns are compiled by the validator.
+    #[arg(long, env = "SCHEMAGATE_MAX_SCHEMA_REGEX_BYTES", default_value_t = DEFAULT_MAX_SCHEMA_REGEX_BYTES)]
+    pub max_schema_regex_bytes: usize,
+    /// Most work (schema cost times payload size, plus regular expressions times string bytes)
+    /// one check may cost.
+    #[arg(long, env = "SCHEMAGATE_MAX_CHECK_WORK", default_value_t = DEFAULT_MAX_CHECK_WORK)]
+    pub max_check_work: u64,
+    /// Most work for which every error is collected; past it one summary error is reported.
+    #[arg(long, env = "SCHEMAGATE_MAX_ERROR_WORK", default_value_t = DEFAULT_MAX_ERROR_WORK)]
+    pub max_error_work: u64,
+}
+
+impl CheckLimitArgs {
+    /// The core's limits: these, with the body size, batch length and body-read timeout of the
+    /// command. Refuses values no check could be made under.
+    fn limits(
+        &self,
+        max_body_bytes: usize,
+        max_batch_items: usize,
+        body_read_timeout: Duration,
+    ) -> anyhow::Result<Limits> {
+        for (name, value) in [
+            ("--max-errors", self.max_errors),
+            ("--max-schema-bytes", self.max_schema_bytes),
+            ("--max-schema-regex-bytes", self.max_schema_regex_bytes),
+        ] {
+            anyhow::ensure!(value > 0, "{name} must be at least 1");
+        }
+        anyhow::ensure!(
+            (1..=120).contains(&self.max_depth),
+            "--max-depth must be between 1 and 120 (JSON parsing itself stops at 128 levels)"
+        );
+        Ok(Limits {
+            max_body_bytes,
+            max_batch_items,
+            max_depth: self.max_depth,
+            max_errors: self.max_errors,
+            max_schema_bytes: self.max_schema_bytes,
+            max_schema_cost: self.max_schema_cost,
+            max_schema_regex_bytes: self.max_schema_regex_bytes,
+            max_check_work: self.max_check_work,
+            max_error_work: self.max_error_work,
+            body_read_timeout,
+        })
+    }
+}
+
+/// The policy in `path` (failing with a message that names it), or the default: every server
+/// untrusted.
+fn load_policy(path: Option<&Path>) -> anyhow::Result<Policy> {
+    match path {
+        Some(path) => Policy::from_file(path).context("loading --policy"),
+        None => Ok(Policy::default()),
+    }
+}

@@ -1,0 +1,137 @@
+//! Flags of `schemagate proxy`, and the configuration of the stdio adapter they make.
+
+use super::*;
+use crate::core::auth::Auth;
+use crate::core::gate::{GateConfig, QueueLimits};
+use crate::core::schema::cache::CacheConfig;
+use crate::mcp::BoundaryConfig;
+use crate::net::listen::{connections_from_fd_limit, ConnectionLimits, Http2Limits};
+use crate::stdio::StdioConfig;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// Flags of `schemagate proxy`.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "proxy")]
+pub struct ProxyArgs {
+    /// The server's name: what the policy matches, what the contract is registered under, the
+    /// `server` label of the metrics.
+    #[arg(long, env = "SCHEMAGATE_SERVER_NAME")]
+    pub server_name: String,
+    /// Trust policy file (TOML), as for `serve`. Without it the server is untrusted.
+    #[arg(long, env = "SCHEMAGATE_POLICY")]
+    pub policy: Option<PathBuf>,
+    /// Re-read the policy file when its content changes, every this many seconds (0: never).
+    #[arg(long, env = "SCHEMAGATE_POLICY_POLL_INTERVAL", default_value_t = DEFAULT_POLICY_POLL_SECS)]
+    pub policy_poll_interval: u64,
+    /// Serve GET /metrics (and /healthz) on this address, for a Prometheus sidecar scrape.
+    #[arg(long, env = "SCHEMAGATE_METRICS_LISTEN")]
+    pub metrics_listen: Option<SocketAddr>,
+    /// Longest message relayed in either direction, in bytes; a longer request is answered with
+    /// a JSON-RPC error, a longer answer replaced by one.
+    #[arg(long, env = "SCHEMAGATE_MAX_MESSAGE_BYTES", default_value_t = DEFAULT_MAX_MESSAGE_BYTES)]
+    pub max_message_bytes: usize,
+    /// Requests in flight to the server (tool calls, listings) whose answers are followed; past
+    /// it, a new call is answered with a JSON-RPC error rather than sent unchecked.
+    #[arg(long, env = "SCHEMAGATE_MAX_CALLS_IN_FLIGHT", default_value_t = DEFAULT_MAX_CALLS_IN_FLIGHT)]
+    pub max_calls_in_flight: usize,
+    /// How long a call waits for the server's tools/list, when the proxy has to ask for it (no
+    /// listing yet, or the tools changed), before it is checked with the contract at hand.
+    #[arg(long, env = "SCHEMAGATE_CONTRACT_WAIT_MS", default_value_t = DEFAULT_CONTRACT_WAIT_MS)]
+    pub contract_wait_ms: u64,
+    /// When the client closes stdin: seconds the server has to exit after its own stdin is
+    /// closed, and again after SIGTERM, before it is killed.
+    #[arg(long, env = "SCHEMAGATE_PROXY_SHUTDOWN_GRACE_SECS", default_value_t = DEFAULT_PROXY_SHUTDOWN_GRACE_SECS)]
+    pub shutdown_grace_secs: u64,
+    /// The limits a check and its schema are held to, as for `serve`.
+    #[command(flatten)]
+    pub limits: CheckLimitArgs,
+    /// Threads for CPU work (compiles, large checks); 0 means one per core.
+    #[arg(long, env = "SCHEMAGATE_WORKER_THREADS", default_value_t = 1)]
+    pub worker_threads: usize,
+    #[command(flatten)]
+    pub log: LogArgs,
+    /// The MCP server to run, and its arguments (after `--`).
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+impl ProxyArgs {
+    /// What `schemagate proxy` runs with.
+    pub fn stdio_config(&self) -> anyhow::Result<StdioConfig> {
+        Ok(StdioConfig {
+            gate: self.gate_config()?,
+            boundary: BoundaryConfig {
+                server: self.server_name.clone(),
+                max_message_bytes: self.max_message_bytes,
+                max_in_flight: self.max_calls_in_flight,
+                contract_wait: Duration::from_millis(self.contract_wait_ms),
+            },
+            command: self.command.clone(),
+            shutdown_grace: Duration::from_secs(self.shutdown_grace_secs.max(1)),
+            metrics_listen: self.metrics_listen,
+            admin_limits: admin_limits(),
+            poll_secs: self.policy_poll_interval,
+        })
+    }
+
+    /// The core's configuration: the limits given here, the policy file, the service's defaults
+    /// for the rest, no shared registry and no tokens (the proxy answers only its own client).
+    pub fn gate_config(&self) -> anyhow::Result<GateConfig> {
+        anyhow::ensure!(
+            !self.server_name.is_empty(),
+            "--server-name must not be empty"
+        );
+        anyhow::ensure!(
+            self.max_message_bytes >= 1024,
+            "--max-message-bytes must be at least 1024"
+        );
+        anyhow::ensure!(
+            self.max_calls_in_flight > 0,
+            "--max-calls-in-flight must be at least 1"
+        );
+        Ok(GateConfig {
+            limits: self.limits.limits(
+                self.max_message_bytes,
+                DEFAULT_MAX_BATCH_ITEMS,
+                Duration::from_secs(DEFAULT_BODY_READ_TIMEOUT_SECS),
+            )?,
+            cache: CacheConfig {
+                max_bytes: DEFAULT_CACHE_MAX_BYTES,
+                idle: Duration::from_secs(DEFAULT_CACHE_IDLE_SECS),
+            },
+            label_limit: DEFAULT_LABEL_LIMIT,
+            series_limit: DEFAULT_SERIES_LIMIT,
+            max_registered_tools: DEFAULT_MAX_REGISTERED_TOOLS,
+            max_schema_text_bytes: DEFAULT_MAX_SCHEMA_TEXT_BYTES,
+            registry: None,
+            policy: load_policy(self.policy.as_deref())?,
+            policy_path: self.policy.clone(),
+            worker_threads: self.worker_threads,
+            queue: QueueLimits {
+                max_checks: DEFAULT_MAX_QUEUED_CHECKS,
+                max_bytes: DEFAULT_MAX_QUEUED_BYTES.max(self.max_message_bytes),
+            },
+            max_receiving_bytes: DEFAULT_MAX_RECEIVING_BYTES.max(self.max_message_bytes),
+            auth: Auth::new(None, Vec::new())?,
+        })
+    }
+}
+
+/// The metrics listener's connection limits: the service's defaults.
+fn admin_limits() -> ConnectionLimits {
+    let keepalive = Duration::from_secs(DEFAULT_HTTP2_KEEPALIVE_SECS);
+    ConnectionLimits {
+        max_connections: connections_from_fd_limit(),
+        header_read_timeout: Duration::from_secs(DEFAULT_HEADER_READ_TIMEOUT_SECS),
+        idle_timeout: Duration::from_secs(DEFAULT_IDLE_TIMEOUT_SECS),
+        write_timeout: Duration::from_secs(DEFAULT_WRITE_TIMEOUT_SECS),
+        http2: Http2Limits {
+            max_concurrent_streams: DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS,
+            stream_window: DEFAULT_HTTP2_STREAM_WINDOW,
+            connection_window: DEFAULT_HTTP2_CONNECTION_WINDOW,
+            keepalive_interval: keepalive,
+            keepalive_timeout: keepalive,
+        },
+    }
+}

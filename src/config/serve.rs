@@ -1,0 +1,375 @@
+//! Flags of `schemagate serve`, and the configuration of the service they make.
+
+use super::*;
+use crate::core::auth::{Auth, TokenSpec};
+use crate::core::gate::{GateConfig, QueueLimits};
+use crate::core::registry::redis::{redacted, RedisConfig};
+use crate::core::schema::cache::CacheConfig;
+use crate::net::listen::{connections_from_fd_limit, ConnectionLimits, Http2Limits};
+use crate::net::tls::TlsFiles;
+use crate::serve::ServeConfig;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// Flags of `schemagate serve`.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "serve")]
+pub struct ServeArgs {
+    /// Address for REST, /metrics, /healthz and /readyz.
+    #[arg(long, env = "SCHEMAGATE_LISTEN", default_value = DEFAULT_LISTEN)]
+    pub listen: SocketAddr,
+    /// Address for gRPC (schemagate.v1.Validator, grpc.health.v1, reflection).
+    #[arg(long, env = "SCHEMAGATE_GRPC_LISTEN", default_value = DEFAULT_GRPC_LISTEN)]
+    pub grpc_listen: SocketAddr,
+    /// Trust policy file (TOML). Without it every server is untrusted.
+    #[arg(long, env = "SCHEMAGATE_POLICY")]
+    pub policy: Option<PathBuf>,
+    /// Re-read the policy file when its content changes, every this many seconds (0: only on
+    /// SIGHUP or POST /v1/admin/reload-policy).
+    #[arg(long, env = "SCHEMAGATE_POLICY_POLL_INTERVAL", default_value_t = DEFAULT_POLICY_POLL_SECS)]
+    pub policy_poll_interval: u64,
+    /// Token file (TOML, `[[tokens]]` with name, sha256, scopes, servers): requests then need
+    /// `Authorization: Bearer TOKEN` (gRPC: `authorization` metadata) with the scope of what they
+    /// ask. Reloaded like the policy (SIGHUP, content changes, POST /v1/admin/reload-tokens).
+    #[arg(long, env = "SCHEMAGATE_AUTH_TOKENS")]
+    pub auth_tokens: Option<PathBuf>,
+    /// A token given inline, `NAME:SHA256:SCOPES[:SERVERS]` (scopes and server globs
+    /// comma-separated); repeat the flag, or separate them by spaces in the variable.
+    #[arg(long = "auth-token", env = "SCHEMAGATE_AUTH_TOKEN", value_delimiter = ' ', value_parser = TokenSpec::parse_inline)]
+    pub auth_token: Vec<TokenSpec>,
+    /// Serve without tokens on a non-loopback address (anyone who can reach the ports may then
+    /// check, register tools and reload the policy).
+    #[arg(long, env = "SCHEMAGATE_ALLOW_UNAUTHENTICATED")]
+    pub allow_unauthenticated: bool,
+    /// TLS certificate chain (PEM) for both ports; with --tls-key. Reloaded when the file
+    /// changes (every --policy-poll-interval seconds) and on SIGHUP.
+    #[arg(long, env = "SCHEMAGATE_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM) for --tls-cert.
+    #[arg(long, env = "SCHEMAGATE_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// CA certificates (PEM) that client certificates must chain to: clients must then present
+    /// one (mutual TLS). A certificate whose DNS name is a token's name authenticates as that
+    /// token when the request carries no bearer token.
+    #[arg(long, env = "SCHEMAGATE_TLS_CLIENT_CA", requires = "tls_cert")]
+    pub tls_client_ca: Option<PathBuf>,
+    /// With tokens configured, require the `metrics` scope for GET /metrics (probes stay open).
+    #[arg(long, env = "SCHEMAGATE_METRICS_REQUIRE_TOKEN")]
+    pub metrics_require_token: bool,
+    /// Largest REST request body, in bytes.
+    #[arg(long, env = "SCHEMAGATE_MAX_BODY_BYTES", default_value_t = DEFAULT_MAX_BODY_BYTES)]
+    pub max_body_bytes: usize,
+    /// Largest gRPC message, in bytes.
+    #[arg(long, env = "SCHEMAGATE_GRPC_MAX_MESSAGE_BYTES", default_value_t = DEFAULT_GRPC_MAX_MESSAGE_BYTES)]
+    pub grpc_max_message_bytes: usize,
+    /// Most checks in one batch.
+    #[arg(long, env = "SCHEMAGATE_MAX_BATCH_ITEMS", default_value_t = DEFAULT_MAX_BATCH_ITEMS)]
+    pub max_batch_items: usize,
+    /// The limits a check and its schema are held to.
+    #[command(flatten)]
+    pub limits: CheckLimitArgs,
+    /// Weighted capacity of the compiled-schema cache, in estimated bytes.
+    #[arg(long, env = "SCHEMAGATE_CACHE_MAX_BYTES", default_value_t = DEFAULT_CACHE_MAX_BYTES)]
+    pub cache_max_bytes: u64,
+    /// Compiled schemas unused this many seconds are dropped.
+    #[arg(long, env = "SCHEMAGATE_CACHE_IDLE_SECS", default_value_t = DEFAULT_CACHE_IDLE_SECS)]
+    pub cache_idle_secs: u64,
+    /// Distinct values kept per client-controlled metric label (server, tool, path); the rest
+    /// fold into `_other`.
+    #[arg(long, env = "SCHEMAGATE_METRICS_LABEL_LIMIT", default_value_t = DEFAULT_LABEL_LIMIT)]
+    pub metrics_label_limit: usize,
+    /// Label combinations kept per client-labelled metric family; past it new combinations count
+    /// under `_other` (and in schemagate_series_folded_total). Each (server, tool) pair takes 30
+    /// series of schemagate_validations_total (tier x attempt x outcome).
+    #[arg(long, env = "SCHEMAGATE_METRICS_SERIES_LIMIT", default_value_t = DEFAULT_SERIES_LIMIT)]
+    pub metrics_series_limit: usize,
+    /// Most tools registered across all servers.
+    #[arg(long, env = "SCHEMAGATE_MAX_REGISTERED_TOOLS", default_value_t = DEFAULT_MAX_REGISTERED_TOOLS)]
+    pub max_registered_tools: usize,
+    /// Bytes of schema texts kept from checks (by hash, for `schema_hash`), apart from the
+    /// compiled cache; past it the least recently used are dropped. Registered schemas' texts
+    /// are kept by their registration.
+    #[arg(long, env = "SCHEMAGATE_MAX_SCHEMA_TEXT_BYTES", default_value_t = DEFAULT_MAX_SCHEMA_TEXT_BYTES)]
+    pub max_schema_text_bytes: u64,
+    /// Where registrations and schema texts live: unset, in this process alone; a
+    /// `redis://[user:password@]host[:port][/db]` or `rediss://...` (TLS) URL, in Redis, shared
+    /// by every replica that names it.
+    #[arg(long, env = "SCHEMAGATE_REGISTRY")]
+    pub registry: Option<String>,
+    /// The longest one Redis command or connection may take before it counts as failed (a
+    /// registration is then refused as registry_unavailable).
+    #[arg(long, env = "SCHEMAGATE_REGISTRY_TIMEOUT_MS", default_value_t = DEFAULT_REGISTRY_TIMEOUT_MS)]
+    pub registry_timeout_ms: u64,
+    /// How long Redis keeps the text of a schema first seen inline (registered texts do not
+    /// expire).
+    #[arg(long, env = "SCHEMAGATE_REGISTRY_SCHEMA_TTL_SECS", default_value_t = DEFAULT_REGISTRY_SCHEMA_TTL_SECS)]
+    pub registry_schema_ttl_secs: u64,
+    /// Threads for CPU work (compiles, large checks, batches); 0 means one per core.
+    #[arg(long, env = "SCHEMAGATE_WORKER_THREADS", default_value_t = 0)]
+    pub worker_threads: usize,
+    /// Checks admitted at once (queued or running on the workers); past it, new requests are
+    /// refused at once with 503 `overloaded` and Retry-After (gRPC RESOURCE_EXHAUSTED). At least
+    /// --max-batch-items.
+    #[arg(long, env = "SCHEMAGATE_MAX_QUEUED_CHECKS", default_value_t = DEFAULT_MAX_QUEUED_CHECKS)]
+    pub max_queued_checks: usize,
+    /// Request bytes admitted at once; past it, new requests are refused as overloaded. At least
+    /// --max-body-bytes and --grpc-max-message-bytes.
+    #[arg(long, env = "SCHEMAGATE_MAX_QUEUED_BYTES", default_value_t = DEFAULT_MAX_QUEUED_BYTES)]
+    pub max_queued_bytes: usize,
+    /// Bytes that request bodies still arriving may hold together (a REST body until it is
+    /// complete, a gRPC message until its last byte is in); past it, the request is refused as
+    /// overloaded. At least --max-body-bytes and --grpc-max-message-bytes.
+    #[arg(long, env = "SCHEMAGATE_MAX_RECEIVING_BYTES", default_value_t = DEFAULT_MAX_RECEIVING_BYTES)]
+    pub max_receiving_bytes: usize,
+    /// Most open connections over both ports; 0 derives it from the open-file limit (raised to
+    /// its hard limit at start-up). Past it, new connections are closed at once and counted.
+    #[arg(long, env = "SCHEMAGATE_MAX_CONNECTIONS", default_value_t = 0)]
+    pub max_connections: usize,
+    /// Seconds an HTTP/1 client has to send a request's headers (also how long an idle
+    /// keep-alive HTTP/1 connection stays open).
+    #[arg(long, env = "SCHEMAGATE_HEADER_READ_TIMEOUT_SECS", default_value_t = DEFAULT_HEADER_READ_TIMEOUT_SECS)]
+    pub header_read_timeout_secs: u64,
+    /// Seconds a request body (REST, or a unary gRPC message) has to arrive in full: 408
+    /// `body_timeout` (gRPC DEADLINE_EXCEEDED) past it.
+    #[arg(long, env = "SCHEMAGATE_BODY_READ_TIMEOUT_SECS", default_value_t = DEFAULT_BODY_READ_TIMEOUT_SECS)]
+    pub body_read_timeout_secs: u64,
+    /// Seconds a connection may stay open with no request in flight.
+    #[arg(long, env = "SCHEMAGATE_IDLE_TIMEOUT_SECS", default_value_t = DEFAULT_IDLE_TIMEOUT_SECS)]
+    pub idle_timeout_secs: u64,
+    /// Seconds an answer may wait for the client to read it before the connection is closed.
+    #[arg(long, env = "SCHEMAGATE_WRITE_TIMEOUT_SECS", default_value_t = DEFAULT_WRITE_TIMEOUT_SECS)]
+    pub write_timeout_secs: u64,
+    /// HTTP/2 streams one connection may have open at once (both ports).
+    #[arg(long, env = "SCHEMAGATE_HTTP2_MAX_CONCURRENT_STREAMS", default_value_t = DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS)]
+    pub http2_max_concurrent_streams: u32,
+    /// HTTP/2 flow-control window of each stream, in bytes.
+    #[arg(long, env = "SCHEMAGATE_HTTP2_STREAM_WINDOW_BYTES", default_value_t = DEFAULT_HTTP2_STREAM_WINDOW)]
+    pub http2_stream_window_bytes: u32,
+    /// HTTP/2 flow-control window of each connection, in bytes.
+    #[arg(long, env = "SCHEMAGATE_HTTP2_CONNECTION_WINDOW_BYTES", default_value_t = DEFAULT_HTTP2_CONNECTION_WINDOW)]
+    pub http2_connection_window_bytes: u32,
+    /// Seconds between HTTP/2 keep-alive pings on a quiet connection; a peer that does not answer
+    /// one within the same time is disconnected.
+    #[arg(long, env = "SCHEMAGATE_HTTP2_KEEPALIVE_SECS", default_value_t = DEFAULT_HTTP2_KEEPALIVE_SECS)]
+    pub http2_keepalive_secs: u64,
+    /// Seconds after SIGINT or SIGTERM during which /readyz answers 503 and gRPC health says
+    /// NOT_SERVING while checks are still accepted and answered (so load balancers stop sending
+    /// before the listeners close).
+    #[arg(long, env = "SCHEMAGATE_DRAIN_DELAY_SECS", default_value_t = DEFAULT_DRAIN_DELAY_SECS)]
+    pub drain_delay_secs: u64,
+    /// Seconds that checks in flight get to finish once the listeners close (after the drain
+    /// delay).
+    #[arg(long, env = "SCHEMAGATE_SHUTDOWN_GRACE_SECS", default_value_t = DEFAULT_SHUTDOWN_GRACE_SECS)]
+    pub shutdown_grace_secs: u64,
+    #[command(flatten)]
+    pub log: LogArgs,
+}
+
+impl Default for ServeArgs {
+    fn default() -> Self {
+        ServeArgs::parse_from(["serve"])
+    }
+}
+
+impl ServeArgs {
+    /// What `schemagate serve` runs with.
+    pub fn serve_config(&self) -> anyhow::Result<ServeConfig> {
+        Ok(ServeConfig {
+            gate: self.gate_config()?,
+            tls: self.tls_files(),
+            connections: self.connection_limits(),
+            grpc_max_message_bytes: self.grpc_max_message_bytes,
+            poll_secs: self.policy_poll_interval,
+            drain_delay: Duration::from_secs(self.drain_delay_secs),
+            shutdown_grace: Duration::from_secs(self.shutdown_grace_secs),
+        })
+    }
+
+    /// The core's configuration; loads the policy file, failing with a message that names it.
+    pub fn gate_config(&self) -> anyhow::Result<GateConfig> {
+        self.core_config(self.auth()?)
+    }
+
+    /// The core's configuration with `auth`.
+    fn core_config(&self, auth: Auth) -> anyhow::Result<GateConfig> {
+        let policy = load_policy(self.policy.as_deref())?;
+        for (name, value) in [
+            ("--max-body-bytes", self.max_body_bytes),
+            ("--max-batch-items", self.max_batch_items),
+            ("--metrics-label-limit", self.metrics_label_limit),
+            ("--metrics-series-limit", self.metrics_series_limit),
+        ] {
+            anyhow::ensure!(value > 0, "{name} must be at least 1");
+        }
+        anyhow::ensure!(
+            self.max_queued_checks >= self.max_batch_items,
+            "--max-queued-checks ({}) must be at least --max-batch-items ({}), or a full batch could never be admitted",
+            self.max_queued_checks,
+            self.max_batch_items
+        );
+        anyhow::ensure!(
+            self.max_queued_bytes >= self.max_body_bytes.max(self.grpc_max_message_bytes),
+            "--max-queued-bytes ({}) must be at least --max-body-bytes and --grpc-max-message-bytes, or a full request could never be admitted",
+            self.max_queued_bytes
+        );
+        anyhow::ensure!(
+            self.max_receiving_bytes >= self.max_body_bytes.max(self.grpc_max_message_bytes),
+            "--max-receiving-bytes ({}) must be at least --max-body-bytes and --grpc-max-message-bytes, or a full request could never arrive",
+            self.max_receiving_bytes
+        );
+        for (name, value) in [
+            ("--header-read-timeout-secs", self.header_read_timeout_secs),
+            ("--body-read-timeout-secs", self.body_read_timeout_secs),
+            ("--idle-timeout-secs", self.idle_timeout_secs),
+            ("--write-timeout-secs", self.write_timeout_secs),
+            ("--http2-keepalive-secs", self.http2_keepalive_secs),
+        ] {
+            anyhow::ensure!(value > 0, "{name} must be at least 1");
+        }
+        anyhow::ensure!(
+            self.http2_stream_window_bytes >= 65_535 && self.http2_connection_window_bytes >= 65_535,
+            "--http2-stream-window-bytes and --http2-connection-window-bytes must be at least 65535 (HTTP/2's initial window)"
+        );
+        Ok(GateConfig {
+            limits: self.limits.limits(
+                self.max_body_bytes,
+                self.max_batch_items,
+                Duration::from_secs(self.body_read_timeout_secs),
+            )?,
+            cache: CacheConfig {
+                max_bytes: self.cache_max_bytes,
+                idle: Duration::from_secs(self.cache_idle_secs.max(1)),
+            },
+            label_limit: self.metrics_label_limit,
+            series_limit: self.metrics_series_limit,
+            max_registered_tools: self.max_registered_tools,
+            max_schema_text_bytes: self.max_schema_text_bytes,
+            registry: self.registry_config()?,
+            policy,
+            policy_path: self.policy.clone(),
+            worker_threads: self.worker_threads,
+            queue: QueueLimits {
+                max_checks: self.max_queued_checks,
+                max_bytes: self.max_queued_bytes,
+            },
+            max_receiving_bytes: self.max_receiving_bytes,
+            auth,
+        })
+    }
+
+    /// The shared registry, when --registry is given.
+    fn registry_config(&self) -> anyhow::Result<Option<RedisConfig>> {
+        let Some(url) = self.registry.as_deref().filter(|u| !u.is_empty()) else {
+            return Ok(None);
+        };
+        anyhow::ensure!(
+            url.starts_with("redis://") || url.starts_with("rediss://"),
+            "--registry {}: expected a redis:// or rediss:// URL (or no --registry, for an in-process registry)",
+            redacted(url)
+        );
+        anyhow::ensure!(
+            self.registry_timeout_ms > 0,
+            "--registry-timeout-ms must be at least 1"
+        );
+        Ok(Some(RedisConfig {
+            url: url.to_owned(),
+            timeout: Duration::from_millis(self.registry_timeout_ms),
+            text_ttl: Duration::from_secs(self.registry_schema_ttl_secs.max(1)),
+        }))
+    }
+
+    /// TLS for both ports, when --tls-cert is given.
+    fn tls_files(&self) -> Option<TlsFiles> {
+        let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) else {
+            return None;
+        };
+        Some(TlsFiles {
+            cert: cert.clone(),
+            key: key.clone(),
+            client_ca: self.tls_client_ca.clone(),
+        })
+    }
+
+    /// The tokens, and whether serving without them is allowed here: with no tokens, only on
+    /// loopback addresses unless --allow-unauthenticated.
+    fn auth(&self) -> anyhow::Result<Auth> {
+        let auth = Auth::new(self.auth_tokens.clone(), self.auth_token.clone())
+            .context("loading --auth-tokens / --auth-token")?
+            .with_metrics_token(self.metrics_require_token);
+        if !auth.is_enabled() {
+            let public: Vec<String> = [self.listen, self.grpc_listen]
+                .iter()
+                .filter(|a| !a.ip().is_loopback())
+                .map(ToString::to_string)
+                .collect();
+            if !public.is_empty() && !self.allow_unauthenticated {
+                anyhow::bail!(
+                    "refusing to serve without authentication on {} (not loopback): give tokens with --auth-tokens FILE (or --auth-token), or pass --allow-unauthenticated to accept that anyone who reaches the port may check, register tools and reload the policy",
+                    public.join(" and ")
+                );
+            }
+            tracing::warn!(
+                "no tokens configured (--auth-tokens): any client that reaches the ports may check, register tools and reload the policy"
+            );
+        }
+        Ok(auth)
+    }
+
+    /// The limits every connection is served under (raises the open-file limit when
+    /// --max-connections is 0).
+    pub fn connection_limits(&self) -> ConnectionLimits {
+        let max_connections = match self.max_connections {
+            0 => connections_from_fd_limit(),
+            n => n,
+        };
+        ConnectionLimits {
+            max_connections,
+            header_read_timeout: Duration::from_secs(self.header_read_timeout_secs),
+            idle_timeout: Duration::from_secs(self.idle_timeout_secs),
+            write_timeout: Duration::from_secs(self.write_timeout_secs),
+            http2: Http2Limits {
+                max_concurrent_streams: self.http2_max_concurrent_streams,
+                stream_window: self.http2_stream_window_bytes,
+                connection_window: self.http2_connection_window_bytes,
+                keepalive_interval: Duration::from_secs(self.http2_keepalive_secs),
+                keepalive_timeout: Duration::from_secs(self.http2_keepalive_secs),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_run_without_a_file() {
+        let args = ServeArgs::default();
+        assert_eq!(args.listen.to_string(), DEFAULT_LISTEN);
+        assert_eq!(args.grpc_listen.to_string(), DEFAULT_GRPC_LISTEN);
+        let config = args.gate_config().expect("defaults are valid");
+        assert_eq!(config.limits.max_errors, 20);
+    }
+
+    #[test]
+    fn a_bad_policy_file_names_itself_and_the_key() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("policy.toml");
+        std::fs::write(&path, "default_tier = \"friendly\"\n").expect("write");
+        let args = ServeArgs::parse_from(["serve", "--policy", path.to_str().expect("utf-8")]);
+        let err = format!("{:#}", args.gate_config().unwrap_err());
+        assert!(
+            err.contains("policy.toml") && err.contains("default_tier"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn bad_flags_are_refused() {
+        let shallow = ServeArgs::parse_from(["serve", "--max-depth", "0"]);
+        assert!(shallow.gate_config().is_err());
+        assert!(ServeArgs::try_parse_from(["serve", "--listen", "nowhere"]).is_err());
+        let zero = ServeArgs::parse_from(["serve", "--max-errors", "0"]);
+        assert!(zero.gate_config().is_err());
+    }
+}

@@ -1,0 +1,451 @@
+//! A check as the core receives it, and how one is read from JSON.
+//!
+//! REST bodies and batches arrive as JSON text and are read in one pass by [`Check::from_json`]
+//! and [`batch_from_json`] (see `read`); the gRPC adapter builds a [`Check`] from its message
+//! fields with the same document readers, so both transports read documents the same way.
+
+mod read;
+
+pub(crate) use read::Key;
+pub use read::ONE_PASS_MAX_BYTES;
+
+use crate::core::domain::ProtocolVersion;
+use crate::core::error::CheckError;
+use bytes::Bytes;
+use serde_json::Value;
+
+/// Where the schema of a check comes from.
+#[derive(Debug, Clone)]
+pub enum SchemaSource {
+    /// The schema's JSON text, exactly as sent (its hash is taken over these bytes).
+    Inline(Bytes),
+    /// A `schema_hash` returned by an earlier answer or registration.
+    Hash(String),
+    /// The schema registered for the check's server and tool.
+    Registered,
+}
+
+/// A JSON document from a request, measured as it was read: its nesting depth, its node count
+/// and the bytes of its strings and keys, which bound the work of validating it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Document {
+    pub value: Value,
+    pub nodes: u64,
+    pub depth: usize,
+    /// Bytes of every string and object key: what regular expressions run over.
+    pub string_bytes: u64,
+}
+
+impl Document {
+    /// Wraps a document built elsewhere, measuring it.
+    pub fn new(value: Value) -> Self {
+        let (depth, nodes) = measure(&value);
+        let string_bytes = string_bytes(&value);
+        Self {
+            value,
+            nodes,
+            depth,
+            string_bytes,
+        }
+    }
+}
+
+/// Bytes of every string and object key in `value`.
+fn string_bytes(value: &Value) -> u64 {
+    let mut total = 0u64;
+    let mut stack = vec![value];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::String(s) => total += s.len() as u64,
+            Value::Array(items) => stack.extend(items),
+            Value::Object(map) => {
+                for (key, child) in map {
+                    total += key.len() as u64;
+                    stack.push(child);
+                }
+            }
+            _ => {}
+        }
+    }
+    total
+}
+
+/// An MCP `CallToolResult`, reduced to what a check looks at.
+#[derive(Debug, Clone, Default)]
+pub struct ToolResult {
+    /// `None` when the field is absent; a `null` document when it is `null`.
+    pub structured_content: Option<Document>,
+    /// The text of each text block of `content` that may hold a JSON value (it starts as one
+    /// does): the copies compared with `structuredContent` for drift. Other blocks are not kept.
+    pub json_texts: Vec<String>,
+    /// `content` holds at least one text block (MCP 2026-07-28 asks for one beside a
+    /// `structuredContent` that is not an object).
+    pub has_text_block: bool,
+    /// `structuredContent`'s JSON text as sent (a slice of the request), kept when a text copy
+    /// may need comparing: a copy that is the same text, white space aside, is the same value.
+    pub structured_text: Option<Bytes>,
+    pub is_error: bool,
+}
+
+/// What is being checked.
+#[derive(Debug, Clone)]
+pub enum Payload {
+    /// Any JSON document, checked against the schema (the output schema for a registered tool).
+    Instance(Document),
+    /// An MCP tool result, checked with MCP's rules against the output schema.
+    Result(ToolResult),
+    /// Tool-call arguments, checked against the tool's input schema.
+    Arguments(Document),
+}
+
+impl Payload {
+    /// The noun that starts a feedback line.
+    pub fn subject(&self) -> &'static str {
+        match self {
+            Payload::Arguments(_) => "Arguments",
+            Payload::Instance(_) | Payload::Result(_) => "Output",
+        }
+    }
+
+    /// Reads a document payload (`instance` or `arguments`, named by `field`) from JSON text.
+    pub fn document_from_json(
+        field: &str,
+        text: &[u8],
+        depth_limit: usize,
+    ) -> Result<Document, CheckError> {
+        read::document(field, text, depth_limit)
+    }
+
+    /// Reads an MCP tool result from JSON text.
+    pub fn result_from_json(text: &Bytes, depth_limit: usize) -> Result<ToolResult, CheckError> {
+        read::result(text, depth_limit)
+    }
+}
+
+/// One check, owned, ready to run on any thread.
+#[derive(Debug, Clone)]
+pub struct Check {
+    pub server: Option<String>,
+    pub tool: Option<String>,
+    pub schema: SchemaSource,
+    pub payload: Payload,
+    /// 1 for a first attempt; 2 and above are retries.
+    pub attempt: u32,
+    pub call_id: Option<String>,
+    /// The MCP revision the payload follows, when the check names one.
+    pub protocol_version: Option<ProtocolVersion>,
+}
+
+impl Check {
+    /// Reads one check from the JSON text in `body` (a REST body).
+    pub fn from_json(body: &Bytes, depth_limit: usize) -> Result<Check, CheckError> {
+        read::check(body, depth_limit)
+    }
+}
+
+/// One item of a batch: read already, or still JSON text to read when it is checked.
+#[derive(Debug)]
+// Not boxed: a batch's items are all read or all unread, and a box would cost an allocation per
+// item on the hot path.
+#[allow(clippy::large_enum_variant)]
+pub enum BatchItem {
+    Read(Result<Check, CheckError>),
+    Unread(Bytes),
+}
+
+impl BatchItem {
+    /// The item's check, or its own error.
+    pub fn into_check(self, depth_limit: usize) -> Result<Check, CheckError> {
+        match self {
+            BatchItem::Read(check) => check,
+            BatchItem::Unread(text) => Check::from_json(&text, depth_limit),
+        }
+    }
+}
+
+/// Reads a batch body `{"items": [...]}`: each item's check or that item's own error, in order.
+/// Only broken JSON, a body that is not a batch, or more than `max_items` items fail the whole
+/// batch, and that is known before any item is checked. A body up to
+/// [`ONE_PASS_MAX_BYTES`] is read whole in one pass; a larger one is split into its items,
+/// each read when it is checked, so its documents are not all in memory at once.
+pub fn batch_from_json(
+    body: &Bytes,
+    depth_limit: usize,
+    max_items: usize,
+) -> Result<Vec<BatchItem>, CheckError> {
+    read::batch(body, depth_limit, max_items)
+}
+
+/// Validates an `attempt` number (1-based; absent means 1).
+pub fn attempt(value: Option<u32>) -> Result<u32, CheckError> {
+    match value {
+        None => Ok(1),
+        Some(0) => Err(CheckError::InvalidField(
+            "`attempt` is 1-based: send 1 for a first attempt, 2 or more for a retry".into(),
+        )),
+        Some(n) => Ok(n),
+    }
+}
+
+/// Depth and node count of a document: the depth is checked against the limit, the node count
+/// bounds the work of validating it.
+pub fn measure(value: &Value) -> (usize, u64) {
+    let mut max_depth = 0;
+    let mut nodes = 0u64;
+    let mut stack: Vec<(&Value, usize)> = vec![(value, 1)];
+    while let Some((v, depth)) = stack.pop() {
+        nodes += 1;
+        max_depth = max_depth.max(depth);
+        match v {
+            Value::Array(items) => stack.extend(items.iter().map(|c| (c, depth + 1))),
+            Value::Object(map) => stack.extend(map.values().map(|c| (c, depth + 1))),
+            _ => {}
+        }
+    }
+    (max_depth, nodes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Check, CheckError> {
+        Check::from_json(&Bytes::copy_from_slice(text.as_bytes()), 64)
+    }
+
+    #[test]
+    fn inline_schema_keeps_its_bytes_as_sent() {
+        let check = parse(r#"{"schema": {"type" : "object"}, "instance": {}}"#).expect("parses");
+        match check.schema {
+            SchemaSource::Inline(bytes) => assert_eq!(&bytes[..], br#"{"type" : "object"}"#),
+            other => panic!("expected inline, got {other:?}"),
+        }
+        assert_eq!(check.attempt, 1);
+    }
+
+    #[test]
+    fn structured_content_absent_and_null_differ() {
+        let absent = parse(r#"{"schema": {}, "result": {"content": []}}"#).expect("parses");
+        let null = parse(r#"{"schema": {}, "result": {"structuredContent": null}}"#).expect("ok");
+        match (absent.payload, null.payload) {
+            (Payload::Result(a), Payload::Result(n)) => {
+                assert_eq!(a.structured_content, None);
+                assert_eq!(n.structured_content, Some(Document::new(Value::Null)));
+            }
+            other => panic!("unexpected payloads {other:?}"),
+        }
+    }
+
+    #[test]
+    fn null_instance_is_a_document() {
+        let check = parse(r#"{"schema": {}, "instance": null}"#).expect("parses");
+        match check.payload {
+            Payload::Instance(doc) => assert_eq!(doc, Document::new(Value::Null)),
+            other => panic!("expected an instance, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn bad_checks_say_what_to_fix() {
+        assert_eq!(
+            parse(r#"{"schema": {}}"#).unwrap_err().code(),
+            "missing_payload"
+        );
+        assert_eq!(
+            parse(r#"{"schema": {}, "instance": 1, "arguments": {}}"#)
+                .unwrap_err()
+                .code(),
+            "conflicting_payloads"
+        );
+        assert_eq!(
+            parse(r#"{"schema": {"#).unwrap_err().code(),
+            "malformed_json"
+        );
+        let unknown = parse(r#"{"schema": {}, "instanse": 1}"#).unwrap_err();
+        assert_eq!(unknown.code(), "invalid_field");
+        assert!(unknown.to_string().contains("instanse"), "{unknown}");
+        assert_eq!(
+            parse(r#"{"schema": {}, "instance": 1, "attempt": 0}"#)
+                .unwrap_err()
+                .code(),
+            "invalid_field"
+        );
+        let deep = format!(
+            "{{\"schema\": {{}}, \"instance\": {}{}}}",
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        assert_eq!(parse(&deep).unwrap_err().code(), "nesting_too_deep");
+    }
+
+    #[test]
+    fn measure_counts_depth_and_nodes() {
+        let v: Value = serde_json::from_str(r#"{"a": [1, 2, {"b": null}]}"#).expect("json");
+        assert_eq!(measure(&v), (4, 6));
+    }
+
+    #[test]
+    fn documents_are_measured_as_they_are_read() {
+        let check = parse(r#"{"schema": {}, "instance": {"a": [1, 2, {"b": null}], "c": "x"}}"#)
+            .expect("parses");
+        match check.payload {
+            Payload::Instance(doc) => {
+                assert_eq!((doc.depth, doc.nodes), measure(&doc.value));
+                assert_eq!((doc.depth, doc.nodes), (4, 7));
+            }
+            other => panic!("expected an instance, got {other:?}"),
+        }
+        let deep = format!(
+            r#"{{"schema": {{}}, "instance": {}1{}}}"#,
+            "[".repeat(10),
+            "]".repeat(10)
+        );
+        let err = Check::from_json(&Bytes::from(deep.clone()), 8).unwrap_err();
+        assert_eq!(err.code(), "nesting_too_deep");
+        assert!(Check::from_json(&Bytes::from(deep), 11).is_ok());
+    }
+
+    #[test]
+    fn results_keep_only_json_looking_text_blocks() {
+        let check = parse(
+            r#"{"schema": {}, "result": {"structuredContent": {"a": 1}, "_meta": {"x": [1]},
+                "content": [{"type": "text", "text": "done"}, {"text": " {\"a\": 1}", "type": "text"},
+                            {"type": "image", "data": "[...]", "text": "[1]"}, {"type": "text", "text": "[2]"}],
+                "isError": null}}"#,
+        )
+        .expect("parses");
+        match check.payload {
+            Payload::Result(r) => {
+                assert_eq!(
+                    r.json_texts,
+                    vec![r#" {"a": 1}"#.to_owned(), "[2]".to_owned()]
+                );
+                assert!(!r.is_error);
+                assert_eq!(
+                    r.structured_content.map(|d| d.value),
+                    Some(serde_json::json!({"a": 1}))
+                );
+            }
+            other => panic!("expected a result, got {other:?}"),
+        }
+        for (bad, says) in [
+            (r#"{"isError": "yes"}"#, "isError"),
+            (r#"{"content": {"type": "text"}}"#, "content"),
+            (r#"{"content": [{"type": "text", "text": 7}]}"#, "text"),
+            (r#"[]"#, "CallToolResult"),
+        ] {
+            let err = parse(&format!(r#"{{"schema": {{}}, "result": {bad}}}"#)).unwrap_err();
+            assert_eq!(err.code(), "invalid_field", "{bad}");
+            assert!(err.to_string().contains(says), "{bad}: {err}");
+        }
+    }
+
+    /// Items of every kind of problem, and the code each gets.
+    const MIXED_ITEMS: &str = r#"
+        {"schema": {"type": "integer"}, "instance": 3},
+        {"schema": {}, "instanse": 1},
+        7,
+        {"schema": {}, "instance": [[[[1]]]]},
+        {"schema": {}, "attempt": "2", "instance": 1},
+        {"schema": {}, "server": ["x"], "instance": 1},
+        {"schema": {}, "instance": 1, "instance": 2},
+        {"schema_hash": "ab", "arguments": {}}"#;
+    const MIXED_CODES: [&str; 8] = [
+        "ok",
+        "invalid_field",
+        "invalid_field",
+        "nesting_too_deep",
+        "invalid_field",
+        "invalid_field",
+        "invalid_field",
+        "ok",
+    ];
+
+    fn checks_of(body: &Bytes) -> Vec<Result<Check, CheckError>> {
+        batch_from_json(body, 4, 100)
+            .expect("a batch")
+            .into_iter()
+            .map(|item| item.into_check(4))
+            .collect()
+    }
+
+    fn codes(checks: &[Result<Check, CheckError>]) -> Vec<&'static str> {
+        checks
+            .iter()
+            .map(|c| c.as_ref().map_or_else(|e| e.code(), |_| "ok"))
+            .collect()
+    }
+
+    #[test]
+    fn a_batch_is_read_in_one_pass_with_an_error_per_bad_item() {
+        let body = Bytes::from(format!(r#"{{"items": [{MIXED_ITEMS}]}}"#));
+        let items = batch_from_json(&body, 4, 100).expect("a batch");
+        assert!(items.iter().all(|i| matches!(i, BatchItem::Read(_))));
+        let checks = checks_of(&body);
+        assert_eq!(codes(&checks), MIXED_CODES);
+        match &checks[0] {
+            Ok(Check {
+                schema: SchemaSource::Inline(text),
+                ..
+            }) => assert_eq!(&text[..], br#"{"type": "integer"}"#),
+            other => panic!("{other:?}"),
+        }
+        let message = |i: usize| checks[i].as_ref().map_err(|e| e.to_string()).unwrap_err();
+        assert!(message(1).contains("unknown field `instanse`"));
+        assert!(message(2).contains("a check must be a JSON object"));
+        assert!(message(6).contains("duplicate field `instance`"));
+    }
+
+    #[test]
+    fn a_large_batch_is_split_and_its_items_read_one_by_one_with_the_same_answers() {
+        let padding = "x".repeat(ONE_PASS_MAX_BYTES);
+        let body = Bytes::from(format!(
+            r#"{{"items": [{MIXED_ITEMS}, {{"schema": {{}}, "instance": "{padding}"}}]}}"#
+        ));
+        let items = batch_from_json(&body, 4, 100).expect("a batch");
+        assert!(items.iter().all(|i| matches!(i, BatchItem::Unread(_))));
+        let checks = checks_of(&body);
+        assert_eq!(codes(&checks[..8]), MIXED_CODES);
+        assert!(checks[8].is_ok());
+        // Problems of the whole batch are still found before any item is read.
+        let too_many = Bytes::from(format!(r#"{{"items": [1, 2, 3, "{padding}"]}}"#));
+        assert_eq!(
+            batch_from_json(&too_many, 4, 3).unwrap_err().code(),
+            "batch_too_large"
+        );
+        let broken = Bytes::from(format!(r#"{{"items": [{{}}, "{padding}"]"#));
+        assert_eq!(
+            batch_from_json(&broken, 4, 3).unwrap_err().code(),
+            "malformed_json"
+        );
+    }
+
+    #[test]
+    fn whole_batches_fail_only_when_they_cannot_be_read() {
+        let batch =
+            |text: &'static str| batch_from_json(&Bytes::from_static(text.as_bytes()), 64, 2);
+        assert_eq!(
+            batch(r#"{"items": [{}, "#).unwrap_err().code(),
+            "malformed_json"
+        );
+        assert_eq!(
+            batch(r#"{"items": []} x"#).unwrap_err().code(),
+            "malformed_json"
+        );
+        assert_eq!(
+            batch(r#"{"itemz": []}"#).unwrap_err().code(),
+            "invalid_field"
+        );
+        assert_eq!(batch(r#"{}"#).unwrap_err().code(), "invalid_field");
+        assert_eq!(
+            batch(r#"{"items": {}}"#).unwrap_err().code(),
+            "invalid_field"
+        );
+        assert_eq!(batch(r#"[]"#).unwrap_err().code(), "invalid_field");
+        match batch(r#"{"items": [1, 2, 3, 4]}"#) {
+            Err(CheckError::BatchTooLarge { len: 4, limit: 2 }) => {}
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(batch(r#"{"items": [1, 2]}"#).expect("two items").len(), 2);
+    }
+}

@@ -1,0 +1,286 @@
+//! One-pass readers for checks, batches and payload documents.
+//!
+//! These are serde visitors rather than derived structs, for two reasons the load harness
+//! measured. A batch is read item by item in the same pass that reads each item: there is no
+//! first pass to split it (that pass cost about a third of a whole parse), yet a problem in one
+//! item (an unknown field, a wrong type, a payload nested too deep) becomes that item's own error
+//! while the rest of the batch is read on. And documents are built as they are read, with their
+//! depth held to the limit and their nodes counted for the work bound, so nothing walks them a
+//! second time. Only broken JSON fails a whole body.
+//!
+//! The rooms: [`document`] builds payload documents, [`check`] reads a check's fields,
+//! [`result`] an MCP CallToolResult, [`batch`] a batch's items; this file holds the entry points
+//! and the pieces they share (the shape dispatch, keys, scalars, the first-error rule).
+
+mod batch;
+mod check;
+mod document;
+mod result;
+
+pub use batch::ONE_PASS_MAX_BYTES;
+
+use super::{attempt, BatchItem, Check, Document, Payload, SchemaSource, ToolResult};
+use crate::core::domain::ProtocolVersion;
+use crate::core::error::{from_json_error, CheckError};
+use batch::BatchReader;
+use bytes::Bytes;
+use check::CheckReader;
+use document::DocumentSeed;
+use result::ResultReader;
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Map, Number, Value};
+use std::borrow::Cow;
+use std::fmt;
+
+/// Reads one check from the JSON text in `body`.
+pub(super) fn check(body: &Bytes, depth_limit: usize) -> Result<Check, CheckError> {
+    let reader = CheckReader { body, depth_limit };
+    whole(body, depth_limit, None, Shape(reader)).and_then(|checked| checked)
+}
+
+/// Reads a batch body `{"items": [...]}`: each item's check, or that item's own error.
+pub(super) fn batch(
+    body: &Bytes,
+    depth_limit: usize,
+    max_items: usize,
+) -> Result<Vec<BatchItem>, CheckError> {
+    let reader = BatchReader {
+        body,
+        depth_limit,
+        max_items,
+    };
+    whole(body, depth_limit, None, Shape(reader)).and_then(|items| items)
+}
+
+/// Reads a payload document (`instance` or `arguments`, named by `field`) from JSON text.
+pub(super) fn document(
+    field: &str,
+    text: &[u8],
+    depth_limit: usize,
+) -> Result<Document, CheckError> {
+    whole(
+        text,
+        depth_limit,
+        Some(field),
+        DocumentSeed::root(depth_limit),
+    )
+    .and_then(|doc| doc)
+}
+
+/// Reads an MCP tool result from JSON text.
+pub(super) fn result(text: &Bytes, depth_limit: usize) -> Result<ToolResult, CheckError> {
+    let reader = ResultReader {
+        body: text,
+        depth_limit,
+    };
+    whole(text, depth_limit, Some("result"), Shape(reader)).and_then(|r| r)
+}
+
+/// Runs `seed` over all of `text` (a request body, or the payload `field` of one): trailing
+/// characters are malformed JSON too.
+fn whole<'de, S: DeserializeSeed<'de>>(
+    text: &'de [u8],
+    depth_limit: usize,
+    field: Option<&str>,
+    seed: S,
+) -> Result<S::Value, CheckError> {
+    let mut de = serde_json::Deserializer::from_slice(text);
+    let value = seed
+        .deserialize(&mut de)
+        .and_then(|v| de.end().map(|()| v))
+        .map_err(|e| from_json_error(&e, depth_limit, field))?;
+    Ok(value)
+}
+
+/// Keeps the first problem met while an object or array is read on; later ones are not reported
+/// (as a parser stops at its first).
+#[derive(Default)]
+struct FirstError(Option<CheckError>);
+
+impl FirstError {
+    fn note(&mut self, e: CheckError) {
+        if self.0.is_none() {
+            self.0 = Some(e);
+        }
+    }
+
+    /// `value`, unless a problem was noted.
+    fn or<T>(self, value: T) -> Result<T, CheckError> {
+        match self.0 {
+            Some(e) => Err(e),
+            None => Ok(value),
+        }
+    }
+}
+
+fn invalid(message: String) -> CheckError {
+    CheckError::InvalidField(message)
+}
+
+/// Reads a value of the shape `R` expects (an object or an array) with `R`; a value of any other
+/// shape is read through and answered by [`Reader::wrong`].
+struct Shape<R>(R);
+
+trait Reader<'de>: Sized {
+    type Output;
+    fn object<A: MapAccess<'de>>(self, map: A) -> Result<Self::Output, A::Error> {
+        drain_map(map)?;
+        Ok(self.wrong("an object"))
+    }
+    fn array<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Output, A::Error> {
+        drain_seq(seq)?;
+        Ok(self.wrong("an array"))
+    }
+    /// The answer when the value is not of the expected shape but `found`.
+    fn wrong(self, found: &'static str) -> Self::Output;
+}
+
+impl<'de, R: Reader<'de>> DeserializeSeed<'de> for Shape<R> {
+    type Value = R::Output;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<R::Output, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de, R: Reader<'de>> Visitor<'de> for Shape<R> {
+    type Value = R::Output;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON object or array")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<R::Output, A::Error> {
+        self.0.object(map)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<R::Output, A::Error> {
+        self.0.array(seq)
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<R::Output, E> {
+        Ok(self.0.wrong("a boolean"))
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<R::Output, E> {
+        Ok(self.0.wrong("a number"))
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<R::Output, E> {
+        Ok(self.0.wrong("a number"))
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<R::Output, E> {
+        Ok(self.0.wrong("a number"))
+    }
+    fn visit_str<E>(self, _: &str) -> Result<R::Output, E> {
+        Ok(self.0.wrong("a string"))
+    }
+    fn visit_unit<E>(self) -> Result<R::Output, E> {
+        Ok(self.0.wrong("null"))
+    }
+}
+
+fn drain_seq<'de, A: SeqAccess<'de>>(mut seq: A) -> Result<(), A::Error> {
+    while seq.next_element::<IgnoredAny>()?.is_some() {}
+    Ok(())
+}
+
+fn drain_map<'de, A: MapAccess<'de>>(mut map: A) -> Result<(), A::Error> {
+    while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+    Ok(())
+}
+
+/// An object key, borrowed from the text when it has no escapes.
+pub(crate) struct Key<'de>(pub Cow<'de, str>);
+
+impl<'de> Deserialize<'de> for Key<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object key")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v.to_owned())))
+            }
+        }
+        d.deserialize_str(KeyVisitor)
+    }
+}
+
+/// A field's value when only scalars are wanted; arrays and objects are read through.
+enum Scalar<'de> {
+    Str(Cow<'de, str>),
+    Bool(bool),
+    Unsigned(u64),
+    Number,
+    Null,
+    Array,
+    Object,
+}
+
+impl Scalar<'_> {
+    fn kind(&self) -> &'static str {
+        match self {
+            Scalar::Str(_) => "a string",
+            Scalar::Bool(_) => "a boolean",
+            Scalar::Unsigned(_) | Scalar::Number => "a number",
+            Scalar::Null => "null",
+            Scalar::Array => "an array",
+            Scalar::Object => "an object",
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Scalar<'de> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct ScalarVisitor;
+        impl<'de> Visitor<'de> for ScalarVisitor {
+            type Value = Scalar<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Scalar<'de>, E> {
+                Ok(Scalar::Str(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Scalar<'de>, E> {
+                Ok(Scalar::Str(Cow::Owned(v.to_owned())))
+            }
+            fn visit_bool<E>(self, v: bool) -> Result<Scalar<'de>, E> {
+                Ok(Scalar::Bool(v))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<Scalar<'de>, E> {
+                Ok(Scalar::Unsigned(v))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Scalar<'de>, E> {
+                Ok(Scalar::Number)
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Scalar<'de>, E> {
+                Ok(Scalar::Number)
+            }
+            fn visit_unit<E>(self) -> Result<Scalar<'de>, E> {
+                Ok(Scalar::Null)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Scalar<'de>, A::Error> {
+                drain_seq(seq)?;
+                Ok(Scalar::Array)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Scalar<'de>, A::Error> {
+                drain_map(map)?;
+                Ok(Scalar::Object)
+            }
+        }
+        d.deserialize_any(ScalarVisitor)
+    }
+}
+
+/// A string field (`null` is the same as absent).
+fn text<'de>(field: &str, value: Scalar<'de>) -> Result<Option<Cow<'de, str>>, CheckError> {
+    match value {
+        Scalar::Str(s) => Ok(Some(s)),
+        Scalar::Null => Ok(None),
+        other => Err(invalid(format!(
+            "`{field}` must be a string, not {}",
+            other.kind()
+        ))),
+    }
+}

@@ -1,0 +1,825 @@
+//! Compares a result's JSON text copy with its `structuredContent` as JSON values. When the copy
+//! is the very text `structuredContent` was sent as (the usual case: one serialiser wrote both),
+//! a byte comparison settles it. Otherwise both texts are read with their numbers held exactly
+//! (as decimals, never as floats), so `42.0` and `42` are the same value while `2^53 + 1` and
+//! `2^53` are not, and the first path where they differ is reported. When no number on either side
+//! has more than 15 significant digits, a walk of the text against the document already read
+//! decides equality with no second document; only a difference (or a long number) reads both
+//! texts exactly.
+
+use crate::core::check::Key;
+use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::Value;
+use std::cell::Cell;
+use std::fmt;
+
+/// Whether two JSON texts are the same tokens: equal bytes once white space outside strings is
+/// set aside. Such texts read as the same value (or, if neither is JSON, as nothing); texts that
+/// differ here may still be equal values (key order, escapes, number forms), which
+/// [`json_text_equals`] decides.
+pub fn same_tokens(a: &[u8], b: &[u8]) -> bool {
+    if a == b {
+        return true;
+    }
+    let is_space = |c: &u8| matches!(c, b' ' | b'\t' | b'\n' | b'\r');
+    let (mut i, mut j) = (0, 0);
+    loop {
+        while a.get(i).is_some_and(is_space) {
+            i += 1;
+        }
+        while b.get(j).is_some_and(is_space) {
+            j += 1;
+        }
+        match (a.get(i), b.get(j)) {
+            (None, None) => return true,
+            (Some(&x), Some(&y)) if x == y => {
+                i += 1;
+                j += 1;
+                if x != b'"' {
+                    continue;
+                }
+                // A string, compared in runs up to each quote or backslash: white space in it
+                // counts, and the byte after a backslash is compared as it is.
+                loop {
+                    let Some(run) = memchr::memchr2(b'"', b'\\', &a[i..]) else {
+                        return false;
+                    };
+                    if b.get(j..=j + run) != Some(&a[i..=i + run]) {
+                        return false;
+                    }
+                    let closing = a[i + run] == b'"';
+                    i += run + 1;
+                    j += run + 1;
+                    if closing {
+                        break;
+                    }
+                    match (a.get(i), b.get(j)) {
+                        (Some(p), Some(q)) if p == q => {
+                            i += 1;
+                            j += 1;
+                        }
+                        _ => return false,
+                    }
+                }
+            }
+            _ => return false,
+        }
+    }
+}
+
+/// Where two JSON texts first differ as JSON values (JSON Schema's equality: numbers equal when
+/// mathematically equal, so `42.0`, `4.2e1` and `42` are one value; object keys in any order).
+/// `None` when either text is not JSON; `Some(None)` when they are the same value;
+/// `Some(Some(path))` with the JSON pointer of the first difference (keys in sorted order).
+pub fn first_difference(a: &[u8], b: &[u8]) -> Option<Option<String>> {
+    let a = Exact::parse(a)?;
+    let b = Exact::parse(b)?;
+    let mut path = String::new();
+    Some(differ(&a, &b, &mut path).then_some(path))
+}
+
+/// Whether `text` is JSON equal to `expected` (the document `structuredContent` was read into),
+/// walking the text against it without building a second document: `Some(true)` equal,
+/// `Some(false)` different, `None` not JSON. Numbers compare by value; this is exact only when no
+/// number literal on either side has more than 15 significant digits (then distinct literals are
+/// distinct floats), which the caller makes sure of with [`has_long_number`] before trusting a
+/// `Some(true)`.
+pub fn json_text_equals(text: &str, expected: &Value) -> Option<TextEquality> {
+    let floats = Cell::new(false);
+    let mut de = serde_json::Deserializer::from_str(text);
+    let same = Same(Some(expected), &floats).deserialize(&mut de).ok()?;
+    de.end().ok()?;
+    Some(match (same, floats.get()) {
+        (false, _) => TextEquality::Differs,
+        (true, false) => TextEquality::Equal,
+        (true, true) => TextEquality::EqualAsFloats,
+    })
+}
+
+/// What [`json_text_equals`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TextEquality {
+    /// Equal, every number compared exactly (as integers, or no numbers at all).
+    Equal,
+    /// Equal, some non-integer numbers compared as floats: exact only if no literal on either side
+    /// has more than 15 significant digits ([`has_long_number`]).
+    EqualAsFloats,
+    Differs,
+}
+
+/// Whether `text` holds a run of 16 or more digits and dots: a number literal a 64-bit float may
+/// not hold exactly, or a string that merely looks like one. Either way, such
+/// texts are compared by [`first_difference`], which reads numbers exactly.
+pub fn has_long_number(text: &[u8]) -> bool {
+    const LONG: usize = 16;
+    let is_part = |b: u8| b.is_ascii_digit() || b == b'.';
+    // A run of LONG parts starting at or after `start` must cover `start + LONG - 1`: look there
+    // first, and skip LONG bytes at once when it is not a part (most texts are read sparsely).
+    let mut start = 0;
+    while start + LONG <= text.len() {
+        let end = start + LONG - 1;
+        if !is_part(text[end]) {
+            start = end + 1;
+            continue;
+        }
+        let mut first = end;
+        while first > start && is_part(text[first - 1]) {
+            first -= 1;
+        }
+        if first == start {
+            return true;
+        }
+        start = first;
+    }
+    false
+}
+
+/// Whether `text` holds a JSON scalar (not an object or array): a scalar text beside a structured
+/// object is prose that happens to parse (a count, a word), not a copy of it.
+pub fn is_scalar_text(text: &str) -> bool {
+    !matches!(text.trim_start().as_bytes().first(), Some(b'{' | b'['))
+}
+
+/// A JSON value with its numbers held exactly, as normalised decimals.
+#[derive(Debug, PartialEq)]
+enum Exact {
+    Null,
+    Bool(bool),
+    Number(Decimal),
+    String(String),
+    Array(Vec<Exact>),
+    /// Sorted by key; of duplicate keys the last is kept, as serde_json keeps it.
+    Object(Vec<(String, Exact)>),
+}
+
+/// `digits × 10^exponent`, negative or not: no leading or trailing zero digit, and zero has no
+/// digits and no sign, so equal numbers are equal values.
+#[derive(Debug, PartialEq)]
+struct Decimal {
+    negative: bool,
+    digits: Vec<u8>,
+    exponent: i64,
+}
+
+/// Deeper than this, a text is not compared (the readers refuse such documents long before).
+const MAX_DEPTH: usize = 128;
+
+impl Exact {
+    fn parse(text: &[u8]) -> Option<Exact> {
+        let mut parser = Parser { text, at: 0 };
+        let value = parser.value(0)?;
+        parser.space();
+        (parser.at == text.len()).then_some(value)
+    }
+}
+
+struct Parser<'t> {
+    text: &'t [u8],
+    at: usize,
+}
+
+impl Parser<'_> {
+    fn space(&mut self) {
+        while matches!(self.peek(), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+            self.at += 1;
+        }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.text.get(self.at).copied()
+    }
+
+    fn eat(&mut self, byte: u8) -> Option<()> {
+        self.space();
+        (self.peek()? == byte).then(|| self.at += 1)
+    }
+
+    fn literal(&mut self, word: &[u8], value: Exact) -> Option<Exact> {
+        let end = self.at.checked_add(word.len())?;
+        (self.text.get(self.at..end)? == word).then(|| {
+            self.at = end;
+            value
+        })
+    }
+
+    fn value(&mut self, depth: usize) -> Option<Exact> {
+        if depth > MAX_DEPTH {
+            return None;
+        }
+        self.space();
+        match self.peek()? {
+            b'n' => self.literal(b"null", Exact::Null),
+            b't' => self.literal(b"true", Exact::Bool(true)),
+            b'f' => self.literal(b"false", Exact::Bool(false)),
+            b'"' => self.string().map(Exact::String),
+            b'[' => {
+                self.at += 1;
+                let mut items = Vec::new();
+                self.space();
+                if self.peek()? == b']' {
+                    self.at += 1;
+                    return Some(Exact::Array(items));
+                }
+                loop {
+                    items.push(self.value(depth + 1)?);
+                    self.space();
+                    match self.peek()? {
+                        b',' => self.at += 1,
+                        b']' => {
+                            self.at += 1;
+                            return Some(Exact::Array(items));
+                        }
+                        _ => return None,
+                    }
+                }
+            }
+            b'{' => {
+                self.at += 1;
+                let mut members: Vec<(String, Exact)> = Vec::new();
+                self.space();
+                if self.peek()? == b'}' {
+                    self.at += 1;
+                    return Some(Exact::Object(members));
+                }
+                loop {
+                    self.space();
+                    let key = self.string()?;
+                    self.eat(b':')?;
+                    let value = self.value(depth + 1)?;
+                    members.push((key, value));
+                    self.space();
+                    match self.peek()? {
+                        b',' => self.at += 1,
+                        b'}' => {
+                            self.at += 1;
+                            break;
+                        }
+                        _ => return None,
+                    }
+                }
+                // Stable, so of equal keys the last stays last; then keep only it.
+                members.sort_by(|x, y| x.0.cmp(&y.0));
+                let mut kept: Vec<(String, Exact)> = Vec::with_capacity(members.len());
+                for member in members {
+                    match kept.last_mut() {
+                        Some(last) if last.0 == member.0 => *last = member,
+                        _ => kept.push(member),
+                    }
+                }
+                Some(Exact::Object(kept))
+            }
+            b'-' | b'0'..=b'9' => self.number().map(Exact::Number),
+            _ => None,
+        }
+    }
+
+    /// A string token, decoded by serde_json (escapes, surrogates, control characters).
+    fn string(&mut self) -> Option<String> {
+        let start = self.at;
+        if self.peek()? != b'"' {
+            return None;
+        }
+        let mut i = start + 1;
+        loop {
+            let run = memchr::memchr2(b'"', b'\\', self.text.get(i..)?)?;
+            i += run;
+            if self.text[i] == b'"' {
+                break;
+            }
+            i += 2;
+        }
+        self.at = i + 1;
+        serde_json::from_slice(&self.text[start..=i]).ok()
+    }
+
+    fn number(&mut self) -> Option<Decimal> {
+        let negative = self.peek() == Some(b'-');
+        if negative {
+            self.at += 1;
+        }
+        let int_start = self.at;
+        self.skip_digits();
+        let int = &self.text[int_start..self.at];
+        if int.is_empty() || (int.len() > 1 && int[0] == b'0') {
+            return None;
+        }
+        let mut frac: &[u8] = &[];
+        if self.peek() == Some(b'.') {
+            self.at += 1;
+            let start = self.at;
+            self.skip_digits();
+            frac = &self.text[start..self.at];
+            if frac.is_empty() {
+                return None;
+            }
+        }
+        let mut exponent: i64 = 0;
+        if matches!(self.peek(), Some(b'e' | b'E')) {
+            self.at += 1;
+            let minus = match self.peek() {
+                Some(b'-') => {
+                    self.at += 1;
+                    true
+                }
+                Some(b'+') => {
+                    self.at += 1;
+                    false
+                }
+                _ => false,
+            };
+            let start = self.at;
+            self.skip_digits();
+            let digits = &self.text[start..self.at];
+            if digits.is_empty() {
+                return None;
+            }
+            for &d in digits {
+                // Saturates far beyond any exponent that could be equal by accident.
+                exponent = (exponent * 10 + i64::from(d - b'0')).min(1 << 40);
+            }
+            if minus {
+                exponent = -exponent;
+            }
+        }
+        let mut digits: Vec<u8> = int.iter().chain(frac).map(|d| d - b'0').collect();
+        exponent -= frac.len() as i64;
+        let leading = digits.iter().take_while(|&&d| d == 0).count();
+        digits.drain(..leading);
+        while digits.last() == Some(&0) {
+            digits.pop();
+            exponent += 1;
+        }
+        Some(if digits.is_empty() {
+            Decimal {
+                negative: false,
+                digits,
+                exponent: 0,
+            }
+        } else {
+            Decimal {
+                negative,
+                digits,
+                exponent,
+            }
+        })
+    }
+
+    fn skip_digits(&mut self) {
+        while matches!(self.peek(), Some(b'0'..=b'9')) {
+            self.at += 1;
+        }
+    }
+}
+
+/// Whether `a` and `b` differ; if so `path` is left at the first difference.
+fn differ(a: &Exact, b: &Exact, path: &mut String) -> bool {
+    match (a, b) {
+        (Exact::Array(x), Exact::Array(y)) => {
+            for (i, (p, q)) in x.iter().zip(y).enumerate() {
+                let len = path.len();
+                path.push('/');
+                path.push_str(&i.to_string());
+                if differ(p, q, path) {
+                    return true;
+                }
+                path.truncate(len);
+            }
+            if x.len() != y.len() {
+                path.push('/');
+                path.push_str(&x.len().min(y.len()).to_string());
+                return true;
+            }
+            false
+        }
+        (Exact::Object(x), Exact::Object(y)) => {
+            let (mut i, mut j) = (0, 0);
+            loop {
+                let key = match (x.get(i), y.get(j)) {
+                    (None, None) => return false,
+                    (Some((k, _)), None) | (None, Some((k, _))) => k,
+                    (Some((k, p)), Some((l, q))) => match k.cmp(l) {
+                        std::cmp::Ordering::Equal => {
+                            let len = path.len();
+                            push_key(path, k);
+                            if differ(p, q, path) {
+                                return true;
+                            }
+                            path.truncate(len);
+                            i += 1;
+                            j += 1;
+                            continue;
+                        }
+                        std::cmp::Ordering::Less => k,
+                        std::cmp::Ordering::Greater => l,
+                    },
+                };
+                push_key(path, key);
+                return true;
+            }
+        }
+        _ => a != b,
+    }
+}
+
+/// Appends `/key` to a JSON pointer, escaped.
+fn push_key(path: &mut String, key: &str) {
+    path.push('/');
+    for c in key.chars() {
+        match c {
+            '~' => path.push_str("~0"),
+            '/' => path.push_str("~1"),
+            c => path.push(c),
+        }
+    }
+}
+
+/// Compares the next value with the expected one (`None`: nothing expected, so just skip it);
+/// notes when a float was found equal to a float.
+struct Same<'a>(Option<&'a Value>, &'a Cell<bool>);
+
+impl<'de> DeserializeSeed<'de> for Same<'_> {
+    type Value = bool;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
+        match self.0 {
+            Some(expected) => d.deserialize_any(SameVisitor(expected, self.1)),
+            None => <IgnoredAny as serde::Deserialize>::deserialize(d).map(|_| false),
+        }
+    }
+}
+
+struct SameVisitor<'a>(&'a Value, &'a Cell<bool>);
+
+impl SameVisitor<'_> {
+    /// `same`, noting that a float compared equal.
+    fn float_equal(&self, same: bool) -> bool {
+        if same {
+            self.1.set(true);
+        }
+        same
+    }
+}
+
+impl<'de> Visitor<'de> for SameVisitor<'_> {
+    type Value = bool;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<bool, E> {
+        Ok(matches!(self.0, Value::Bool(b) if *b == v))
+    }
+    // By value, as JSON Schema compares numbers: integers exactly, and an integer equals a float
+    // of the same value (`42` and `42.0`). Where a float takes part, equality is noted: it is
+    // exact only if no literal has more than 15 significant digits (see `has_long_number`).
+    fn visit_i64<E>(self, v: i64) -> Result<bool, E> {
+        Ok(match self.0 {
+            Value::Number(n) if n.is_f64() => {
+                self.float_equal(v.unsigned_abs() < 1 << 53 && n.as_f64() == Some(v as f64))
+            }
+            Value::Number(n) => n.as_i64() == Some(v),
+            _ => false,
+        })
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<bool, E> {
+        Ok(match self.0 {
+            Value::Number(n) if n.is_f64() => {
+                self.float_equal(v < 1 << 53 && n.as_f64() == Some(v as f64))
+            }
+            Value::Number(n) => n.as_u64() == Some(v),
+            _ => false,
+        })
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<bool, E> {
+        Ok(match self.0 {
+            Value::Number(n) if n.is_f64() => self.float_equal(n.as_f64() == Some(v)),
+            Value::Number(n) => self.float_equal(match (n.as_u64(), n.as_i64()) {
+                (Some(u), _) => u < 1 << 53 && u as f64 == v,
+                (_, Some(i)) => i.unsigned_abs() < 1 << 53 && i as f64 == v,
+                _ => false,
+            }),
+            _ => false,
+        })
+    }
+    fn visit_str<E>(self, v: &str) -> Result<bool, E> {
+        Ok(matches!(self.0, Value::String(s) if s == v))
+    }
+    fn visit_unit<E>(self) -> Result<bool, E> {
+        Ok(self.0.is_null())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
+        let items = match self.0 {
+            Value::Array(items) => Some(items),
+            _ => None,
+        };
+        let mut same = items.is_some();
+        let mut n = 0;
+        loop {
+            let expected = if same {
+                items.and_then(|i| i.get(n))
+            } else {
+                None
+            };
+            let Some(eq) = seq.next_element_seed(Same(expected, self.1))? else {
+                break;
+            };
+            same &= eq;
+            n += 1;
+        }
+        Ok(same && items.is_some_and(|i| i.len() == n))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
+        let object = match self.0 {
+            Value::Object(object) => Some(object),
+            _ => None,
+        };
+        let mut same = object.is_some();
+        let mut n = 0;
+        while let Some(Key(key)) = map.next_key()? {
+            let expected = if same {
+                object.and_then(|o| o.get(key.as_ref()))
+            } else {
+                None
+            };
+            same &= map.next_value_seed(Same(expected, self.1))?;
+            n += 1;
+        }
+        Ok(same && object.is_some_and(|o| o.len() == n))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn diff(a: &str, b: &str) -> Option<Option<String>> {
+        first_difference(a.as_bytes(), b.as_bytes())
+    }
+
+    #[test]
+    fn compares_values_not_spellings() {
+        let sent = r#"{"a": 1, "b": [true, null, "x"], "c": {"d": 2.5}}"#;
+        let cases = [
+            (r#"{"c": {"d": 2.5}, "b": [true, null, "x"], "a": 1}"#, None),
+            (
+                r#"{"a": 1.0, "b": [true, null, "x"], "c": {"d": 25e-1}}"#,
+                None,
+            ),
+            (
+                r#"{"\u0061": 1e0, "b": [true, null, "x"], "c": {"d": 2.50}}"#,
+                None,
+            ),
+            (r#"{"a": 1, "b": [true, null, "x"]}"#, Some("/c")),
+            (
+                r#"{"a": 1, "b": [true, null, "x"], "c": {"d": 2.5}, "e": 0}"#,
+                Some("/e"),
+            ),
+            (
+                r#"{"a": 2, "b": [true, null, "x"], "c": {"d": 2.5}}"#,
+                Some("/a"),
+            ),
+            (
+                r#"{"a": 1, "b": [true, null], "c": {"d": 2.5}}"#,
+                Some("/b/2"),
+            ),
+            (
+                r#"{"a": 1, "b": [true, null, "y"], "c": {"d": 2.5}}"#,
+                Some("/b/2"),
+            ),
+            (
+                r#"{"a": 1, "b": [true, null, "x"], "c": {"d": 2.51}}"#,
+                Some("/c/d"),
+            ),
+            (r#"[1, 2]"#, Some("")),
+        ];
+        for (text, path) in cases {
+            assert_eq!(diff(text, sent), Some(path.map(str::to_owned)), "{text}");
+            assert_eq!(diff(sent, text), Some(path.map(str::to_owned)), "{text}");
+        }
+        assert_eq!(diff("{\"a\": ", sent), None);
+        assert_eq!(diff("{} trailing", sent), None);
+        assert_eq!(diff("-3", "-3.0e0"), Some(None));
+        assert_eq!(diff("0", "-0.0"), Some(None));
+        assert_eq!(diff("null", "null"), Some(None));
+        assert_eq!(diff("01", "1"), None, "not JSON");
+    }
+
+    #[test]
+    fn long_numbers_are_found_wherever_they_are() {
+        assert!(!has_long_number(b"{\"a\": 123456789012345, \"b\": 1.5}"));
+        assert!(has_long_number(b"{\"a\": 1234567890123456}"));
+        assert!(has_long_number(b"0.10000000000000001"));
+        assert!(has_long_number(b"x 12345678.12345678"));
+        for pad in 0..40 {
+            let text = format!("{}9007199254740993{}", "ab".repeat(pad), " ".repeat(pad));
+            assert!(has_long_number(text.as_bytes()), "{text}");
+            let short = format!(
+                "{}900719925474099 {}",
+                "ab".repeat(pad),
+                "7".repeat(pad % 15)
+            );
+            assert!(!has_long_number(short.as_bytes()), "{short}");
+        }
+    }
+
+    #[test]
+    fn float_literals_a_float_would_round_are_still_compared_exactly() {
+        // 42.00000000000000001 reads as the float 42.0: the walk finds it equal to 42 as floats,
+        // and the long literal sends it to the exact comparison.
+        let structured: Value = serde_json::from_str(r#"{"a": 42, "b": 0.5}"#).expect("json");
+        let copy = r#"{"a": 42.00000000000000001, "b": 0.5}"#;
+        assert_eq!(
+            json_text_equals(copy, &structured),
+            Some(TextEquality::EqualAsFloats)
+        );
+        assert!(has_long_number(copy.as_bytes()));
+        assert_eq!(
+            first_difference(copy.as_bytes(), br#"{"a": 42, "b": 0.5}"#),
+            Some(Some("/a".into()))
+        );
+        assert_eq!(
+            json_text_equals(r#"{"b": 0.5, "a": 42}"#, &structured),
+            Some(TextEquality::EqualAsFloats)
+        );
+        assert_eq!(
+            json_text_equals(r#"{"a": 42}"#, &serde_json::json!({"a": 42})),
+            Some(TextEquality::Equal)
+        );
+    }
+
+    #[test]
+    fn numbers_are_exact_beyond_floats() {
+        assert_eq!(
+            diff("9007199254740993", "9007199254740992"),
+            Some(Some(String::new()))
+        );
+        assert_eq!(
+            diff("18446744073709551617", "1.8446744073709551617e19"),
+            Some(None)
+        );
+        assert_eq!(
+            diff("0.1", "0.10000000000000001"),
+            Some(Some(String::new()))
+        );
+        assert_eq!(
+            diff(r#"{"a/b~": 1}"#, r#"{"a/b~": 2}"#),
+            Some(Some("/a~1b~0".into()))
+        );
+    }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+        use serde_json::Value;
+
+        fn json() -> impl Strategy<Value = Value> {
+            let leaf = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::Bool),
+                any::<i64>().prop_map(Value::from),
+                any::<u64>().prop_map(Value::from),
+                (-1e6f64..1e6).prop_map(Value::from),
+                "[a-z\u{e9}\"\\\\]{0,6}".prop_map(Value::String),
+            ];
+            leaf.prop_recursive(4, 40, 5, |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                    prop::collection::btree_map("[a-d~/]{1,3}", inner, 0..5)
+                        .prop_map(|m| Value::Object(m.into_iter().collect())),
+                ]
+            })
+        }
+
+        /// `value` written with its keys in reverse order and each number in another spelling.
+        fn respell(value: &Value, seed: u64, out: &mut String) {
+            match value {
+                Value::Object(map) => {
+                    out.push('{');
+                    for (i, (k, v)) in map.iter().rev().enumerate() {
+                        if i > 0 {
+                            out.push_str(" , ");
+                        }
+                        out.push_str(&Value::String(k.clone()).to_string());
+                        out.push(':');
+                        respell(v, seed.wrapping_add(i as u64), out);
+                    }
+                    out.push('}');
+                }
+                Value::Array(items) => {
+                    out.push('[');
+                    for (i, v) in items.iter().enumerate() {
+                        if i > 0 {
+                            out.push(',');
+                        }
+                        respell(v, seed.wrapping_mul(31).wrapping_add(i as u64), out);
+                    }
+                    out.push(']');
+                }
+                Value::Number(n) => {
+                    let text = n.to_string();
+                    let (mantissa, exp) = match text.split_once(['e', 'E']) {
+                        Some((m, e)) => (m.to_owned(), e.parse::<i64>().unwrap_or(0)),
+                        None => (text.clone(), 0),
+                    };
+                    let mantissa = if mantissa.contains('.') {
+                        mantissa
+                    } else {
+                        format!("{mantissa}.0")
+                    };
+                    match seed % 3 {
+                        0 => out.push_str(&format!("{mantissa}00e{exp}")),
+                        1 => out.push_str(&format!("{mantissa}0E+{exp}")),
+                        _ => out.push_str(&text),
+                    }
+                }
+                other => out.push_str(&other.to_string()),
+            }
+        }
+
+        /// The paths of every leaf (and empty container) of `value`.
+        fn leaves(value: &Value, path: String, out: &mut Vec<String>) {
+            match value {
+                Value::Object(map) if !map.is_empty() => {
+                    for (k, v) in map {
+                        let mut p = path.clone();
+                        push_key(&mut p, k);
+                        leaves(v, p, out);
+                    }
+                }
+                Value::Array(items) if !items.is_empty() => {
+                    for (i, v) in items.iter().enumerate() {
+                        leaves(v, format!("{path}/{i}"), out);
+                    }
+                }
+                _ => out.push(path),
+            }
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+
+            /// Re-spelled numbers and re-ordered keys are never drift.
+            #[test]
+            fn respellings_are_the_same_value(value in json(), seed in any::<u64>()) {
+                let mut text = String::new();
+                respell(&value, seed, &mut text);
+                let sent = value.to_string();
+                prop_assert_eq!(first_difference(text.as_bytes(), sent.as_bytes()), Some(None), "{}", text);
+            }
+
+            /// Any one changed leaf is drift, reported at that leaf's path.
+            #[test]
+            fn a_changed_leaf_is_drift_at_its_path(value in json(), pick in any::<prop::sample::Index>()) {
+                let mut paths = Vec::new();
+                leaves(&value, String::new(), &mut paths);
+                let path = pick.get(&paths).clone();
+                let mut changed = value.clone();
+                let leaf = changed.pointer_mut(&path).expect("a leaf");
+                *leaf = match leaf {
+                    Value::String(s) => Value::String(format!("{s}!")),
+                    Value::Number(_) => Value::String("n".into()),
+                    _ => serde_json::json!(0.5),
+                };
+                let found = first_difference(changed.to_string().as_bytes(), value.to_string().as_bytes());
+                prop_assert_eq!(found, Some(Some(path)));
+            }
+        }
+    }
+
+    #[test]
+    fn same_tokens_reads_escapes_at_the_ends_of_strings() {
+        let sent = br#"{"path":"c:\\dir\\","q":"\"","u":"\u00e9"}"#;
+        assert!(same_tokens(
+            br#"{ "path": "c:\\dir\\", "q": "\"", "u": "\u00e9" }"#,
+            sent
+        ));
+        assert!(!same_tokens(
+            br#"{ "path": "c:\\dir\\ ", "q": "\"", "u": "\u00e9" }"#,
+            sent
+        ));
+        assert!(!same_tokens(br#"{"path":"c:\\dir\\"#, sent));
+        assert!(!same_tokens(br#"{"path":"c:\"#, sent));
+    }
+
+    #[test]
+    fn same_tokens_sets_white_space_aside_only_outside_strings() {
+        let sent = br#"{"a":1,"b":[true,null,"x y"],"c":{"d":"q\"uote"}}"#;
+        for (copy, same) in [
+            (&br#"{"a": 1, "b": [true, null, "x y"], "c": {"d": "q\"uote"}}"#[..], true),
+            (br#"  {"a":1,"b":[true,null,"x y"],"c":{"d":"q\"uote"}}  "#, true),
+            (b"{\n  \"a\": 1,\n  \"b\": [true, null, \"x y\"],\n  \"c\": {\"d\": \"q\\\"uote\"}\n}", true),
+            (br#"{"a":1,"b":[true,null,"xy"],"c":{"d":"q\"uote"}}"#, false),
+            (br#"{"a":1,"b":[true,null,"x  y"],"c":{"d":"q\"uote"}}"#, false),
+            (br#"{"b":[true,null,"x y"],"a":1,"c":{"d":"q\"uote"}}"#, false),
+            (br#"{"a":1.0,"b":[true,null,"x y"],"c":{"d":"q\"uote"}}"#, false),
+            (br#"{"a":1,"b":[true,null,"x y"],"c":{"d":"q\u0022uote"}}"#, false),
+            (br#"{"a":1,"b":[true,null,"x y"],"c":{"d":"q\"uote"}"#, false),
+        ] {
+            assert_eq!(same_tokens(copy, sent), same, "{}", String::from_utf8_lossy(copy));
+            assert_eq!(same_tokens(sent, copy), same, "{}", String::from_utf8_lossy(copy));
+            // Whenever the tokens are the same, so are the values.
+            if same {
+                assert_eq!(first_difference(copy, sent), Some(None));
+            }
+        }
+    }
+}

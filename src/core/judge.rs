@@ -1,0 +1,433 @@
+//! How a check is judged: the synchronous core that turns a [`Check`] into a [`Verdict`] (policy,
+//! registry, cache, validation, drift, metrics). It knows nothing of threads or transports: the
+//! [`crate::core::gate`] decides where it runs, the adapters how it arrives.
+
+use crate::core::check::{Check, Document, Payload, SchemaSource, ToolResult};
+use crate::core::domain::{ProtocolVersion, ServerId, Tier, ToolName};
+use crate::core::drift::TextEquality;
+use crate::core::error::CheckError;
+use crate::core::metrics::{Attempt, Metrics, TargetMetrics};
+use crate::core::policy::{ArgumentsMode, PolicyStore, Rules};
+use crate::core::registry::redis::RedisRegistry;
+use crate::core::registry::Registry;
+use crate::core::resolve::{miss, schema_of, SchemaRef};
+use crate::core::schema::cache::SchemaCache;
+use crate::core::schema::texts::SchemaTexts;
+use crate::core::verdict::{
+    clip, feedback, fold_indices, schema_keyword, with_article, Action, Finding, Outcome,
+    ValidationFailure, Verdict,
+};
+use crate::core::Limits;
+use serde_json::Value;
+use std::borrow::Cow;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+
+/// Work small enough to do on the async runtime's thread.
+pub(crate) const INLINE_WORK: u64 = 50_000;
+/// Longest error message kept (messages can quote the whole failing value).
+const MAX_MESSAGE_BYTES: usize = 300;
+
+/// A verdict before anything is concluded: nothing validated, action `pass`.
+fn unvalidated_verdict(tier: Tier, check: &Check) -> Verdict {
+    Verdict {
+        valid: None,
+        action: Action::Pass,
+        tier,
+        outcome: Outcome::Valid,
+        schema_hash: None,
+        errors: Vec::new(),
+        truncated: false,
+        feedback: String::new(),
+        findings: Vec::new(),
+        call_id: check.call_id.clone(),
+    }
+}
+
+/// Where a check is judged.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Placement {
+    /// On an async thread: no compile, no long work.
+    Inline,
+    /// On a worker, which may compile and do long work; `hit_counted` when an inline attempt
+    /// already counted the cache hit.
+    Worker { hit_counted: bool },
+}
+
+/// Why a check has no verdict yet.
+pub(crate) enum Deferred {
+    Refused(CheckError),
+    /// Inline only: it needs a compile or more work than is fit for an async thread, so it goes
+    /// to a worker, carrying whether its cache hit was already counted.
+    ToWorker {
+        hit_counted: bool,
+    },
+}
+
+impl From<CheckError> for Deferred {
+    fn from(e: CheckError) -> Self {
+        Deferred::Refused(e)
+    }
+}
+
+/// Judges checks: the synchronous part of the core, shared by every request.
+pub(crate) struct Judge {
+    limits: Limits,
+    policy: Arc<PolicyStore>,
+    cache: Arc<SchemaCache>,
+    registry: Arc<Registry>,
+    /// Schema texts seen in checks, by hash (registered ones are the registry's).
+    texts: Arc<SchemaTexts>,
+    /// The shared registry, with `--registry redis://...`.
+    shared: Option<Arc<RedisRegistry>>,
+    metrics: Arc<Metrics>,
+}
+
+impl Judge {
+    /// A judge over the gate's parts; the cache of compiled schemas is its own.
+    pub(crate) fn new(
+        limits: Limits,
+        policy: Arc<PolicyStore>,
+        cache: Arc<SchemaCache>,
+        registry: Arc<Registry>,
+        texts: Arc<SchemaTexts>,
+        shared: Option<Arc<RedisRegistry>>,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        Self {
+            limits,
+            policy,
+            cache,
+            registry,
+            texts,
+            shared,
+            metrics,
+        }
+    }
+
+    /// [`Judge::evaluate`], with a panic turned into this check's own `internal` error, so one
+    /// check can never take a batch, a stream or the process down with it.
+    pub(crate) fn judge(&self, check: &Check, placement: Placement) -> Result<Verdict, Deferred> {
+        match std::panic::catch_unwind(AssertUnwindSafe(|| self.evaluate(check, placement))) {
+            Ok(result) => result,
+            Err(_) => {
+                tracing::error!(
+                    server = check.server.as_deref().unwrap_or(""),
+                    tool = check.tool.as_deref().unwrap_or(""),
+                    call_id = check.call_id.as_deref().unwrap_or(""),
+                    "a check panicked; it was answered as internal"
+                );
+                Err(Deferred::Refused(CheckError::Internal))
+            }
+        }
+    }
+
+    /// The check itself. Inline, it refuses to compile or to do long work and answers
+    /// `Deferred::ToWorker` instead.
+    fn evaluate(&self, check: &Check, placement: Placement) -> Result<Verdict, Deferred> {
+        let on_worker = placement != Placement::Inline;
+        let server = check.server.as_deref();
+        let tool = check.tool.as_deref();
+        if let Some(s) = server {
+            ServerId::check(s).map_err(CheckError::from)?;
+        }
+        if let Some(t) = tool {
+            ToolName::check(t).map_err(CheckError::from)?;
+        }
+        let rules = self.policy.load().rules_for(server, tool);
+        let target = self.metrics.target(server, tool);
+        let attempt = Attempt::of(check.attempt);
+        // Nothing validated (yet): `valid` stays unset unless a validation sets it.
+        let unvalidated = |outcome: Outcome| {
+            target.count(rules.tier, attempt, outcome);
+            Verdict {
+                outcome,
+                ..unvalidated_verdict(rules.tier, check)
+            }
+        };
+
+        if let Payload::Result(r) = &check.payload {
+            if r.is_error {
+                return Ok(unvalidated(Outcome::ToolError));
+            }
+        }
+        // Arguments follow the `arguments` switch (unset: the tier's); everything else the tier.
+        let skipped = match check.payload {
+            Payload::Arguments(_) => rules.arguments == ArgumentsMode::Off,
+            _ => rules.tier == Tier::Trusted,
+        };
+        if skipped {
+            return Ok(unvalidated(Outcome::Skipped));
+        }
+
+        let registered = self.registry.load();
+        let reread;
+        let found = match schema_of(check, &registered, &self.texts, rules.compile) {
+            Ok(found) => found,
+            // A name or hash this replica does not hold may have just been registered on
+            // another: with a shared registry, read it through to Redis once (on a worker)
+            // before answering 404. Only a miss pays for this.
+            Err(e) => match (&self.shared, miss(check, &registered, &self.texts)) {
+                (Some(shared), Some(miss)) if shared.may_read_through(&miss) => {
+                    if placement == Placement::Inline {
+                        return Err(Deferred::ToWorker { hit_counted: false });
+                    }
+                    if !shared.read_through(miss) {
+                        return Err(e.into());
+                    }
+                    reread = self.registry.load();
+                    schema_of(check, &reread, &self.texts, rules.compile)?
+                }
+                _ => return Err(e.into()),
+            },
+        };
+        let Some(SchemaRef {
+            hash,
+            key,
+            text,
+            protocol,
+        }) = found
+        else {
+            return Ok(unvalidated(Outcome::Unchecked));
+        };
+        let version = check
+            .protocol_version
+            .or(protocol)
+            .unwrap_or(ProtocolVersion::NEWEST);
+        let compiled = match placement {
+            Placement::Worker { hit_counted } => {
+                let (compiled, missed) =
+                    self.cache
+                        .get_or_compile(key, &text, rules.compile, !hit_counted);
+                if missed && matches!(check.schema, SchemaSource::Inline(_)) {
+                    self.texts.remember(hash, &text);
+                    if let Some(shared) = &self.shared {
+                        shared.share_text(hash, &text);
+                    }
+                }
+                compiled
+            }
+            Placement::Inline => self
+                .cache
+                .get(&key)
+                .ok_or(Deferred::ToWorker { hit_counted: false })?,
+        };
+        drop(registered);
+        let compiled = match compiled.as_ref() {
+            Ok(c) => c,
+            Err(e) => return Err(e.clone().into()),
+        };
+
+        let mut verdict = unvalidated_verdict(rules.tier, check);
+        verdict.schema_hash = Some(hash);
+        let document: Option<&Document> = match &check.payload {
+            Payload::Instance(v) | Payload::Arguments(v) => Some(v),
+            Payload::Result(r) => {
+                if rules.object_root_required(version) && !compiled.root_is_object {
+                    return Err(CheckError::SchemaRootNotObject {
+                        version: version.as_str(),
+                    }
+                    .into());
+                }
+                r.structured_content.as_ref()
+            }
+        };
+
+        match document {
+            None => verdict.errors.push(ValidationFailure {
+                instance_path: String::new(),
+                schema_path: String::new(),
+                keyword: "structuredContent".into(),
+                message: "structuredContent is absent, but the tool declares an outputSchema: return the result as structuredContent (the text copy in content is not checked)".into(),
+            }),
+            Some(doc) => {
+                if doc.depth > self.limits.max_depth {
+                    return Err(CheckError::TooDeep {
+                        what: "payload",
+                        limit: self.limits.max_depth,
+                    }
+                    .into());
+                }
+                let work = compiled.work(doc.nodes, doc.string_bytes);
+                if work > self.limits.max_check_work {
+                    return Err(CheckError::WorkLimitExceeded {
+                        work,
+                        limit: self.limits.max_check_work,
+                    }
+                    .into());
+                }
+                if !on_worker && work > INLINE_WORK {
+                    return Err(Deferred::ToWorker { hit_counted: true });
+                }
+                if !compiled.validator.is_valid(&doc.value) {
+                    if !on_worker && work.saturating_mul(4) > INLINE_WORK {
+                        // Collecting errors costs more than the yes/no answer.
+                        return Err(Deferred::ToWorker { hit_counted: true });
+                    }
+                    self.collect_errors(&compiled.validator, &doc.value, work, &mut verdict);
+                }
+            }
+        }
+
+        if let (Payload::Result(r), Some(structured)) = (&check.payload, document) {
+            if let Some(finding) = text_drift(r, &structured.value) {
+                target.drift().increment(1);
+                if rules.drift_fails {
+                    verdict.errors.push(ValidationFailure {
+                        instance_path: finding.instance_path.clone(),
+                        schema_path: String::new(),
+                        keyword: "content".into(),
+                        message: finding.message.clone(),
+                    });
+                }
+                verdict.findings.push(finding);
+            }
+            if version >= ProtocolVersion::V2026_07_28
+                && !structured.value.is_object()
+                && !r.has_text_block
+            {
+                verdict.findings.push(Finding {
+                    kind: "missing_text_copy",
+                    instance_path: String::new(),
+                    message: "structuredContent is not an object, and MCP 2026-07-28 asks for a TextContent block beside it in content: add one".into(),
+                });
+            }
+        }
+
+        self.conclude(&mut verdict, &rules, check, &target, attempt);
+        Ok(verdict)
+    }
+
+    fn collect_errors(
+        &self,
+        validator: &jsonschema::Validator,
+        doc: &Value,
+        work: u64,
+        verdict: &mut Verdict,
+    ) {
+        if work > self.limits.max_error_work {
+            verdict.errors.push(ValidationFailure {
+                instance_path: String::new(),
+                schema_path: String::new(),
+                keyword: "errors".into(),
+                message: format!(
+                    "the payload fails its schema; its errors were not listed because listing them would cost about {work} evaluations (limit {}, see --max-error-work)",
+                    self.limits.max_error_work
+                ),
+            });
+            verdict.truncated = true;
+            return;
+        }
+        let max = self.limits.max_errors;
+        let mut count = 0usize;
+        for error in validator.iter_errors(doc) {
+            count += 1;
+            if count > max {
+                verdict.truncated = true;
+                break;
+            }
+            let schema_path = error.schema_path().as_str();
+            verdict.errors.push(ValidationFailure {
+                instance_path: error.instance_path().as_str().to_owned(),
+                keyword: schema_keyword(error.kind().keyword(), schema_path).to_owned(),
+                schema_path: schema_path.to_owned(),
+                message: clip(with_article(error.to_string()), MAX_MESSAGE_BYTES),
+            });
+        }
+    }
+
+    /// Sets validity, action and feedback, and counts the check.
+    fn conclude(
+        &self,
+        verdict: &mut Verdict,
+        rules: &Rules,
+        check: &Check,
+        target: &TargetMetrics,
+        attempt: Attempt,
+    ) {
+        let valid = verdict.errors.is_empty();
+        verdict.valid = Some(valid);
+        verdict.outcome = if valid {
+            Outcome::Valid
+        } else {
+            Outcome::Invalid
+        };
+        if !valid {
+            let reject = match check.payload {
+                Payload::Arguments(_) => rules.arguments == ArgumentsMode::Reject,
+                _ => rules.tier == Tier::Untrusted,
+            };
+            verdict.action = if reject { Action::Reject } else { Action::Pass };
+            verdict.feedback =
+                feedback(check.payload.subject(), &verdict.errors, verdict.truncated);
+            for e in &verdict.errors {
+                self.metrics
+                    .field_failure(target, &fold_indices(&e.instance_path), &e.keyword);
+            }
+            if verdict.action == Action::Pass {
+                tracing::warn!(
+                    server = check.server.as_deref().unwrap_or(""),
+                    tool = check.tool.as_deref().unwrap_or(""),
+                    tier = rules.tier.as_str(),
+                    call_id = check.call_id.as_deref().unwrap_or(""),
+                    feedback = %verdict.feedback,
+                    subject = check.payload.subject(),
+                    "a check failed its schema (logged, passed)"
+                );
+            }
+        }
+        target.count(rules.tier, attempt, verdict.outcome);
+    }
+}
+
+/// Runs `read`, turning a panic into an `internal` error for this item alone.
+pub(crate) fn guarded<T>(read: impl FnOnce() -> Result<T, CheckError>) -> Result<T, CheckError> {
+    std::panic::catch_unwind(AssertUnwindSafe(read)).unwrap_or_else(|_| {
+        tracing::error!("reading a check panicked; it was answered as internal");
+        Err(CheckError::Internal)
+    })
+}
+
+/// A text block of `content` that parses as JSON and is a different JSON value from
+/// `structuredContent` (numbers compared by value), with where they first differ. A text holding
+/// a JSON scalar is compared only with a scalar `structuredContent`: beside an object it is
+/// prose that happens to parse (a count, a word), not a copy.
+fn text_drift(result: &ToolResult, structured: &Value) -> Option<Finding> {
+    let structured_is_scalar = !structured.is_object() && !structured.is_array();
+    let mut sent: Option<Cow<'_, [u8]>> = result.structured_text.as_deref().map(Cow::Borrowed);
+    for text in &result.json_texts {
+        if crate::core::drift::is_scalar_text(text) && !structured_is_scalar {
+            continue;
+        }
+        let sent = sent.get_or_insert_with(|| {
+            // Kept whenever a text copy may follow; rebuilt from the value otherwise.
+            Cow::Owned(serde_json::to_vec(structured).unwrap_or_default())
+        });
+        if crate::core::drift::same_tokens(text.as_bytes(), sent) {
+            continue;
+        }
+        // Walked against the document already read: exact, unless floats were found equal and a
+        // number literal is long enough for a float to hide a difference.
+        match crate::core::drift::json_text_equals(text, structured) {
+            None | Some(TextEquality::Equal) => continue,
+            Some(TextEquality::EqualAsFloats)
+                if !crate::core::drift::has_long_number(text.as_bytes())
+                    && !crate::core::drift::has_long_number(sent) =>
+            {
+                continue
+            }
+            Some(_) => {}
+        }
+        if let Some(Some(path)) = crate::core::drift::first_difference(text.as_bytes(), sent) {
+            let at = if path.is_empty() { "/" } else { path.as_str() };
+            return Some(Finding {
+                kind: "text_drift",
+                message: format!(
+                    "the text copy in content parses as JSON but is a different value from structuredContent, first at {at}"
+                ),
+                instance_path: path,
+            });
+        }
+    }
+    None
+}

@@ -1,0 +1,399 @@
+//! The call and result rules: a `tools/call`'s arguments are checked before the server sees
+//! them, its result before the client does; per the policy each passes, is logged, or is
+//! answered in the server's place with a tool execution error carrying the verdict.
+
+use super::envelope::Message;
+use super::session::{ListPage, Pending};
+use super::{meta_protocol, reply, Boundary, Direction, Link, Relayed};
+use crate::core::check::{Check, Payload, SchemaSource};
+use crate::core::domain::{ProtocolVersion, Tier};
+use crate::core::error::CheckError;
+use crate::core::metrics::{Attempt, Transport};
+use crate::core::verdict::{Action, Outcome, Verdict};
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use std::borrow::Cow;
+use std::io;
+
+#[derive(Deserialize)]
+struct CallParams<'a> {
+    #[serde(borrow)]
+    name: Cow<'a, str>,
+    #[serde(borrow, default)]
+    arguments: Option<&'a RawValue>,
+    #[serde(borrow, default, rename = "_meta")]
+    meta: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize, Default)]
+struct ListParams<'a> {
+    #[serde(borrow, default)]
+    cursor: Option<Cow<'a, str>>,
+    #[serde(borrow, default, rename = "_meta")]
+    meta: Option<&'a RawValue>,
+}
+
+impl Boundary {
+    /// One message from the client; `text` is its bytes (the line, or one item of a batch).
+    pub(super) async fn client_message(
+        &self,
+        link: &impl Link,
+        line: &Bytes,
+        text: &[u8],
+        message: Message<'_>,
+    ) -> io::Result<()> {
+        match message {
+            Message::Request { id, method, params } => match method.as_ref() {
+                "initialize" => {
+                    let _ = self.session.track(id.get(), Pending::Initialize);
+                }
+                "tools/list" => {
+                    let params: ListParams<'_> = params
+                        .and_then(|p| serde_json::from_str(p.get()).ok())
+                        .unwrap_or_default();
+                    let pending = Pending::ToolsList(ListPage {
+                        first_page: params.cursor.is_none(),
+                        ours: false,
+                        protocol: meta_protocol(params.meta).or(self.session.protocol()),
+                        meta: None,
+                    });
+                    if let Err(full) = self.session.track(id.get(), pending) {
+                        return self.too_many(link, id, full.limit).await;
+                    }
+                }
+                "tools/call" => return self.call(link, line, text, id, params).await,
+                _ => {}
+            },
+            Message::Notification { method, params } if method == "notifications/cancelled" => {
+                #[derive(Deserialize)]
+                struct Cancelled<'a> {
+                    #[serde(borrow, rename = "requestId")]
+                    request_id: &'a RawValue,
+                }
+                if let Some(c) =
+                    params.and_then(|p| serde_json::from_str::<Cancelled<'_>>(p.get()).ok())
+                {
+                    self.session.cancelled(c.request_id.get());
+                }
+            }
+            _ => {}
+        }
+        self.forward(link, Direction::ToServer, Relayed::Forwarded, text)
+            .await
+    }
+
+    async fn too_many(&self, link: &impl Link, id: &RawValue, limit: usize) -> io::Result<()> {
+        let message = format!(
+            "schemagate proxy: {limit} requests are already in flight to the server (--max-calls-in-flight); wait for some to finish and send this one again"
+        );
+        self.answer(
+            link,
+            Direction::ToServer,
+            Relayed::Answered,
+            &reply::error(Some(id), reply::TOO_MANY_IN_FLIGHT, &message),
+        )
+        .await
+    }
+
+    /// A `tools/call`: its arguments are checked (the contract asked for first if need be); a
+    /// rejected call is answered here, any other is followed and forwarded.
+    async fn call(
+        &self,
+        link: &impl Link,
+        line: &Bytes,
+        text: &[u8],
+        id: &RawValue,
+        params: Option<&RawValue>,
+    ) -> io::Result<()> {
+        let Some(params) =
+            params.and_then(|p| serde_json::from_str::<CallParams<'_>>(p.get()).ok())
+        else {
+            return self.answer(link, Direction::ToServer, Relayed::Answered, &reply::error(
+                    Some(id),
+                    reply::INVALID_PARAMS,
+                    "tools/call needs params with the tool's `name` (a string) and, optionally, `arguments` (an object)",
+                ))
+                .await;
+        };
+        let tool = params.name.into_owned();
+        let protocol = meta_protocol(params.meta).or(self.session.protocol());
+        self.ensure_contract(link, params.meta).await?;
+        let attempt = self.session.attempt(&tool);
+        let arguments = match params.arguments {
+            Some(raw) => line.slice_ref(raw.get().as_bytes()),
+            None => Bytes::from_static(b"{}"),
+        };
+        let judged = self
+            .judge(&tool, id, attempt, protocol, arguments, |text, depth| {
+                Ok(Payload::Arguments(Payload::document_from_json(
+                    "arguments",
+                    &text,
+                    depth,
+                )?))
+            })
+            .await;
+        let refusal = match judged {
+            Ok(verdict) if verdict.action == Action::Reject => {
+                self.log_rejection(&tool, id, "arguments", &verdict);
+                Some(reply::rejected(id, &tool, true, &verdict, protocol))
+            }
+            Ok(_) => None,
+            Err(e) => self
+                .unchecked(&tool, id, attempt, "arguments", &e)
+                .map(|tier| reply::unchecked(id, &tool, "call", tier, &e, protocol)),
+        };
+        if let Some(answer) = refusal {
+            self.session.concluded(&tool, true);
+            return self
+                .answer(link, Direction::ToServer, Relayed::Answered, &answer)
+                .await;
+        }
+        let pending = Pending::ToolsCall {
+            tool,
+            attempt,
+            protocol,
+        };
+        if let Err(full) = self.session.track(id.get(), pending) {
+            return self.too_many(link, id, full.limit).await;
+        }
+        self.forward(link, Direction::ToServer, Relayed::Forwarded, text)
+            .await
+    }
+
+    /// Judges `payload_text` of a call of `tool` against its registered contract.
+    async fn judge(
+        &self,
+        tool: &str,
+        id: &RawValue,
+        attempt: u32,
+        protocol: Option<ProtocolVersion>,
+        payload_text: Bytes,
+        read: fn(Bytes, usize) -> Result<Payload, CheckError>,
+    ) -> Result<Verdict, CheckError> {
+        let (server, tool, call_id) = (
+            self.config.server.clone(),
+            tool.to_owned(),
+            id.get().to_owned(),
+        );
+        let size = payload_text.len();
+        self.gate
+            .check_one(&self.caller, size, Transport::Proxy, move |limits| {
+                Ok(Check {
+                    server: Some(server),
+                    tool: Some(tool),
+                    schema: SchemaSource::Registered,
+                    payload: read(payload_text, limits.max_depth)?,
+                    attempt,
+                    call_id: Some(call_id),
+                    protocol_version: protocol,
+                })
+            })
+            .await
+    }
+
+    /// A call's `subject` could not be checked (`error`): counted as unchecked and logged; says
+    /// the tier when the policy withholds it. A tool the server never listed has no contract, and what
+    /// has no contract passes as a schema-less tool's does; a listed tool whose contract cannot
+    /// be enforced (a refused schema, a result that cannot be read, no capacity) is withheld
+    /// where the policy rejects: for arguments, `arguments = "reject"`; for results, untrusted.
+    fn unchecked(
+        &self,
+        tool: &str,
+        id: &RawValue,
+        attempt: u32,
+        subject: &str,
+        error: &CheckError,
+    ) -> Option<Tier> {
+        let rules = self
+            .gate
+            .policy()
+            .load()
+            .rules_for(Some(&self.config.server), Some(tool));
+        let unlisted =
+            matches!(error, CheckError::UnknownTool { .. }) && !self.session.is_unenforceable(tool);
+        self.gate
+            .metrics()
+            .target(Some(&self.config.server), Some(tool))
+            .count(rules.tier, Attempt::of(attempt), Outcome::Unchecked);
+        let withheld = !unlisted
+            && match subject {
+                "arguments" => rules.arguments == crate::core::policy::ArgumentsMode::Reject,
+                _ => rules.tier == Tier::Untrusted,
+            };
+        tracing::warn!(
+            server = %self.config.server,
+            tool,
+            call_id = id.get(),
+            subject,
+            code = error.code(),
+            error = %error,
+            withheld,
+            "could not be checked"
+        );
+        withheld.then_some(rules.tier)
+    }
+
+    fn log_rejection(&self, tool: &str, id: &RawValue, subject: &str, verdict: &Verdict) {
+        let paths: Vec<&str> = verdict
+            .errors
+            .iter()
+            .map(|e| e.instance_path.as_str())
+            .collect();
+        let keywords: Vec<&str> = verdict.errors.iter().map(|e| e.keyword.as_str()).collect();
+        tracing::warn!(
+            server = %self.config.server,
+            tool,
+            call_id = id.get(),
+            subject,
+            tier = verdict.tier.as_str(),
+            ?paths,
+            ?keywords,
+            "rejected"
+        );
+    }
+
+    pub(super) async fn server_message(
+        &self,
+        link: &impl Link,
+        line: &Bytes,
+        text: &[u8],
+        message: Message<'_>,
+    ) -> io::Result<()> {
+        match message {
+            Message::Response {
+                id: Some(id),
+                result,
+            } => match self.session.answered(id.get()) {
+                Some(Pending::Initialize) => {
+                    #[derive(Deserialize)]
+                    struct Initialized<'a> {
+                        #[serde(borrow, rename = "protocolVersion")]
+                        protocol: Cow<'a, str>,
+                    }
+                    if let Some(v) = result
+                        .and_then(|r| serde_json::from_str::<Initialized<'_>>(r.get()).ok())
+                        .and_then(|i| ProtocolVersion::parse(&i.protocol).ok())
+                    {
+                        self.session.set_protocol(v);
+                    }
+                }
+                Some(Pending::ToolsList(page)) => {
+                    let ours = page.ours;
+                    self.listed(link, line, id, result, page).await?;
+                    if ours {
+                        return Ok(());
+                    }
+                }
+                Some(Pending::ToolsCall {
+                    tool,
+                    attempt,
+                    protocol,
+                }) => {
+                    return self
+                        .result(link, line, text, id, result, &tool, attempt, protocol)
+                        .await
+                }
+                None => {}
+            },
+            Message::Notification { method, .. }
+                if method == "notifications/tools/list_changed" =>
+            {
+                tracing::info!(server = %self.config.server, "the server's tools changed: the contract is stale until the next tools/list");
+                self.session.list_changed();
+            }
+            _ => {}
+        }
+        self.forward(link, Direction::ToClient, Relayed::Forwarded, text)
+            .await
+    }
+
+    /// A `tools/call` result: checked, then forwarded as received, or replaced where the policy
+    /// rejects it.
+    #[allow(clippy::too_many_arguments)]
+    async fn result(
+        &self,
+        link: &impl Link,
+        line: &Bytes,
+        text: &[u8],
+        id: &RawValue,
+        result: Option<&RawValue>,
+        tool: &str,
+        attempt: u32,
+        protocol: Option<ProtocolVersion>,
+    ) -> io::Result<()> {
+        // A JSON-RPC error is not a tool result; a result that is not final (2026-07-28's
+        // `input_required`, a task) is followed by another call or by the task's result.
+        let Some(result) = result.filter(|r| is_final(r)) else {
+            return self
+                .forward(link, Direction::ToClient, Relayed::Forwarded, text)
+                .await;
+        };
+        let body = line.slice_ref(result.get().as_bytes());
+        let judged = self
+            .judge(tool, id, attempt, protocol, body, |text, depth| {
+                Ok(Payload::Result(Payload::result_from_json(&text, depth)?))
+            })
+            .await;
+        let replacement = match judged {
+            Ok(verdict) if verdict.action == Action::Reject => {
+                self.log_rejection(tool, id, "result", &verdict);
+                Some(reply::rejected(id, tool, false, &verdict, protocol))
+            }
+            Ok(_) => None,
+            Err(e) => self
+                .unchecked(tool, id, attempt, "result", &e)
+                .map(|tier| reply::unchecked(id, tool, "result", tier, &e, protocol)),
+        };
+        self.session.concluded(tool, replacement.is_some());
+        match replacement {
+            Some(answer) => {
+                self.answer(link, Direction::ToClient, Relayed::Replaced, &answer)
+                    .await
+            }
+            None => {
+                self.forward(link, Direction::ToClient, Relayed::Forwarded, text)
+                    .await
+            }
+        }
+    }
+}
+
+/// Whether a `tools/call` result is final: `resultType` absent or `"complete"`.
+fn is_final(result: &RawValue) -> bool {
+    let text = result.get().as_bytes();
+    if memchr::memmem::find(text, b"\"resultType\"").is_none() {
+        return true;
+    }
+    #[derive(Deserialize)]
+    struct Kind<'a> {
+        #[serde(borrow, default, rename = "resultType")]
+        result_type: Option<Cow<'a, str>>,
+    }
+    serde_json::from_slice::<Kind<'_>>(text)
+        .map(|k| k.result_type.is_none_or(|t| t == "complete"))
+        .unwrap_or(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(text: &str) -> Box<RawValue> {
+        RawValue::from_string(text.to_owned()).expect("valid JSON")
+    }
+
+    #[test]
+    fn only_complete_results_are_final() {
+        assert!(is_final(&raw(r#"{"content":[],"structuredContent":{}}"#)));
+        assert!(is_final(&raw(r#"{"resultType":"complete","content":[]}"#)));
+        assert!(!is_final(&raw(
+            r#"{"resultType":"input_required","inputRequests":{}}"#
+        )));
+        assert!(!is_final(&raw(r#"{"resultType":"task","task":{}}"#)));
+        // A string that merely mentions the key is not the key.
+        assert!(is_final(&raw(
+            r#"{"content":[{"type":"text","text":"\"resultType\""}]}"#
+        )));
+    }
+}

@@ -1,0 +1,258 @@
+//! Contract learning: a server's contract (its tools with their schemas) is registered from
+//! the `tools/list` answers it gives, the first page replacing it and later pages adding to it,
+//! and asked for by the boundary itself when a call arrives before the contract is known or
+//! after the tools changed.
+
+use super::session::{ListPage, Listing, Pending};
+use super::{meta_protocol, Boundary, Direction, Link, Outgoing, PROTOCOL_META_KEY};
+use crate::core::domain::ProtocolVersion;
+use crate::core::registry::RegisterOptions;
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use std::borrow::Cow;
+use std::io;
+
+impl Boundary {
+    /// Before a call is checked: when the contract is not current (never listed, or the tools
+    /// changed since), asks the server for it once and waits (up to `--contract-wait-ms`).
+    pub(super) async fn ensure_contract(
+        &self,
+        link: &impl Link,
+        meta: Option<&RawValue>,
+    ) -> io::Result<()> {
+        let mut listings = self.session.watch_listings();
+        listings.borrow_and_update();
+        match self.session.listing() {
+            Listing::Current => return Ok(()),
+            Listing::Wait => {}
+            Listing::Ask(id) => {
+                let protocol = meta_protocol(meta).or(self.session.protocol());
+                let pending = Pending::ToolsList(ListPage {
+                    first_page: true,
+                    ours: true,
+                    protocol,
+                    meta: meta.map(|m| m.get().into()),
+                });
+                if self.session.track(&id, pending).is_err() {
+                    self.session.listing_ended(false, true);
+                    return Ok(());
+                }
+                tracing::debug!(id, "asking the server for its tools");
+                link.send(
+                    Direction::ToServer,
+                    Outgoing::Own(&list_request(&id, None, meta)),
+                )
+                .await?;
+            }
+        }
+        if tokio::time::timeout(self.config.contract_wait, listings.changed())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                server = %self.config.server,
+                wait_ms = self.config.contract_wait.as_millis() as u64,
+                "the server did not list its tools in time: checking with the contract at hand"
+            );
+        }
+        Ok(())
+    }
+
+    /// A `tools/list` page answered: registered (the first page replacing the contract, later
+    /// ones adding to it) before it is forwarded; the proxy's own listing follows `nextCursor`.
+    pub(super) async fn listed(
+        &self,
+        link: &impl Link,
+        line: &Bytes,
+        id: &RawValue,
+        result: Option<&RawValue>,
+        page: ListPage,
+    ) -> io::Result<()> {
+        let ListPage {
+            first_page,
+            ours,
+            protocol,
+            meta,
+        } = page;
+        let Some(result) = result else {
+            tracing::warn!(server = %self.config.server, id = id.get(), "the server answered tools/list with an error: the contract is unchanged");
+            self.session.listing_ended(false, ours);
+            return Ok(());
+        };
+        #[derive(Deserialize)]
+        struct Page<'a> {
+            #[serde(borrow, default)]
+            tools: Vec<&'a RawValue>,
+            #[serde(borrow, default, rename = "nextCursor")]
+            next_cursor: Option<Cow<'a, str>>,
+        }
+        let page: Option<Page<'_>> = serde_json::from_str(result.get()).ok();
+        let next_cursor = page
+            .as_ref()
+            .and_then(|p| p.next_cursor.as_deref())
+            .filter(|c| !c.is_empty())
+            .map(str::to_owned);
+        if first_page {
+            self.session.listing_started();
+        }
+        let how = RegisterOptions {
+            merge: !first_page,
+            protocol_version: protocol,
+        };
+        let body = line.slice_ref(result.get().as_bytes());
+        match self
+            .gate
+            .register(&self.caller, self.config.server.clone(), body, how)
+            .await
+        {
+            Ok(registration) => {
+                for tool in registration.tools.iter().filter(|t| !t.errors.is_empty()) {
+                    tracing::warn!(
+                        server = %self.config.server,
+                        tool = %tool.name,
+                        errors = ?tool.errors.iter().map(|e| e.message.as_str()).collect::<Vec<_>>(),
+                        "a schema of this tool was refused: its calls cannot be checked against it"
+                    );
+                }
+                tracing::info!(server = %self.config.server, tools = registration.tools.len(), first_page, ours, "contract registered");
+            }
+            Err(e) => {
+                tracing::warn!(server = %self.config.server, error = %e, "tools/list could not be registered as a whole: registering its tools one by one");
+                self.register_one_by_one(
+                    line,
+                    page.map(|p| p.tools).unwrap_or_default(),
+                    first_page,
+                    protocol,
+                )
+                .await;
+            }
+        }
+        match (next_cursor, ours) {
+            (Some(cursor), true) => {
+                let id = self.session.our_id();
+                let meta_raw = meta
+                    .as_deref()
+                    .and_then(|m| RawValue::from_string(m.to_owned()).ok());
+                let request = list_request(&id, Some(&cursor), meta_raw.as_deref());
+                let pending = Pending::ToolsList(ListPage {
+                    first_page: false,
+                    ours: true,
+                    protocol,
+                    meta,
+                });
+                if self.session.track(&id, pending).is_ok() {
+                    link.send(Direction::ToServer, Outgoing::Own(&request))
+                        .await?;
+                } else {
+                    self.session.listing_ended(false, true);
+                }
+            }
+            (Some(_), false) => {}
+            (None, _) => self.session.listing_ended(true, ours),
+        }
+        Ok(())
+    }
+
+    /// Registers each tool of a page alone, so one bad tool (a name the registry refuses, say)
+    /// costs only itself; a tool that cannot be registered is marked unenforceable.
+    async fn register_one_by_one(
+        &self,
+        line: &Bytes,
+        tools: Vec<&RawValue>,
+        first_page: bool,
+        protocol: Option<ProtocolVersion>,
+    ) {
+        if first_page {
+            let empty = RegisterOptions {
+                merge: false,
+                protocol_version: protocol,
+            };
+            let _ = self
+                .gate
+                .register(
+                    &self.caller,
+                    self.config.server.clone(),
+                    Bytes::from_static(b"{\"tools\":[]}"),
+                    empty,
+                )
+                .await;
+        }
+        #[derive(Deserialize)]
+        struct Named<'a> {
+            #[serde(borrow, default)]
+            name: Option<Cow<'a, str>>,
+        }
+        for tool in tools {
+            let text = line.slice_ref(tool.get().as_bytes());
+            let mut body = Vec::with_capacity(text.len() + 12);
+            body.extend_from_slice(b"{\"tools\":[");
+            body.extend_from_slice(&text);
+            body.extend_from_slice(b"]}");
+            let how = RegisterOptions {
+                merge: true,
+                protocol_version: protocol,
+            };
+            if let Err(e) = self
+                .gate
+                .register(&self.caller, self.config.server.clone(), body.into(), how)
+                .await
+            {
+                let name = serde_json::from_str::<Named<'_>>(tool.get())
+                    .ok()
+                    .and_then(|n| n.name)
+                    .unwrap_or_default();
+                tracing::warn!(server = %self.config.server, tool = %name, error = %e, "a listed tool could not be registered: its calls cannot be checked");
+                self.session.mark_unenforceable(&name);
+            }
+        }
+    }
+}
+
+/// The proxy's own `tools/list` request: `id` (JSON text), the page's `cursor`, and the
+/// client's request `_meta` (2026-07-28 requests need its revision and capabilities) without
+/// its progress token.
+fn list_request(id: &str, cursor: Option<&str>, meta: Option<&RawValue>) -> Vec<u8> {
+    let mut params = serde_json::Map::new();
+    if let Some(cursor) = cursor {
+        params.insert("cursor".into(), cursor.into());
+    }
+    if let Some(mut meta) = meta.and_then(|m| {
+        serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(m.get()).ok()
+    }) {
+        meta.remove("progressToken");
+        if meta.contains_key(PROTOCOL_META_KEY) {
+            params.insert("_meta".into(), meta.into());
+        }
+    }
+    let params = serde_json::Value::Object(params);
+    format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/list","params":{params}}}"#).into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(text: &str) -> Box<RawValue> {
+        RawValue::from_string(text.to_owned()).expect("valid JSON")
+    }
+
+    #[test]
+    fn the_proxys_listing_carries_the_clients_revision_but_not_its_progress_token() {
+        let meta = raw(
+            r#"{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"progressToken":5}"#,
+        );
+        let request = list_request("\"schemagate-1\"", Some("p2"), Some(&meta));
+        let v: serde_json::Value = serde_json::from_slice(&request).expect("JSON");
+        assert_eq!(v["id"], "schemagate-1");
+        assert_eq!(v["method"], "tools/list");
+        assert_eq!(v["params"]["cursor"], "p2");
+        assert_eq!(v["params"]["_meta"][PROTOCOL_META_KEY], "2026-07-28");
+        assert!(v["params"]["_meta"].get("progressToken").is_none());
+        let older = list_request("\"s\"", None, None);
+        assert_eq!(
+            older,
+            br#"{"jsonrpc":"2.0","id":"s","method":"tools/list","params":{}}"#
+        );
+    }
+}

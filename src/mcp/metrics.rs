@@ -1,0 +1,90 @@
+//! What the MCP relay counts: every message read, by the way it crossed
+//! (`direction`) and what became of it (`kind`), in `schemagate_proxy_messages_total`.
+
+use crate::core::metrics::{Metrics, PROXY_MESSAGES_TOTAL};
+use metrics::Counter;
+
+/// Which way a message crossed `schemagate proxy`, the `direction` of
+/// `schemagate_proxy_messages_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// From the MCP client to the server.
+    ToServer,
+    /// From the MCP server to the client.
+    ToClient,
+}
+
+impl Direction {
+    pub const ALL: [Direction; 2] = [Direction::ToServer, Direction::ToClient];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::ToServer => "to_server",
+            Direction::ToClient => "to_client",
+        }
+    }
+}
+
+/// What became of a message `schemagate proxy` read, the `kind` of
+/// `schemagate_proxy_messages_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Relayed {
+    /// Forwarded exactly as received.
+    Forwarded,
+    /// Forwarded exactly as received, though it is not a JSON-RPC message (not JSON, or JSON
+    /// that is not a JSON-RPC object).
+    NotJsonRpc,
+    /// Longer than `--max-message-bytes`: not forwarded; a request or a response awaited is
+    /// answered with a JSON-RPC error instead.
+    Oversized,
+    /// A tool result replaced by an `isError` result carrying the verdict.
+    Replaced,
+    /// A request answered by schemagate without reaching the server (arguments rejected, too
+    /// many calls in flight).
+    Answered,
+}
+
+impl Relayed {
+    pub const ALL: [Relayed; 5] = [
+        Relayed::Forwarded,
+        Relayed::NotJsonRpc,
+        Relayed::Oversized,
+        Relayed::Replaced,
+        Relayed::Answered,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Relayed::Forwarded => "forwarded",
+            Relayed::NotJsonRpc => "not_json_rpc",
+            Relayed::Oversized => "oversized",
+            Relayed::Replaced => "replaced",
+            Relayed::Answered => "answered",
+        }
+    }
+}
+
+/// `schemagate_proxy_messages_total`, by direction and kind, made (at zero) when a session
+/// starts.
+pub struct MessageMetrics {
+    messages: [[Counter; Relayed::ALL.len()]; Direction::ALL.len()],
+}
+
+impl MessageMetrics {
+    pub fn new(metrics: &Metrics) -> Self {
+        Self {
+            messages: Direction::ALL.map(|direction| {
+                Relayed::ALL.map(|what| {
+                    metrics.counter(
+                        PROXY_MESSAGES_TOTAL,
+                        &[("direction", direction.as_str()), ("kind", what.as_str())],
+                    )
+                })
+            }),
+        }
+    }
+
+    pub fn count(&self, direction: Direction, what: Relayed) {
+        self.messages[direction as usize][what as usize].increment(1);
+    }
+}

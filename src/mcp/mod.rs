@@ -1,0 +1,282 @@
+//! The MCP rules, with no transport: what schemagate does with each message of an MCP session,
+//! whichever wire carries it (the stdio proxy today, the Streamable HTTP gateway next).
+//!
+//! A [`Boundary`] is one session's rules: it learns the server's contract from `tools/list`
+//! answers ([`learn`]), checks `tools/call` arguments before the server sees them and results
+//! before the client does ([`call`]), and per the policy passes, logs, or answers with a tool
+//! execution error that carries the verdict ([`reply`]). It reads only each message's envelope
+//! ([`envelope`]) and remembers what the session needs ([`session`]). What passes is handed back
+//! to the transport to forward exactly as received; the transport, through its [`Link`], only
+//! moves bytes.
+//!
+//! The rules hand messages to a [`Link`] rather than returning them because one decision needs a
+//! round trip in the middle: a call that arrives before the contract is known makes the boundary
+//! ask the server for `tools/list` and wait for the answer before the call is judged.
+
+mod call;
+mod envelope;
+mod learn;
+mod metrics;
+mod reply;
+mod session;
+
+pub use metrics::Direction;
+use metrics::{MessageMetrics, Relayed};
+/// Where a replaced result carries its verdict: the key in its `_meta`.
+pub use reply::VERDICT_META_KEY;
+
+use crate::core::auth::Caller;
+use crate::core::gate::Gate;
+use bytes::Bytes;
+use envelope::{Message, Parsed};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use session::{Pending, Session};
+use std::borrow::Cow;
+use std::future::Future;
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// `_meta` key of a 2026-07-28 request that names its revision.
+const PROTOCOL_META_KEY: &str = "io.modelcontextprotocol/protocolVersion";
+
+/// How one session's rules run.
+#[derive(Debug, Clone)]
+pub struct BoundaryConfig {
+    /// The server's name in the registry, the policy and the metrics.
+    pub server: String,
+    /// Longest message relayed, in bytes (what an oversized message's error names).
+    pub max_message_bytes: usize,
+    /// Most requests in flight whose answers are read (tool calls, listings).
+    pub max_in_flight: usize,
+    /// How long a call waits for the contract the boundary asked the server for.
+    pub contract_wait: Duration,
+}
+
+/// A message the boundary hands its transport, and what it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outgoing<'a> {
+    /// Forwarded exactly as received (the transport may hold it back briefly to write several
+    /// at once).
+    Forward(&'a [u8]),
+    /// Written by schemagate: a reply in the server's place, a replaced result, or a request of
+    /// the boundary's own (to be sent at once).
+    Own(&'a [u8]),
+}
+
+/// What carries a session's messages: the transport under the boundary.
+pub trait Link: Send + Sync {
+    /// Sends `message` the way `direction` says (to the server, or to the client).
+    fn send(
+        &self,
+        direction: Direction,
+        message: Outgoing<'_>,
+    ) -> impl Future<Output = io::Result<()>> + Send;
+}
+
+/// One MCP session's rules, between a client and the server `config.server`.
+pub struct Boundary {
+    gate: Arc<Gate>,
+    caller: Arc<Caller>,
+    config: BoundaryConfig,
+    session: Session,
+    counts: MessageMetrics,
+}
+
+impl Boundary {
+    /// The rules of a new session; its message series exist from now on, at zero.
+    pub fn new(gate: Arc<Gate>, caller: Arc<Caller>, config: BoundaryConfig) -> Self {
+        Self {
+            counts: MessageMetrics::new(gate.metrics()),
+            session: Session::new(config.max_in_flight),
+            gate,
+            caller,
+            config,
+        }
+    }
+
+    pub fn config(&self) -> &BoundaryConfig {
+        &self.config
+    }
+
+    /// Forwards `bytes` in `direction` as received, counted as `kind`.
+    async fn forward(
+        &self,
+        link: &impl Link,
+        direction: Direction,
+        kind: Relayed,
+        bytes: &[u8],
+    ) -> io::Result<()> {
+        self.counts.count(direction, kind);
+        link.send(direction, Outgoing::Forward(bytes)).await
+    }
+
+    /// Sends the client a message schemagate wrote in place of one read in `read` (a request it
+    /// answers itself, a result it replaces), counted under `read` as `kind`.
+    async fn answer(
+        &self,
+        link: &impl Link,
+        read: Direction,
+        kind: Relayed,
+        message: &[u8],
+    ) -> io::Result<()> {
+        self.counts.count(read, kind);
+        link.send(Direction::ToClient, Outgoing::Own(message)).await
+    }
+
+    /// One whole message (or JSON-RPC batch) read in `direction`: a message is handled, a batch
+    /// (not MCP since 2025-06-18) holding something the boundary acts on is handled one message
+    /// at a time (so nothing in it passes unchecked), anything else is forwarded as it came.
+    pub async fn relay(
+        &self,
+        link: &impl Link,
+        direction: Direction,
+        line: &Bytes,
+    ) -> io::Result<()> {
+        let items = match envelope::parse(line) {
+            Parsed::One(message) => {
+                return self.message(link, direction, line, line, message).await
+            }
+            Parsed::Batch(items) => items,
+            Parsed::NotJsonRpc => {
+                return self
+                    .forward(link, direction, Relayed::NotJsonRpc, line)
+                    .await
+            }
+        };
+        let messages: Vec<(Bytes, Option<Message<'_>>)> = items
+            .into_iter()
+            .map(|item| {
+                let text = line.slice_ref(item.get().as_bytes());
+                (text, envelope::message(item.get().as_bytes()))
+            })
+            .collect();
+        let acts = messages
+            .iter()
+            .any(|(_, m)| m.as_ref().is_some_and(|m| self.acts_on(direction, m)));
+        if !acts {
+            return self
+                .forward(link, direction, Relayed::NotJsonRpc, line)
+                .await;
+        }
+        for (text, message) in messages {
+            match message {
+                Some(message) => self.message(link, direction, line, &text, message).await?,
+                None => {
+                    self.forward(link, direction, Relayed::NotJsonRpc, &text)
+                        .await?
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn message(
+        &self,
+        link: &impl Link,
+        direction: Direction,
+        line: &Bytes,
+        text: &[u8],
+        message: Message<'_>,
+    ) -> io::Result<()> {
+        match direction {
+            Direction::ToServer => self.client_message(link, line, text, message).await,
+            Direction::ToClient => self.server_message(link, line, text, message).await,
+        }
+    }
+
+    /// Whether `message`, read in `direction`, is one the boundary acts on: from the client a
+    /// call, a listing or `initialize`; from the server an answer it follows, or `list_changed`.
+    fn acts_on(&self, direction: Direction, message: &Message<'_>) -> bool {
+        match (direction, message) {
+            (Direction::ToServer, Message::Request { method, .. }) => {
+                matches!(method.as_ref(), "tools/call" | "tools/list" | "initialize")
+            }
+            (Direction::ToClient, Message::Response { id: Some(id), .. }) => {
+                self.session.follows(id.get())
+            }
+            (Direction::ToClient, Message::Notification { method, .. }) => {
+                method == "notifications/tools/list_changed"
+            }
+            _ => false,
+        }
+    }
+
+    /// A message past the transport's size limit (`len` bytes, `head` its first bytes): not
+    /// relayed. A request is answered with a JSON-RPC error to its sender; an answer to a
+    /// request, with one to the side awaiting it.
+    pub async fn oversized(
+        &self,
+        link: &impl Link,
+        direction: Direction,
+        head: &[u8],
+        len: usize,
+    ) -> io::Result<()> {
+        self.counts.count(direction, Relayed::Oversized);
+        let head = envelope::head(head);
+        let limit = self.config.max_message_bytes;
+        tracing::warn!(
+            server = %self.config.server,
+            direction = direction.as_str(),
+            bytes = len,
+            limit,
+            id = head.id.as_deref().unwrap_or(""),
+            "a message past --max-message-bytes was not relayed"
+        );
+        let Some(id) = head.id.and_then(|id| RawValue::from_string(id).ok()) else {
+            return Ok(());
+        };
+        let from = match direction {
+            Direction::ToServer => "client",
+            Direction::ToClient => "server",
+        };
+        let message = format!(
+            "schemagate proxy: a message of {len} bytes from the {from} exceeds --max-message-bytes ({limit}); it was not relayed"
+        );
+        let answer = reply::error(Some(&id), reply::INVALID_REQUEST, &message);
+        // A request goes back to its sender; an answer on to the side that awaits it.
+        let to_client = (direction == Direction::ToServer) == head.has_method;
+        if to_client {
+            if let Some(Pending::ToolsCall { tool, .. }) = self.session.answered(id.get()) {
+                self.session.concluded(&tool, true);
+            }
+            link.send(Direction::ToClient, Outgoing::Own(&answer)).await
+        } else {
+            link.send(Direction::ToServer, Outgoing::Own(&answer)).await
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct RequestMeta<'a> {
+    #[serde(borrow, default, rename = "io.modelcontextprotocol/protocolVersion")]
+    protocol: Option<Cow<'a, str>>,
+}
+
+/// The revision a request's `_meta` names (2026-07-28 requests carry it).
+fn meta_protocol(meta: Option<&RawValue>) -> Option<crate::core::domain::ProtocolVersion> {
+    let meta: RequestMeta<'_> = serde_json::from_str(meta?.get()).ok()?;
+    crate::core::domain::ProtocolVersion::parse(meta.protocol?.as_ref()).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::domain::ProtocolVersion;
+
+    fn raw(text: &str) -> Box<RawValue> {
+        RawValue::from_string(text.to_owned()).expect("valid JSON")
+    }
+
+    #[test]
+    fn revisions_come_from_request_meta() {
+        let meta = raw(r#"{"io.modelcontextprotocol/protocolVersion":"2025-11-25"}"#);
+        assert_eq!(
+            meta_protocol(Some(&meta)),
+            Some(ProtocolVersion::V2025_11_25)
+        );
+        assert_eq!(meta_protocol(Some(&raw("{}"))), None);
+        assert_eq!(meta_protocol(None), None);
+    }
+}

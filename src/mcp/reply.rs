@@ -1,0 +1,227 @@
+//! The only messages schemagate writes on the MCP wire: a tool execution error in place of a
+//! rejected call or result (`isError: true`, the feedback as text, the verdict under
+//! [`VERDICT_META_KEY`] in `_meta`), and JSON-RPC errors for what cannot be relayed.
+
+use crate::core::domain::{ProtocolVersion, Tier};
+use crate::core::error::CheckError;
+use crate::core::verdict::Verdict;
+use serde::Serialize;
+use serde_json::value::RawValue;
+
+/// The `_meta` key a replaced result carries the verdict under.
+pub const VERDICT_META_KEY: &str = "dev.schemagate/verdict";
+
+/// JSON-RPC's "Invalid Request": a message too long to relay.
+pub const INVALID_REQUEST: i64 = -32600;
+/// JSON-RPC's "Invalid params": a `tools/call` without a readable `name`.
+pub const INVALID_PARAMS: i64 = -32602;
+/// An implementation-defined server error: more calls in flight than the proxy follows.
+pub const TOO_MANY_IN_FLIGHT: i64 = -32000;
+
+#[derive(Serialize)]
+struct Reply<'a, R: Serialize> {
+    jsonrpc: &'static str,
+    id: &'a RawValue,
+    result: R,
+}
+
+#[derive(Serialize)]
+struct ToolError<'a, V: Serialize> {
+    #[serde(rename = "resultType", skip_serializing_if = "Option::is_none")]
+    result_type: Option<&'static str>,
+    content: [TextBlock<'a>; 1],
+    #[serde(rename = "isError")]
+    is_error: bool,
+    #[serde(rename = "_meta")]
+    meta: Meta<V>,
+}
+
+#[derive(Serialize)]
+struct TextBlock<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    text: &'a str,
+}
+
+#[derive(Serialize)]
+struct Meta<V: Serialize> {
+    #[serde(rename = "dev.schemagate/verdict")]
+    verdict: V,
+}
+
+/// What a result or call that could not be checked is answered with, under the verdict key.
+#[derive(Serialize)]
+struct Unchecked<'a> {
+    outcome: &'static str,
+    action: &'static str,
+    tier: Tier,
+    error: ErrorBody<'a>,
+}
+
+#[derive(Serialize)]
+struct ErrorBody<'a> {
+    code: &'static str,
+    message: &'a str,
+}
+
+/// A tool execution error carrying `text` for the model and `verdict` for the client, as the
+/// answer to request `id`. Under 2026-07-28 the result says `resultType: "complete"`.
+fn tool_error<V: Serialize>(
+    id: &RawValue,
+    text: &str,
+    verdict: V,
+    protocol: Option<ProtocolVersion>,
+) -> Vec<u8> {
+    let reply = Reply {
+        jsonrpc: "2.0",
+        id,
+        result: ToolError {
+            result_type: protocol
+                .is_some_and(|p| p >= ProtocolVersion::V2026_07_28)
+                .then_some("complete"),
+            content: [TextBlock { kind: "text", text }],
+            is_error: true,
+            meta: Meta { verdict },
+        },
+    };
+    let mut out = serde_json::to_vec(&reply).unwrap_or_else(|_| fallback(Some(id)));
+    out.push(b'\n');
+    out
+}
+
+/// The answer to a call whose arguments (`arguments`) or result were rejected.
+pub fn rejected(
+    id: &RawValue,
+    tool: &str,
+    arguments: bool,
+    verdict: &Verdict,
+    protocol: Option<ProtocolVersion>,
+) -> Vec<u8> {
+    let text = if arguments {
+        format!(
+            "schemagate did not send this call to the server: its arguments do not match the inputSchema of tool {tool:?}. {}",
+            verdict.feedback
+        )
+    } else {
+        format!(
+            "schemagate withheld the result of tool {tool:?}: it does not match the tool's outputSchema, so it must not be used. {}",
+            verdict.feedback
+        )
+    };
+    tool_error(id, &text, verdict, protocol)
+}
+
+/// The answer to a call whose arguments or result could not be checked at all, where the tier
+/// allows nothing unchecked through.
+pub fn unchecked(
+    id: &RawValue,
+    tool: &str,
+    subject: &str,
+    tier: Tier,
+    error: &CheckError,
+    protocol: Option<ProtocolVersion>,
+) -> Vec<u8> {
+    let message = error.to_string();
+    let text = format!(
+        "schemagate withheld the {subject} of tool {tool:?}: it could not be checked against the tool's declared schema ({message}), so it must not be used."
+    );
+    let verdict = Unchecked {
+        outcome: "unchecked",
+        action: "reject",
+        tier,
+        error: ErrorBody {
+            code: error.code(),
+            message: &message,
+        },
+    };
+    tool_error(id, &text, verdict, protocol)
+}
+
+#[derive(Serialize)]
+struct ErrorReply<'a> {
+    jsonrpc: &'static str,
+    id: Option<&'a RawValue>,
+    error: RpcError<'a>,
+}
+
+#[derive(Serialize)]
+struct RpcError<'a> {
+    code: i64,
+    message: &'a str,
+}
+
+/// A JSON-RPC error answering request `id` (`null` when it is not known).
+pub fn error(id: Option<&RawValue>, code: i64, message: &str) -> Vec<u8> {
+    let reply = ErrorReply {
+        jsonrpc: "2.0",
+        id,
+        error: RpcError { code, message },
+    };
+    let mut out = serde_json::to_vec(&reply).unwrap_or_else(|_| fallback(id));
+    out.push(b'\n');
+    out
+}
+
+/// Serialising these types cannot fail (no maps with non-string keys, no failing `Serialize`);
+/// should it, the answer is still a JSON-RPC error rather than nothing.
+fn fallback(id: Option<&RawValue>) -> Vec<u8> {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{},"error":{{"code":-32603,"message":"schemagate could not write its answer"}}}}"#,
+        id.map_or("null", RawValue::get)
+    )
+    .into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(text: &str) -> Box<RawValue> {
+        RawValue::from_string(text.to_owned()).expect("valid JSON")
+    }
+
+    #[test]
+    fn a_replaced_result_is_a_tool_error_with_the_verdict_in_meta() {
+        let error = CheckError::UnknownSchemaHash("ab".into());
+        let out = unchecked(
+            &id("\"c-1\""),
+            "get",
+            "result",
+            Tier::Untrusted,
+            &error,
+            Some(ProtocolVersion::V2026_07_28),
+        );
+        assert_eq!(out.last(), Some(&b'\n'));
+        let v: serde_json::Value = serde_json::from_slice(&out).expect("JSON");
+        assert_eq!(v["id"], "c-1");
+        assert_eq!(v["result"]["isError"], true);
+        assert_eq!(v["result"]["resultType"], "complete");
+        assert_eq!(v["result"]["content"][0]["type"], "text");
+        let meta = &v["result"]["_meta"][VERDICT_META_KEY];
+        assert_eq!(meta["outcome"], "unchecked");
+        assert_eq!(meta["error"]["code"], error.code());
+
+        let older = unchecked(
+            &id("3"),
+            "get",
+            "result",
+            Tier::Untrusted,
+            &error,
+            Some(ProtocolVersion::V2025_11_25),
+        );
+        let v: serde_json::Value = serde_json::from_slice(&older).expect("JSON");
+        assert_eq!(v["id"], 3);
+        assert!(v["result"].get("resultType").is_none());
+    }
+
+    #[test]
+    fn json_rpc_errors_keep_the_id_as_sent() {
+        let out = error(Some(&id("\"x\"")), INVALID_REQUEST, "too long");
+        assert_eq!(
+            out,
+            b"{\"jsonrpc\":\"2.0\",\"id\":\"x\",\"error\":{\"code\":-32600,\"message\":\"too long\"}}\n"
+        );
+        let out = error(None, INVALID_REQUEST, "m");
+        assert!(out.starts_with(b"{\"jsonrpc\":\"2.0\",\"id\":null,"));
+    }
+}

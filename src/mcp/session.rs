@@ -1,0 +1,291 @@
+//! What the proxy remembers of one MCP session: the requests whose answers it must read (by
+//! JSON-RPC id), the revision spoken, whether the server's contract is current, and the tools whose
+//! last call was rejected (so the next call is a retry). Every collection here is bounded.
+
+use crate::core::domain::ProtocolVersion;
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasher, Hasher};
+use std::sync::{Mutex, MutexGuard};
+use tokio::sync::watch;
+
+/// Most tools whose run of rejections is followed, and most tools marked unenforceable.
+const MAX_TRACKED_TOOLS: usize = 10_000;
+
+/// A request in flight whose answer the proxy reads.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Pending {
+    /// `initialize` (before 2026-07-28): its answer names the revision spoken.
+    Initialize,
+    /// One page of `tools/list`.
+    ToolsList(ListPage),
+    /// `tools/call`: its result is checked.
+    ToolsCall {
+        tool: String,
+        attempt: u32,
+        protocol: Option<ProtocolVersion>,
+    },
+}
+
+/// A `tools/list` page in flight: the first page replaces the contract, later ones add to it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListPage {
+    pub first_page: bool,
+    /// Asked by the proxy itself, so its answer is not forwarded.
+    pub ours: bool,
+    pub protocol: Option<ProtocolVersion>,
+    /// For the proxy's own listing: the request `_meta` its later pages carry too (a
+    /// 2026-07-28 request names its revision and capabilities in it).
+    pub meta: Option<Box<str>>,
+}
+
+/// Too many requests in flight to follow another.
+#[derive(Debug)]
+pub struct Full {
+    pub limit: usize,
+}
+
+/// What to do about the contract before a call is checked.
+#[derive(Debug, PartialEq)]
+pub enum Listing {
+    /// It is current (or was asked for and cannot be had): check with what is registered.
+    Current,
+    /// Ask the server for `tools/list` under this id, then wait for it.
+    Ask(String),
+    /// The proxy asked already and the answer has not come: wait for it.
+    Wait,
+}
+
+#[derive(Debug, Default)]
+struct Contract {
+    /// A complete listing was registered since the start or the last `list_changed`.
+    current: bool,
+    /// The proxy asked for a listing since then.
+    asked: bool,
+    /// Its answer (all its pages) has not come yet.
+    listing: bool,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    pending: HashMap<Box<str>, Pending>,
+    protocol: Option<ProtocolVersion>,
+    /// Rejections in a row, per tool.
+    rejections: HashMap<String, u32>,
+    /// Tools listed whose registration failed: their results cannot be checked.
+    unenforceable: HashSet<String>,
+    contract: Contract,
+    next_id: u64,
+}
+
+/// One session's state, shared by both directions.
+pub struct Session {
+    state: Mutex<State>,
+    /// Bumped each time a listing ends (registered in full, or given up): calls waiting for the
+    /// contract wake up.
+    listed: watch::Sender<u64>,
+    max_in_flight: usize,
+    /// Makes the proxy's own request ids unlike any a client would choose.
+    nonce: u64,
+}
+
+impl Session {
+    pub fn new(max_in_flight: usize) -> Self {
+        Self {
+            state: Mutex::default(),
+            listed: watch::Sender::new(0),
+            max_in_flight,
+            nonce: std::collections::hash_map::RandomState::new()
+                .build_hasher()
+                .finish(),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // The state stays consistent whatever panicked while holding it: each method leaves it whole.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Follows the answer to request `id`.
+    pub fn track(&self, id: &str, pending: Pending) -> Result<(), Full> {
+        let mut state = self.state();
+        if state.pending.len() >= self.max_in_flight && !state.pending.contains_key(id) {
+            return Err(Full {
+                limit: self.max_in_flight,
+            });
+        }
+        state.pending.insert(id.into(), pending);
+        Ok(())
+    }
+
+    /// The request `id` answers, if the proxy follows it.
+    pub fn answered(&self, id: &str) -> Option<Pending> {
+        self.state().pending.remove(id)
+    }
+
+    /// Whether the answer to request `id` is followed.
+    pub fn follows(&self, id: &str) -> bool {
+        self.state().pending.contains_key(id)
+    }
+
+    /// The client cancelled request `id`: its answer, if any comes, is not awaited.
+    pub fn cancelled(&self, id: &str) {
+        let mut state = self.state();
+        if let Some(Pending::ToolsList(ListPage { ours: false, .. }) | Pending::ToolsCall { .. }) =
+            state.pending.get(id)
+        {
+            state.pending.remove(id);
+        }
+    }
+
+    /// The revision the session negotiated with `initialize`.
+    pub fn protocol(&self) -> Option<ProtocolVersion> {
+        self.state().protocol
+    }
+
+    pub fn set_protocol(&self, protocol: ProtocolVersion) {
+        self.state().protocol = Some(protocol);
+    }
+
+    /// The attempt number of a call of `tool` now: 1, or one more than the rejections in a row.
+    pub fn attempt(&self, tool: &str) -> u32 {
+        self.state()
+            .rejections
+            .get(tool)
+            .map_or(1, |n| n.saturating_add(1))
+    }
+
+    /// A call of `tool` was rejected (its arguments or its result), or conformed (or passed):
+    /// the run of rejections grows, or ends.
+    pub fn concluded(&self, tool: &str, rejected: bool) {
+        let mut state = self.state();
+        if !rejected {
+            state.rejections.remove(tool);
+        } else if let Some(n) = state.rejections.get_mut(tool) {
+            *n = n.saturating_add(1);
+        } else if state.rejections.len() < MAX_TRACKED_TOOLS {
+            state.rejections.insert(tool.to_owned(), 1);
+        }
+    }
+
+    /// A listed tool could not be registered: its results cannot be checked.
+    pub fn mark_unenforceable(&self, tool: &str) {
+        let mut state = self.state();
+        if state.unenforceable.len() < MAX_TRACKED_TOOLS {
+            state.unenforceable.insert(tool.to_owned());
+        }
+    }
+
+    pub fn is_unenforceable(&self, tool: &str) -> bool {
+        self.state().unenforceable.contains(tool)
+    }
+
+    /// The server said its tools changed: the contract is stale until the next full listing.
+    pub fn list_changed(&self) {
+        let mut state = self.state();
+        state.contract.current = false;
+        state.contract.asked = false;
+    }
+
+    /// A listing's first page replaces the contract: names marked unenforceable are forgotten.
+    pub fn listing_started(&self) {
+        self.state().unenforceable.clear();
+    }
+
+    /// A listing ended: `complete` when its last page was registered. Wakes calls waiting.
+    pub fn listing_ended(&self, complete: bool, ours: bool) {
+        {
+            let mut state = self.state();
+            if complete {
+                state.contract.current = true;
+            }
+            if ours {
+                state.contract.listing = false;
+            }
+        }
+        self.listed.send_modify(|n| *n += 1);
+    }
+
+    /// Whether to ask for the contract before checking a call.
+    pub fn listing(&self) -> Listing {
+        let mut state = self.state();
+        let contract = &mut state.contract;
+        if contract.current {
+            Listing::Current
+        } else if contract.listing {
+            Listing::Wait
+        } else if contract.asked {
+            Listing::Current
+        } else {
+            contract.asked = true;
+            contract.listing = true;
+            drop(state);
+            Listing::Ask(self.our_id())
+        }
+    }
+
+    /// A request id of the proxy's own, as JSON text.
+    pub fn our_id(&self) -> String {
+        let mut state = self.state();
+        state.next_id += 1;
+        format!("\"schemagate-{:016x}-{}\"", self.nonce, state.next_id)
+    }
+
+    /// Changes to the listing count, for a call to wait on.
+    pub fn watch_listings(&self) -> watch::Receiver<u64> {
+        self.listed.subscribe()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_call_after_a_rejection_is_a_retry_until_one_conforms() {
+        let session = Session::new(10);
+        assert_eq!(session.attempt("get"), 1);
+        session.concluded("get", true);
+        assert_eq!(session.attempt("get"), 2);
+        session.concluded("get", true);
+        assert_eq!(session.attempt("get"), 3);
+        assert_eq!(session.attempt("other"), 1);
+        session.concluded("get", false);
+        assert_eq!(session.attempt("get"), 1);
+    }
+
+    #[test]
+    fn requests_followed_are_bounded_and_answered_once() {
+        let session = Session::new(2);
+        let call = |n: u32| Pending::ToolsCall {
+            tool: "t".into(),
+            attempt: n,
+            protocol: None,
+        };
+        session.track("1", call(1)).expect("room for one");
+        session.track("2", call(1)).expect("room for two");
+        assert!(session.track("3", call(1)).is_err());
+        assert_eq!(session.answered("1"), Some(call(1)));
+        assert_eq!(session.answered("1"), None);
+        session.track("3", call(1)).expect("room again");
+        session.cancelled("3");
+        assert_eq!(session.answered("3"), None);
+    }
+
+    #[test]
+    fn the_contract_is_asked_for_once_until_the_tools_change() {
+        let session = Session::new(10);
+        let Listing::Ask(id) = session.listing() else {
+            panic!("a session with no contract asks for one")
+        };
+        assert!(id.starts_with("\"schemagate-"));
+        assert_eq!(session.listing(), Listing::Wait);
+        session.listing_ended(false, true);
+        // Asked and not had: calls go on with what is registered.
+        assert_eq!(session.listing(), Listing::Current);
+        session.list_changed();
+        assert!(matches!(session.listing(), Listing::Ask(_)));
+        session.listing_ended(true, true);
+        assert_eq!(session.listing(), Listing::Current);
+        assert_ne!(session.our_id(), session.our_id());
+    }
+}

@@ -1,0 +1,580 @@
+//! How sockets are accepted and served, the same way on both ports: hyper directly, under limits
+//! that hold against slow, silent or greedy clients.
+//!
+//! - **Open connections** are capped ([`ConnectionLimits::max_connections`], shared by both
+//!   ports, derived from the open-file limit). A connection past the cap is closed as soon as it is
+//!   accepted, counted and logged, so new clients get a prompt refusal rather than a timeout, and
+//!   the process never runs out of file descriptors.
+//! - **Headers** must arrive within the header-read timeout (HTTP/1; hyper closes the connection).
+//! - **Idle connections** (no request in flight for the idle timeout) are closed gracefully (an
+//!   HTTP/2 GOAWAY, or the end of an HTTP/1 keep-alive).
+//! - **Answers the client does not read** are dropped at the write timeout: a write the socket has
+//!   not taken for that long, or an answer HTTP/2 flow control has kept from being sent for that
+//!   long, closes the connection and frees the answer. Answers are handed to hyper in
+//!   [`ANSWER_CHUNK`] pieces, so that a stalled answer is seen as one.
+//! - **HTTP/2** advertises `MAX_CONCURRENT_STREAMS`, uses bounded stream and connection windows,
+//!   and pings idle peers to find dead ones.
+//!
+//! This module knows hyper, not axum or tonic: both adapters hand it a tower service.
+
+use crate::core::auth::PeerNames;
+use crate::core::metrics::{ConnectionMetrics, Metrics, Transport};
+use crate::net::timed_io::TimedIo;
+use crate::net::tls::{self, Tls};
+use crate::net::Protocols;
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use std::convert::Infallible;
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tower::ServiceExt;
+
+/// The largest piece of an answer handed to hyper at once.
+pub const ANSWER_CHUNK: usize = 64 * 1024;
+/// File descriptors kept back from `--max-connections` for everything else (the policy file,
+/// listeners, logs).
+const RESERVED_FDS: u64 = 64;
+
+/// What a port serves: a tower service answering hyper's requests (both adapters hand one over).
+pub trait PortService<B>:
+    tower::Service<
+        http::Request<Incoming>,
+        Response = http::Response<B>,
+        Error = Infallible,
+        Future: Send + 'static,
+    > + Clone
+    + Send
+    + 'static
+{
+}
+
+impl<S, B> PortService<B> for S where
+    S: tower::Service<
+            http::Request<Incoming>,
+            Response = http::Response<B>,
+            Error = Infallible,
+            Future: Send + 'static,
+        > + Clone
+        + Send
+        + 'static
+{
+}
+
+/// The body of an answer a port sends.
+pub trait AnswerBody:
+    Body<Data = Bytes, Error: Into<Box<dyn std::error::Error + Send + Sync>>> + Send + 'static
+{
+}
+
+impl<B> AnswerBody for B where
+    B: Body<Data = Bytes, Error: Into<Box<dyn std::error::Error + Send + Sync>>> + Send + 'static
+{
+}
+
+/// The limits every connection is served under.
+#[derive(Debug, Clone)]
+pub struct ConnectionLimits {
+    /// Most open connections over both ports.
+    pub max_connections: usize,
+    pub header_read_timeout: Duration,
+    pub idle_timeout: Duration,
+    pub write_timeout: Duration,
+    pub http2: Http2Limits,
+}
+
+/// HTTP/2 settings (h2c on the REST port, and gRPC).
+#[derive(Debug, Clone, Copy)]
+pub struct Http2Limits {
+    pub max_concurrent_streams: u32,
+    pub stream_window: u32,
+    pub connection_window: u32,
+    pub keepalive_interval: Duration,
+    pub keepalive_timeout: Duration,
+}
+
+/// Raises the open-file soft limit to the hard limit and says how many connections fit in it.
+pub fn connections_from_fd_limit() -> usize {
+    let soft = match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(soft) => soft,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read or raise the open-file limit; assuming 1024");
+            1024
+        }
+    };
+    usize::try_from(soft.saturating_sub(RESERVED_FDS).max(16)).unwrap_or(usize::MAX)
+}
+
+/// What a connection is doing, for its watchdog.
+struct ConnectionState {
+    start: Instant,
+    /// Requests whose answer has not been fully handed to hyper.
+    in_flight: AtomicUsize,
+    /// When the last request ended (milliseconds since `start`).
+    idle_since: AtomicU64,
+    /// Answers that have handed hyper a piece and wait for it to ask for the next.
+    awaiting_pull: AtomicUsize,
+    /// When hyper last asked an answer for a piece (milliseconds since `start`).
+    last_pull: AtomicU64,
+    /// A write to the socket timed out (the connection then ends with an error).
+    write_timed_out: Arc<AtomicBool>,
+}
+
+impl ConnectionState {
+    fn new() -> Self {
+        Self {
+            start: Instant::now(),
+            in_flight: AtomicUsize::new(0),
+            idle_since: AtomicU64::new(0),
+            awaiting_pull: AtomicUsize::new(0),
+            last_pull: AtomicU64::new(0),
+            write_timed_out: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    fn now(&self) -> u64 {
+        u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// A request starts; the guard ends it when dropped.
+    fn begin(self: &Arc<Self>) -> InFlight {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        InFlight(Arc::clone(self))
+    }
+}
+
+/// One request in flight on a connection.
+struct InFlight(Arc<ConnectionState>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        let state = &self.0;
+        state.idle_since.store(state.now(), Ordering::Relaxed);
+        state.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// What the watchdog decides for a connection.
+#[derive(Debug, PartialEq, Eq)]
+enum Condition {
+    Fine,
+    Idle,
+    WriteStalled,
+}
+
+impl ConnectionState {
+    fn condition(&self, limits: &ConnectionLimits) -> Condition {
+        let now = self.now();
+        let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        if self.awaiting_pull.load(Ordering::Relaxed) > 0
+            && now.saturating_sub(self.last_pull.load(Ordering::Relaxed))
+                >= millis(limits.write_timeout)
+        {
+            return Condition::WriteStalled;
+        }
+        if self.in_flight.load(Ordering::Relaxed) == 0
+            && now.saturating_sub(self.idle_since.load(Ordering::Relaxed))
+                >= millis(limits.idle_timeout)
+        {
+            return Condition::Idle;
+        }
+        Condition::Fine
+    }
+}
+
+/// Everything both ports are served under: the limits, the shared cap, and where connections are
+/// counted.
+#[derive(Clone)]
+pub struct Connections {
+    limits: Arc<ConnectionLimits>,
+    /// One permit per open connection, shared by both ports.
+    cap: Arc<Semaphore>,
+    metrics: Arc<Metrics>,
+}
+
+impl Connections {
+    pub fn new(limits: ConnectionLimits, metrics: Arc<Metrics>) -> Self {
+        Self {
+            cap: Arc::new(Semaphore::new(
+                limits.max_connections.min(Semaphore::MAX_PERMITS),
+            )),
+            limits: Arc::new(limits),
+            metrics,
+        }
+    }
+
+    /// Serves `service` on `listener` until `shutdown`; then stops accepting, lets every
+    /// connection finish its requests in flight (HTTP/2 GOAWAY, HTTP/1 close after the answer),
+    /// and returns once all have closed.
+    pub async fn serve<S, B>(
+        &self,
+        listener: TcpListener,
+        service: S,
+        protocols: Protocols,
+        transport: Transport,
+        tls: Option<Arc<Tls>>,
+        shutdown: CancellationToken,
+    ) -> io::Result<()>
+    where
+        S: PortService<B>,
+        B: AnswerBody,
+    {
+        let Connections {
+            limits,
+            cap,
+            metrics,
+        } = self;
+        let builder = Arc::new(builder(protocols, limits));
+        let connections = TaskTracker::new();
+        let mut last_refusal_log: Option<Instant> = None;
+        let mut refused_since_log = 0u64;
+        loop {
+            let accepted = tokio::select! {
+                () = shutdown.cancelled() => break,
+                accepted = listener.accept() => accepted,
+            };
+            let (tcp, peer) = match accepted {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    // Out of descriptors or memory: back off rather than spin.
+                    tracing::error!(error = %e, transport = transport.as_str(), "cannot accept a connection");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let Ok(permit) = Arc::clone(cap).try_acquire_owned() else {
+                // At the cap: close at once, so the client learns now rather than at its timeout.
+                drop(tcp);
+                connection_metrics(metrics, transport).refused.increment(1);
+                refused_since_log += 1;
+                if last_refusal_log.is_none_or(|at| at.elapsed() >= Duration::from_secs(1)) {
+                    tracing::warn!(
+                        transport = transport.as_str(),
+                        max_connections = limits.max_connections,
+                        refused = refused_since_log,
+                        "connection limit reached (--max-connections): refusing new connections"
+                    );
+                    last_refusal_log = Some(Instant::now());
+                    refused_since_log = 0;
+                }
+                continue;
+            };
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+            }
+            let (builder, service, limits, metrics, shutdown) = (
+                Arc::clone(&builder),
+                service.clone(),
+                Arc::clone(limits),
+                Arc::clone(metrics),
+                shutdown.clone(),
+            );
+            let acceptor = tls.as_ref().map(|tls| tls.acceptor(protocols));
+            connections.spawn(async move {
+                let _permit = permit;
+                let open = &connection_metrics(&metrics, transport).open;
+                open.increment(1.0);
+                let state = Arc::new(ConnectionState::new());
+                let io = TimedIo::new(tcp, limits.write_timeout, Arc::clone(&state.write_timed_out));
+                let c = Conn {
+                    builder: &builder,
+                    limits: &limits,
+                    metrics: &metrics,
+                    transport,
+                    shutdown: &shutdown,
+                    state,
+                };
+                match acceptor {
+                    None => c.serve(io, service, None).await,
+                    Some(acceptor) => {
+                        match tls::handshake(&acceptor, io, limits.header_read_timeout).await {
+                            Ok((stream, names)) => c.serve(stream, service, names).await,
+                            Err(e) => tracing::debug!(%peer, error = %e, transport = transport.as_str(), "TLS handshake failed"),
+                        }
+                    }
+                }
+                open.decrement(1.0);
+                tracing::trace!(%peer, "connection closed");
+            });
+        }
+        connections.close();
+        connections.wait().await;
+        Ok(())
+    }
+}
+
+fn connection_metrics(metrics: &Metrics, transport: Transport) -> &ConnectionMetrics {
+    &metrics.connections[transport.index()]
+}
+
+fn builder(protocols: Protocols, limits: &ConnectionLimits) -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .keep_alive(true);
+    let h2 = limits.http2;
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(h2.max_concurrent_streams)
+        .initial_stream_window_size(h2.stream_window)
+        .initial_connection_window_size(h2.connection_window)
+        .keep_alive_interval(h2.keepalive_interval)
+        .keep_alive_timeout(h2.keepalive_timeout);
+    match protocols {
+        Protocols::Http1AndHttp2 => builder,
+        Protocols::Http2 => builder.http2_only(),
+    }
+}
+
+/// What serving one connection needs.
+struct Conn<'a> {
+    builder: &'a auto::Builder<TokioExecutor>,
+    limits: &'a ConnectionLimits,
+    metrics: &'a Metrics,
+    transport: Transport,
+    shutdown: &'a CancellationToken,
+    state: Arc<ConnectionState>,
+}
+
+impl Conn<'_> {
+    /// Serves one connection (plain or TLS) under its watchdog; every request carries the
+    /// client certificate's names, when there are some.
+    async fn serve<I, S, B>(self, io: I, service: S, peer: Option<PeerNames>)
+    where
+        I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+        S: PortService<B>,
+        B: AnswerBody,
+    {
+        let Conn {
+            builder,
+            limits,
+            metrics,
+            transport,
+            shutdown,
+            state,
+        } = self;
+        let io = TokioIo::new(io);
+        let requests = Arc::clone(&state);
+        let hyper_service =
+            hyper::service::service_fn(move |mut request: http::Request<Incoming>| {
+                if let Some(peer) = &peer {
+                    request.extensions_mut().insert(peer.clone());
+                }
+                let in_flight = requests.begin();
+                let answer = service.clone().oneshot(request);
+                async move {
+                    let response = answer.await?;
+                    Ok::<_, Infallible>(response.map(|body| Answer::new(body, in_flight)))
+                }
+            });
+        let connection = builder.serve_connection(io, hyper_service);
+        tokio::pin!(connection);
+        let tick = (limits.idle_timeout.min(limits.write_timeout) / 4)
+            .clamp(Duration::from_millis(50), Duration::from_secs(1));
+        let mut watchdog = tokio::time::interval(tick);
+        watchdog.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut closing = false;
+        let m = connection_metrics(metrics, transport);
+        loop {
+            tokio::select! {
+                result = connection.as_mut() => {
+                    if state.write_timed_out.load(Ordering::Relaxed) {
+                        write_timed_out(m, limits, transport);
+                    } else if let Err(e) = result {
+                        tracing::debug!(error = %e, transport = transport.as_str(), "connection ended with an error");
+                    }
+                    return;
+                }
+                () = shutdown.cancelled(), if !closing => {
+                    closing = true;
+                    connection.as_mut().graceful_shutdown();
+                }
+                _ = watchdog.tick() => match state.condition(limits) {
+                    Condition::Fine => {}
+                    Condition::Idle => {
+                        if !closing {
+                            closing = true;
+                            m.closed_idle.increment(1);
+                            connection.as_mut().graceful_shutdown();
+                        }
+                    }
+                    Condition::WriteStalled => {
+                        write_timed_out(m, limits, transport);
+                        return;
+                    }
+                },
+            }
+        }
+    }
+}
+
+fn write_timed_out(m: &ConnectionMetrics, limits: &ConnectionLimits, transport: Transport) {
+    m.closed_write_timeout.increment(1);
+    tracing::info!(
+        transport = transport.as_str(),
+        timeout_secs = limits.write_timeout.as_secs_f64(),
+        "closed a connection whose answer was not read within the write timeout"
+    );
+}
+
+/// A response body that hands hyper its answer in pieces of at most [`ANSWER_CHUNK`], records
+/// when hyper asks for the next (so a stalled answer is seen), and ends its request when dropped.
+struct Answer<B> {
+    inner: Pin<Box<B>>,
+    rest: Option<Bytes>,
+    waiting_for_pull: bool,
+    in_flight: InFlight,
+}
+
+impl<B> Answer<B> {
+    fn new(inner: B, in_flight: InFlight) -> Self {
+        Self {
+            inner: Box::pin(inner),
+            rest: None,
+            waiting_for_pull: false,
+            in_flight,
+        }
+    }
+
+    fn piece(&mut self, mut data: Bytes) -> Frame<Bytes> {
+        if data.len() > ANSWER_CHUNK {
+            self.rest = Some(data.split_off(ANSWER_CHUNK));
+        }
+        let state = &self.in_flight.0;
+        if !self.waiting_for_pull {
+            self.waiting_for_pull = true;
+            state.awaiting_pull.fetch_add(1, Ordering::Relaxed);
+        }
+        Frame::data(data)
+    }
+}
+
+impl<B> Body for Answer<B>
+where
+    B: Body<Data = Bytes>,
+{
+    type Data = Bytes;
+    type Error = B::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, B::Error>>> {
+        let this = &mut *self;
+        let state = &this.in_flight.0;
+        state.last_pull.store(state.now(), Ordering::Relaxed);
+        if this.waiting_for_pull {
+            this.waiting_for_pull = false;
+            state.awaiting_pull.fetch_sub(1, Ordering::Relaxed);
+        }
+        if let Some(rest) = this.rest.take() {
+            return Poll::Ready(Some(Ok(this.piece(rest))));
+        }
+        match this.inner.as_mut().poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                Ok(data) => Poll::Ready(Some(Ok(this.piece(data)))),
+                Err(frame) => Poll::Ready(Some(Ok(frame))),
+            },
+            other => other,
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.rest.is_none() && self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        let mut hint = self.inner.size_hint();
+        if let Some(rest) = &self.rest {
+            let extra = rest.len() as u64;
+            hint.set_lower(hint.lower() + extra);
+            if let Some(upper) = hint.upper() {
+                hint.set_upper(upper + extra);
+            }
+        }
+        hint
+    }
+}
+
+impl<B> Drop for Answer<B> {
+    fn drop(&mut self) {
+        if self.waiting_for_pull {
+            self.in_flight
+                .0
+                .awaiting_pull
+                .fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn limits(idle: u64, write: u64) -> ConnectionLimits {
+        ConnectionLimits {
+            max_connections: 10,
+            header_read_timeout: Duration::from_secs(1),
+            idle_timeout: Duration::from_millis(idle),
+            write_timeout: Duration::from_millis(write),
+            http2: Http2Limits {
+                max_concurrent_streams: 4,
+                stream_window: 65_535,
+                connection_window: 65_535,
+                keepalive_interval: Duration::from_secs(1),
+                keepalive_timeout: Duration::from_secs(1),
+            },
+        }
+    }
+
+    #[test]
+    fn a_connection_with_a_request_in_flight_is_not_idle() {
+        let state = Arc::new(ConnectionState::new());
+        let limits = limits(0, 1_000);
+        let request = state.begin();
+        assert_eq!(state.condition(&limits), Condition::Fine);
+        drop(request);
+        assert_eq!(state.condition(&limits), Condition::Idle);
+    }
+
+    #[test]
+    fn an_answer_hyper_does_not_pull_is_a_stalled_write() {
+        let state = Arc::new(ConnectionState::new());
+        let limits = limits(60_000, 0);
+        let mut answer = Answer::new(
+            http_body_util::Full::new(Bytes::from(vec![0u8; 3 * ANSWER_CHUNK])),
+            state.begin(),
+        );
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        assert_eq!(
+            state.condition(&limits),
+            Condition::Fine,
+            "nothing handed over yet"
+        );
+        let Poll::Ready(Some(Ok(frame))) = Pin::new(&mut answer).poll_frame(&mut cx) else {
+            panic!("a first piece");
+        };
+        assert_eq!(frame.into_data().map(|d| d.len()).ok(), Some(ANSWER_CHUNK));
+        assert_eq!(state.condition(&limits), Condition::WriteStalled);
+        drop(answer);
+        assert_eq!(
+            state.condition(&limits),
+            Condition::Fine,
+            "the answer is gone"
+        );
+    }
+}

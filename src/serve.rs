@@ -1,0 +1,114 @@
+//! `schemagate serve`: the service's start-up and drain. It builds the core, follows the shared
+//! registry and the configuration files, serves REST and gRPC on the listeners it is given, and
+//! drains on shutdown: readiness first, then the listeners, then the checks in flight.
+
+use crate::core::gate::{Gate, GateConfig};
+use crate::core::metrics::Transport;
+use crate::net::listen::{ConnectionLimits, Connections};
+use crate::net::tls::{Tls, TlsFiles};
+use crate::net::Protocols;
+use crate::ops::reload;
+use crate::{grpc, rest};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+/// Everything `schemagate serve` needs, built from its flags.
+#[derive(Debug)]
+pub struct ServeConfig {
+    pub gate: GateConfig,
+    /// TLS for both ports, if any.
+    pub tls: Option<TlsFiles>,
+    /// The limits every connection is served under.
+    pub connections: ConnectionLimits,
+    pub grpc_max_message_bytes: usize,
+    /// How often the policy, token and certificate files are polled for changes (0: only on
+    /// SIGHUP).
+    pub poll_secs: u64,
+    /// How long readiness fails before the listeners close, checks still answered.
+    pub drain_delay: Duration,
+    /// How long checks in flight get to finish once the listeners close.
+    pub shutdown_grace: Duration,
+}
+
+/// The sockets the service answers on, bound by the caller (tests bind port 0).
+pub struct Listeners {
+    pub http: TcpListener,
+    pub grpc: TcpListener,
+}
+
+/// Runs REST and gRPC until `shutdown` resolves, then drains: readiness fails and the gRPC health
+/// service reports NOT_SERVING while checks are still answered for the drain delay; then new
+/// connections are refused and checks in flight finish (for up to the grace period).
+pub async fn run(
+    config: ServeConfig,
+    listeners: Listeners,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    // Certificates are read before anything starts, so a bad pair stops start-up.
+    let tls = config.tls.map(Tls::load).transpose()?;
+    let gate = Gate::new(config.gate)?;
+    // `unready`: readiness fails and gRPC health says NOT_SERVING, checks are still answered.
+    // `token`, a drain delay later: the listeners close and checks in flight finish.
+    let unready = CancellationToken::new();
+    let token = CancellationToken::new();
+    let drain_delay = config.drain_delay;
+    let drain_gate = Arc::clone(&gate);
+    let (unready_tx, stop) = (unready.clone(), token.clone());
+    tokio::spawn(async move {
+        shutdown.await;
+        tracing::info!(
+            delay_secs = drain_delay.as_secs(),
+            "shutting down: not ready; still answering until the drain delay ends"
+        );
+        drain_gate.set_draining();
+        unready_tx.cancel();
+        tokio::time::sleep(drain_delay).await;
+        tracing::info!("drain delay over: closing listeners, finishing checks in flight");
+        stop.cancel();
+    });
+    // With a shared registry: follow it; not ready until it has been read in full.
+    gate.start(token.clone());
+    gate.watch_files(config.poll_secs, &token);
+    if let Some(tls) = &tls {
+        let watched = Arc::clone(tls);
+        let path = tls.cert_path().to_path_buf();
+        reload::watch("tls", path, config.poll_secs, token.clone(), move || {
+            watched.reload()
+        });
+    }
+
+    let http_addr = listeners.http.local_addr()?;
+    let grpc_addr = listeners.grpc.local_addr()?;
+    tracing::info!(%http_addr, %grpc_addr, "schemagate is serving");
+
+    let connections = Connections::new(config.connections, Arc::clone(gate.metrics()));
+    let http = connections.serve(
+        listeners.http,
+        rest::service(Arc::clone(&gate)),
+        Protocols::Http1AndHttp2,
+        Transport::Rest,
+        tls.clone(),
+        token.clone(),
+    );
+    let grpc = grpc::serve(
+        Arc::clone(&gate),
+        listeners.grpc,
+        &connections,
+        config.grpc_max_message_bytes,
+        tls,
+        unready,
+        token.clone(),
+    );
+    let both = async { tokio::try_join!(async { http.await.map_err(anyhow::Error::from) }, grpc) };
+    tokio::pin!(both);
+    tokio::select! {
+        result = &mut both => { result?; }
+        () = async { token.cancelled().await; tokio::time::sleep(config.shutdown_grace).await } => {
+            tracing::warn!("grace period over; stopping with checks still in flight");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,58 @@
+//! The MCP server as a child process: started with piped stdin and stdout, stopped when the
+//! client goes (its stdin closed, then SIGTERM, then SIGKILL, each after the grace), and its exit
+//! status turned into the proxy's own exit code.
+
+use anyhow::Context;
+use std::process::{ExitStatus, Stdio};
+use std::time::Duration;
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio_util::sync::CancellationToken;
+
+/// Starts `command` (program and arguments) with its stdin and stdout piped to us and its stderr
+/// inherited (hosts log it).
+pub(super) fn spawn(command: &[String]) -> anyhow::Result<(Child, ChildStdin, ChildStdout)> {
+    let (program, args) = command
+        .split_first()
+        .context("no server command: give it after --, as in `schemagate proxy --server-name crm -- npx crm-mcp-server`")?;
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("cannot start the MCP server {program:?}"))?;
+    let (Some(server_in), Some(server_out)) = (child.stdin.take(), child.stdout.take()) else {
+        anyhow::bail!("the MCP server's stdin and stdout were not piped");
+    };
+    Ok((child, server_in, server_out))
+}
+
+/// Stops process `pid` that was asked to exit (its stdin closed): SIGTERM after `grace`, SIGKILL
+/// after another, unless it exited (`exited`) first.
+pub(super) async fn stop_after(pid: Option<u32>, grace: Duration, exited: CancellationToken) {
+    let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) else {
+        return;
+    };
+    for signal in [libc::SIGTERM, libc::SIGKILL] {
+        tokio::select! {
+            () = exited.cancelled() => return,
+            () = tokio::time::sleep(grace) => {}
+        }
+        tracing::info!(pid, signal, "the MCP server has not exited: signalling it");
+        // SAFETY: kill(2) takes plain integers and touches no memory of ours; `pid` is our own
+        // child, not yet reaped (`exited` is cancelled only after it is waited for).
+        unsafe {
+            libc::kill(pid, signal);
+        }
+    }
+}
+
+/// The exit code that reports `status`: the server's code, or 128 + the signal that ended it.
+pub(super) fn exit_code(status: ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt;
+    status
+        .code()
+        .or_else(|| status.signal().map(|s| 128 + s))
+        .unwrap_or(1)
+}
