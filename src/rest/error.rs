@@ -20,6 +20,29 @@ pub fn status_of(class: ErrorClass) -> StatusCode {
     }
 }
 
+/// Codes only the REST edge sends: a policy or token reload refused, a method a route does not
+/// take, a path no route has.
+pub const POLICY_INVALID: &str = "policy_invalid";
+pub const TOKENS_INVALID: &str = "tokens_invalid";
+pub const METHOD_NOT_ALLOWED: &str = "method_not_allowed";
+pub const NOT_FOUND: &str = "not_found";
+
+/// Every `code` a REST error body can carry: the check errors (all but `malformed_message` and
+/// `unavailable`, which only gRPC sends: an undecodable message, a stream cut by a drain) and the
+/// edge's own. `docs/openapi.yaml` lists the same.
+pub fn codes() -> Vec<&'static str> {
+    CheckError::CODES
+        .into_iter()
+        .filter(|&c| c != "malformed_message" && c != "unavailable")
+        .chain([
+            POLICY_INVALID,
+            TOKENS_INVALID,
+            METHOD_NOT_ALLOWED,
+            NOT_FOUND,
+        ])
+        .collect()
+}
+
 /// What `Retry-After` says when schemagate is overloaded: work drains in well under a second.
 pub const RETRY_AFTER_SECS: &str = "1";
 

@@ -3,7 +3,7 @@
 
 mod error;
 
-pub use error::{ApiError, ErrorBody};
+pub use error::{codes, ApiError, ErrorBody};
 
 use crate::core::auth::{Caller, PeerNames, Scope};
 use crate::core::check::{batch_from_json, Check};
@@ -504,7 +504,7 @@ async fn reload_policy(
         .into_response(),
         Err(e) => error::plain(
             StatusCode::UNPROCESSABLE_ENTITY,
-            "policy_invalid",
+            error::POLICY_INVALID,
             format!("{e}; the previous policy stays in force"),
         ),
     }
@@ -529,7 +529,7 @@ async fn reload_tokens(
         .into_response(),
         Err(e) => error::plain(
             StatusCode::UNPROCESSABLE_ENTITY,
-            "tokens_invalid",
+            error::TOKENS_INVALID,
             format!("{e}; the previous tokens stay in force"),
         ),
     }
@@ -558,7 +558,7 @@ async fn readyz(State(gate): State<Arc<Gate>>) -> Response {
 async fn method_not_allowed() -> Response {
     error::plain(
         StatusCode::METHOD_NOT_ALLOWED,
-        "method_not_allowed",
+        error::METHOD_NOT_ALLOWED,
         "wrong method for this endpoint: checks are POST, registrations PUT, /metrics and the probes GET".into(),
     )
 }
@@ -566,7 +566,7 @@ async fn method_not_allowed() -> Response {
 async fn not_found() -> Response {
     error::plain(
         StatusCode::NOT_FOUND,
-        "not_found",
+        error::NOT_FOUND,
         "no such endpoint: see POST /v1/validate, POST /v1/validate/batch, PUT /v1/servers/{server}/tools".into(),
     )
 }

@@ -16,6 +16,7 @@ mod hostile_load;
 mod hostile_schemas;
 mod mcp_semantics;
 mod observability;
+mod openapi;
 mod prometheus_e2e;
 mod proxy;
 mod registry;
