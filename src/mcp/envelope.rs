@@ -1,5 +1,5 @@
 //! The JSON-RPC envelope of a message: read without copying (its `params`, `result` and `error`
-//! stay slices of the line), so traffic the proxy does not act on costs one pass of the parser.
+//! stay slices of the line), so traffic the boundary does not act on costs one pass of the parser.
 
 use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde::Deserialize;
@@ -7,7 +7,7 @@ use serde_json::value::RawValue;
 use std::borrow::Cow;
 use std::fmt;
 
-/// A JSON-RPC 2.0 message, as far as the proxy reads it.
+/// A JSON-RPC 2.0 message, as far as the boundary reads it.
 #[derive(Debug)]
 pub enum Message<'a> {
     Request {

@@ -60,7 +60,7 @@ impl Boundary {
     }
 
     /// A `tools/list` page answered: registered (the first page replacing the contract, later
-    /// ones adding to it) before it is forwarded; the proxy's own listing follows `nextCursor`.
+    /// ones adding to it) before it is forwarded; the boundary's own listing follows `nextCursor`.
     pub(super) async fn listed(
         &self,
         link: &impl Link,
@@ -209,7 +209,7 @@ impl Boundary {
     }
 }
 
-/// The proxy's own `tools/list` request: `id` (JSON text), the page's `cursor`, and the
+/// The boundary's own `tools/list` request: `id` (JSON text), the page's `cursor`, and the
 /// client's request `_meta` (2026-07-28 requests need its revision and capabilities) without
 /// its progress token.
 fn list_request(id: &str, cursor: Option<&str>, meta: Option<&RawValue>) -> Vec<u8> {

@@ -4,7 +4,7 @@
 use crate::core::metrics::{Metrics, PROXY_MESSAGES_TOTAL};
 use metrics::Counter;
 
-/// Which way a message crossed `schemagate proxy`, the `direction` of
+/// Which way a message crossed the boundary, the `direction` of
 /// `schemagate_proxy_messages_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Direction {
@@ -25,7 +25,7 @@ impl Direction {
     }
 }
 
-/// What became of a message `schemagate proxy` read, the `kind` of
+/// What became of a message the boundary read, the `kind` of
 /// `schemagate_proxy_messages_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Relayed {

@@ -15,7 +15,7 @@ pub const VERDICT_META_KEY: &str = "dev.schemagate/verdict";
 pub const INVALID_REQUEST: i64 = -32600;
 /// JSON-RPC's "Invalid params": a `tools/call` without a readable `name`.
 pub const INVALID_PARAMS: i64 = -32602;
-/// An implementation-defined server error: more calls in flight than the proxy follows.
+/// An implementation-defined server error: more calls in flight than the boundary follows.
 pub const TOO_MANY_IN_FLIGHT: i64 = -32000;
 
 #[derive(Serialize)]

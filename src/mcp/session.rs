@@ -1,4 +1,4 @@
-//! What the proxy remembers of one MCP session: the requests whose answers it must read (by
+//! What the MCP rules remember of one session: the requests whose answers it must read (by
 //! JSON-RPC id), the revision spoken, whether the server's contract is current, and the tools whose
 //! last call was rejected (so the next call is a retry). Every collection here is bounded.
 
@@ -11,7 +11,7 @@ use tokio::sync::watch;
 /// Most tools whose run of rejections is followed, and most tools marked unenforceable.
 const MAX_TRACKED_TOOLS: usize = 10_000;
 
-/// A request in flight whose answer the proxy reads.
+/// A request in flight whose answer the boundary reads.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Pending {
     /// `initialize` (before 2026-07-28): its answer names the revision spoken.
@@ -30,10 +30,10 @@ pub enum Pending {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ListPage {
     pub first_page: bool,
-    /// Asked by the proxy itself, so its answer is not forwarded.
+    /// Asked by the boundary itself, so its answer is not forwarded.
     pub ours: bool,
     pub protocol: Option<ProtocolVersion>,
-    /// For the proxy's own listing: the request `_meta` its later pages carry too (a
+    /// For the boundary's own listing: the request `_meta` its later pages carry too (a
     /// 2026-07-28 request names its revision and capabilities in it).
     pub meta: Option<Box<str>>,
 }
@@ -51,7 +51,7 @@ pub enum Listing {
     Current,
     /// Ask the server for `tools/list` under this id, then wait for it.
     Ask(String),
-    /// The proxy asked already and the answer has not come: wait for it.
+    /// The boundary asked already and the answer has not come: wait for it.
     Wait,
 }
 
@@ -59,7 +59,7 @@ pub enum Listing {
 struct Contract {
     /// A complete listing was registered since the start or the last `list_changed`.
     current: bool,
-    /// The proxy asked for a listing since then.
+    /// The boundary asked for a listing since then.
     asked: bool,
     /// Its answer (all its pages) has not come yet.
     listing: bool,
@@ -84,7 +84,7 @@ pub struct Session {
     /// contract wake up.
     listed: watch::Sender<u64>,
     max_in_flight: usize,
-    /// Makes the proxy's own request ids unlike any a client would choose.
+    /// Makes the boundary's own request ids unlike any a client would choose.
     nonce: u64,
 }
 
@@ -117,7 +117,7 @@ impl Session {
         Ok(())
     }
 
-    /// The request `id` answers, if the proxy follows it.
+    /// The request `id` answers, if the boundary follows it.
     pub fn answered(&self, id: &str) -> Option<Pending> {
         self.state().pending.remove(id)
     }
@@ -223,7 +223,7 @@ impl Session {
         }
     }
 
-    /// A request id of the proxy's own, as JSON text.
+    /// A request id of the boundary's own, as JSON text.
     pub fn our_id(&self) -> String {
         let mut state = self.state();
         state.next_id += 1;
