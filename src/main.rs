@@ -3,6 +3,7 @@
 use anyhow::Context;
 use clap::Parser;
 use schemagate::config::{Cli, Command, LogArgs, LogFormat};
+use std::io::IsTerminal;
 use tracing_subscriber::EnvFilter;
 
 #[global_allocator]
@@ -24,8 +25,10 @@ fn init_logs(log: &LogArgs) -> anyhow::Result<()> {
     let level = log.log_level.as_str();
     let filter = EnvFilter::try_new(level)
         .with_context(|| format!("--log-level {level:?} is not a valid filter"))?;
+    // Colour only on a terminal: hosts write an MCP server's stderr to log files.
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal())
         .with_writer(std::io::stderr);
     match log.log_format {
         LogFormat::Json => logs.json().init(),
@@ -38,7 +41,11 @@ async fn run(Cli { command }: Cli) -> anyhow::Result<()> {
     match command {
         Command::Proxy(args) => {
             init_logs(&args.log)?;
-            let code = schemagate::stdio::run(args.stdio_config()?).await?;
+            let code = schemagate::stdio::run(
+                args.stdio_config()?,
+                schemagate::ops::shutdown::signal_or_hangup(),
+            )
+            .await?;
             std::process::exit(code)
         }
         Command::Serve(args) => {

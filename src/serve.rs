@@ -71,13 +71,18 @@ pub async fn run(
     });
     // With a shared registry: follow it; not ready until it has been read in full.
     gate.start(token.clone());
-    gate.watch_files(config.poll_secs, &token);
+    gate.watch_files(config.poll_secs, true, &token);
     if let Some(tls) = &tls {
         let watched = Arc::clone(tls);
         let path = tls.cert_path().to_path_buf();
-        reload::watch("tls", path, config.poll_secs, token.clone(), move || {
-            watched.reload()
-        });
+        reload::watch(
+            "tls",
+            path,
+            config.poll_secs,
+            true,
+            token.clone(),
+            move || watched.reload(),
+        );
     }
 
     let http_addr = listeners.http.local_addr()?;

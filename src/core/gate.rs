@@ -190,15 +190,16 @@ impl Gate {
         }
     }
 
-    /// Reloads the policy file and the token file (those configured) on SIGHUP and when their
-    /// content changes (polled every `poll_secs`; 0: only on SIGHUP), until `stop`.
-    pub fn watch_files(&self, poll_secs: u64, stop: &CancellationToken) {
+    /// Reloads the policy file and the token file (those configured) when their content changes
+    /// (polled every `poll_secs`; 0: never) and, when `sighup`, on SIGHUP, until `stop`.
+    pub fn watch_files(&self, poll_secs: u64, sighup: bool, stop: &CancellationToken) {
         if let Some(path) = self.policy.path() {
             let policy = Arc::clone(&self.policy);
             reload::watch(
                 "policy",
                 path.to_path_buf(),
                 poll_secs,
+                sighup,
                 stop.clone(),
                 move || {
                     let _ = policy.reload();
@@ -211,6 +212,7 @@ impl Gate {
                 "tokens",
                 path.to_path_buf(),
                 poll_secs,
+                sighup,
                 stop.clone(),
                 move || {
                     let _ = auth.reload();

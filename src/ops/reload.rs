@@ -7,18 +7,20 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-/// Calls `reload` on SIGHUP, and when the content of `path` changes (polled every `poll_secs`; 0
+/// Calls `reload` on SIGHUP (when `sighup`: `schemagate proxy` takes SIGHUP as its host hanging
+/// up, not as a reload), and when the content of `path` changes (polled every `poll_secs`; 0
 /// turns polling off). `what` names the file in logs. Stops when `token` is cancelled.
 pub fn watch(
     what: &'static str,
     path: PathBuf,
     poll_secs: u64,
+    sighup: bool,
     token: CancellationToken,
     reload: impl Fn() + Send + Sync + 'static,
 ) {
     let reload = Arc::new(reload);
     #[cfg(unix)]
-    {
+    if sighup {
         let (reload, token) = (Arc::clone(&reload), token.clone());
         tokio::spawn(async move {
             let Ok(mut hup) =

@@ -1,6 +1,7 @@
 //! The MCP server as a child process: started with piped stdin and stdout, stopped when the
-//! client goes (its stdin closed, then SIGTERM, then SIGKILL, each after the grace), and its exit
-//! status turned into the proxy's own exit code.
+//! client goes (its stdin closed, then SIGTERM, then SIGKILL, each after the grace) or when the
+//! proxy itself is told to stop (SIGTERM at once, SIGKILL soon after), and its exit status turned
+//! into the proxy's own exit code.
 
 use anyhow::Context;
 use std::process::{ExitStatus, Stdio};
@@ -31,13 +32,38 @@ pub(super) fn spawn(command: &[String]) -> anyhow::Result<(Child, ChildStdin, Ch
 /// Stops process `pid` that was asked to exit (its stdin closed): SIGTERM after `grace`, SIGKILL
 /// after another, unless it exited (`exited`) first.
 pub(super) async fn stop_after(pid: Option<u32>, grace: Duration, exited: CancellationToken) {
+    signal_unless_exited(
+        pid,
+        [(grace, libc::SIGTERM), (grace, libc::SIGKILL)],
+        exited,
+    )
+    .await;
+}
+
+/// Stops process `pid` now, the proxy itself being stopped: SIGTERM at once, SIGKILL after
+/// `kill_after`, unless it exited (`exited`) first. A host that signals its MCP server (the proxy)
+/// kills it soon after, and a server left behind would outlive its session.
+pub(super) async fn stop_now(pid: Option<u32>, kill_after: Duration, exited: CancellationToken) {
+    signal_unless_exited(
+        pid,
+        [(Duration::ZERO, libc::SIGTERM), (kill_after, libc::SIGKILL)],
+        exited,
+    )
+    .await;
+}
+
+async fn signal_unless_exited(
+    pid: Option<u32>,
+    steps: [(Duration, libc::c_int); 2],
+    exited: CancellationToken,
+) {
     let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) else {
         return;
     };
-    for signal in [libc::SIGTERM, libc::SIGKILL] {
+    for (wait, signal) in steps {
         tokio::select! {
             () = exited.cancelled() => return,
-            () = tokio::time::sleep(grace) => {}
+            () = tokio::time::sleep(wait) => {}
         }
         tracing::info!(pid, signal, "the MCP server has not exited: signalling it");
         // SAFETY: kill(2) takes plain integers and touches no memory of ours; `pid` is our own

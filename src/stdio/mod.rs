@@ -14,6 +14,7 @@ use crate::mcp::{Boundary, BoundaryConfig, Direction};
 use crate::net::admin;
 use crate::net::listen::ConnectionLimits;
 use relay::{relay_lines, Out, Pipes};
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::process::ExitStatus;
@@ -21,6 +22,11 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_util::sync::CancellationToken;
+
+/// Once the proxy is signalled, the longest its MCP server has between SIGTERM and SIGKILL (or
+/// `--shutdown-grace-secs`, if shorter): hosts kill a stubborn MCP server (here, the proxy) about
+/// two seconds after signalling it, and the proxy must have stopped its own server by then.
+pub const KILL_AFTER_SIGNAL: Duration = Duration::from_secs(1);
 
 /// Everything `schemagate proxy` needs, built from its flags.
 #[derive(Debug)]
@@ -42,12 +48,17 @@ pub struct StdioConfig {
 }
 
 /// Runs `schemagate proxy`: the core, the metrics listener if asked for, and the relay between
-/// this process's stdin/stdout and the server. Answers the exit code to leave with: the server's.
-pub async fn run(config: StdioConfig) -> anyhow::Result<i32> {
+/// this process's stdin/stdout and the server, until the server exits (after the client goes, or
+/// once `stop` resolves: see [`relay`]). Answers the exit code to leave with: the server's.
+pub async fn run(
+    config: StdioConfig,
+    stop: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<i32> {
     let gate = Gate::new(config.gate)?;
     let token = CancellationToken::new();
     let _stop = token.clone().drop_guard();
-    gate.watch_files(config.poll_secs, &token);
+    // SIGHUP is the host hanging up (it stops the proxy), so the policy reloads on change only.
+    gate.watch_files(config.poll_secs, false, &token);
     if let Some(addr) = config.metrics_listen {
         admin::serve(
             addr,
@@ -66,6 +77,7 @@ pub async fn run(config: StdioConfig) -> anyhow::Result<i32> {
         config.shutdown_grace,
         client_in,
         client_out,
+        stop,
     )
     .await?;
     Ok(child::exit_code(status))
@@ -94,7 +106,10 @@ fn client_stdio() -> io::Result<(
 }
 
 /// Runs `command` and relays between it and the client on `client_in`/`client_out` until the
-/// server exits; answers the server's exit status.
+/// server exits; answers the server's exit status. When the client goes, the server's stdin is
+/// closed and it is stopped after `shutdown_grace` (see [`child::stop_after`]); when `stop`
+/// resolves (the proxy was signalled), its stdin is closed and it is stopped at once, killed
+/// after [`KILL_AFTER_SIGNAL`] at most, so that it never outlives the proxy.
 pub async fn relay(
     gate: Arc<Gate>,
     config: BoundaryConfig,
@@ -102,6 +117,7 @@ pub async fn relay(
     shutdown_grace: Duration,
     client_in: impl AsyncRead + Send + Unpin + 'static,
     client_out: impl AsyncWrite + Send + Unpin + 'static,
+    stop: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<ExitStatus> {
     let (mut child, server_in, server_out) = child::spawn(command)?;
     tracing::info!(server = %config.server, ?command, pid = child.id(), "relaying");
@@ -124,6 +140,17 @@ pub async fn relay(
         up_pipes.to_server.close().await;
         child::stop_after(pid, shutdown_grace, stopped).await;
     });
+    let (stop_pipes, stop_exited) = (Arc::clone(&pipes), exited.clone());
+    let kill_after = shutdown_grace.min(KILL_AFTER_SIGNAL);
+    let signalled = tokio::spawn(async move {
+        tokio::select! {
+            () = stop => {}
+            () = stop_exited.cancelled() => return,
+        }
+        tracing::info!("signalled: stopping the MCP server");
+        stop_pipes.to_server.close().await;
+        child::stop_now(pid, kill_after, stop_exited).await;
+    });
     if let Err(e) = relay_lines(&boundary, &pipes, Direction::ToClient, server_out).await {
         tracing::warn!(error = %e, "relay to the client ended: stopping the server");
         pipes.to_server.close().await;
@@ -140,6 +167,7 @@ pub async fn relay(
     };
     exited.cancel();
     up.abort();
+    signalled.abort();
     tracing::info!(%status, "the MCP server exited");
     Ok(status)
 }

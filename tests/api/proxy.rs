@@ -553,3 +553,70 @@ async fn the_proxy_exits_with_the_servers_status() {
     let stderr = String::from_utf8_lossy(&missing.stderr);
     assert!(stderr.contains("cannot start the MCP server"), "{stderr}");
 }
+
+/// Whether process `pid` is gone (or a zombie, which runs nothing).
+fn gone(pid: &str) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        Ok(stat) => stat
+            .rsplit(')')
+            .next()
+            .is_some_and(|rest| rest.trim_start().starts_with('Z')),
+    }
+}
+
+#[tokio::test]
+async fn a_signalled_proxy_stops_its_server_before_it_exits() {
+    // A server that ignores SIGTERM, SIGHUP and SIGINT and never reads its stdin: only SIGKILL
+    // stops it. It prints its pid first (forwarded as received: it is not JSON-RPC).
+    let stubborn = r#"trap "" TERM HUP INT; echo $$; exec sleep 600"#;
+    for signal in ["TERM", "HUP", "INT"] {
+        let mut proxy = Command::new(schemagate())
+            .args(["proxy", "--server-name", "crm", "--", "sh", "-c", stubborn])
+            .env("SCHEMAGATE_LOG_LEVEL", "info")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start the proxy");
+        let mut lines = BufReader::new(proxy.stdout.take().expect("stdout")).lines();
+        let server = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+            .await
+            .expect("the server starts")
+            .expect("read")
+            .expect("the server's pid");
+        assert!(!gone(&server), "the server runs");
+        let killed = Command::new("kill")
+            .args([format!("-{signal}"), proxy.id().expect("pid").to_string()])
+            .status()
+            .await
+            .expect("kill");
+        assert!(killed.success());
+        let status = tokio::time::timeout(Duration::from_secs(10), proxy.wait())
+            .await
+            .unwrap_or_else(|_| panic!("SIG{signal}: the proxy exits"))
+            .expect("status");
+        assert_eq!(
+            status.code(),
+            Some(128 + 9),
+            "SIG{signal}: the proxy exits with its server's status (killed)"
+        );
+        assert!(
+            gone(&server),
+            "SIG{signal}: the server {server} outlived its proxy"
+        );
+        let mut stderr = String::new();
+        tokio::io::AsyncReadExt::read_to_string(
+            &mut proxy.stderr.take().expect("stderr"),
+            &mut stderr,
+        )
+        .await
+        .expect("stderr");
+        assert!(stderr.contains("stopping the MCP server"), "{stderr}");
+        assert!(
+            !stderr.contains('\u{1b}'),
+            "no colour codes when stderr is not a terminal: {stderr:?}"
+        );
+    }
+}
