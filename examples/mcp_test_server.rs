@@ -13,7 +13,8 @@
 //!
 //! `--raw` makes it a plain JSON-RPC server that writes exact bytes, for what an SDK server would
 //! not send: integers past 2^53, a result that breaks its schema in ways the SDK would refuse to
-//! serialise, a line that is not JSON, `resultType: input_required`, and results of a given size
+//! serialise, a line that is not JSON, `resultType: input_required`, an answer sent after the
+//! client cancelled its call, and results of a given size
 //! (`--result-bytes N`, the benchmark's).
 
 // Sampling is deprecated by SEP-2577 (2026-07-28 has no server-to-client requests), yet it is how
@@ -221,16 +222,32 @@ fn serve_raw(result_bytes: usize) -> std::io::Result<()> {
         {"name":"sized","inputSchema":{"type":"object","properties":{"id":{"type":"integer"}}},"outputSchema":{"type":"object","properties":{"id":{"type":"integer"},"email":{"type":"string","format":"email"},"note":{"type":"string"}},"required":["id","email"]}},
         {"name":"listing","inputSchema":{"type":"object"},"outputSchema":{"type":"array","items":{"type":"string"}}},
         {"name":"asks","inputSchema":{"type":"object"},"outputSchema":{"type":"object","required":["done"]}},
-        {"name":"noisy","inputSchema":{"type":"object"}}
+        {"name":"noisy","inputSchema":{"type":"object"}},
+        {"name":"late","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}}
     ]}"#
     .replace(['\n', ' '], "");
     let stdin = std::io::stdin();
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    // A `late` call is answered only once the client cancels it, and then with a result that
+    // breaks its schema: a server that ignores cancellation.
+    let mut late: Option<String> = None;
     for line in stdin.lock().lines() {
         let line = line?;
         let Ok(request) = serde_json::from_str::<Value>(&line) else {
             continue;
         };
+        if request["method"] == "notifications/cancelled" {
+            let cancelled = request["params"]["requestId"].to_string();
+            if late.as_deref() == Some(cancelled.as_str()) {
+                late = None;
+                writeln!(
+                    out,
+                    r#"{{"jsonrpc":"2.0","id":{cancelled},"result":{{"content":[],"structuredContent":{{"n":"not a number"}}}}}}"#
+                )?;
+                out.flush()?;
+            }
+            continue;
+        }
         let (Some(id), Some(method)) = (request.get("id"), request["method"].as_str()) else {
             continue;
         };
@@ -249,6 +266,10 @@ fn serve_raw(result_bytes: usize) -> std::io::Result<()> {
                 "sized" => sized.clone(),
                 "listing" => r#"{"content":[{"type":"text","text":"[\"a\",\"b\"]"}],"structuredContent":["a","b"]}"#.to_owned(),
                 "asks" => r#"{"resultType":"input_required","inputRequests":{"r1":{"method":"roots/list"}},"requestState":"s1"}"#.to_owned(),
+                "late" => {
+                    late = Some(id);
+                    continue;
+                }
                 "noisy" => {
                     writeln!(out, "this line is not JSON")?;
                     r#"{"content":[{"type":"text","text":"after the noise"}]}"#.to_owned()

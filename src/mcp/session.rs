@@ -3,7 +3,7 @@
 //! last call was rejected (so the next call is a retry). Every collection here is bounded.
 
 use crate::core::domain::ProtocolVersion;
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::{BuildHasher, Hasher};
 use std::sync::{Mutex, MutexGuard};
 use tokio::sync::watch;
@@ -75,6 +75,11 @@ struct State {
     unenforceable: HashSet<String>,
     contract: Contract,
     next_id: u64,
+    /// Calls the client cancelled, still followed so that an answer the server sends anyway is
+    /// checked like any other; oldest first, at most `max_in_flight` (a server that honours the
+    /// cancellation never answers, so these are not in flight and must not hold its slots).
+    cancelled: HashMap<Box<str>, Pending>,
+    cancelled_order: VecDeque<Box<str>>,
 }
 
 /// One session's state, shared by both directions.
@@ -117,23 +122,51 @@ impl Session {
         Ok(())
     }
 
-    /// The request `id` answers, if the boundary follows it.
+    /// The request `id` answers, if the boundary follows it (cancelled calls included).
     pub fn answered(&self, id: &str) -> Option<Pending> {
-        self.state().pending.remove(id)
+        let mut state = self.state();
+        if let Some(pending) = state.pending.remove(id) {
+            return Some(pending);
+        }
+        let pending = state.cancelled.remove(id)?;
+        state.cancelled_order.retain(|c| &**c != id);
+        Some(pending)
     }
 
     /// Whether the answer to request `id` is followed.
     pub fn follows(&self, id: &str) -> bool {
-        self.state().pending.contains_key(id)
+        let state = self.state();
+        state.pending.contains_key(id) || state.cancelled.contains_key(id)
     }
 
-    /// The client cancelled request `id`: its answer, if any comes, is not awaited.
+    /// The client cancelled request `id`. A call stays followed, apart from the calls in flight:
+    /// an answer the server sends anyway is checked as usual, never relayed unchecked. Past
+    /// `max_in_flight` cancelled calls unanswered, the oldest is forgotten (logged). A listing the
+    /// client asked for is no longer awaited.
     pub fn cancelled(&self, id: &str) {
         let mut state = self.state();
-        if let Some(Pending::ToolsList(ListPage { ours: false, .. }) | Pending::ToolsCall { .. }) =
-            state.pending.get(id)
-        {
-            state.pending.remove(id);
+        match state.pending.get(id) {
+            Some(Pending::ToolsCall { .. }) => {
+                let Some((id, call)) = state.pending.remove_entry(id) else {
+                    return;
+                };
+                if state.cancelled.len() >= self.max_in_flight {
+                    if let Some(oldest) = state.cancelled_order.pop_front() {
+                        state.cancelled.remove(&oldest);
+                        tracing::warn!(
+                            id = %oldest,
+                            limit = self.max_in_flight,
+                            "a cancelled call is no longer followed: an answer to it now would be relayed unchecked"
+                        );
+                    }
+                }
+                state.cancelled_order.push_back(id.clone());
+                state.cancelled.insert(id, call);
+            }
+            Some(Pending::ToolsList(ListPage { ours: false, .. })) => {
+                state.pending.remove(id);
+            }
+            _ => {}
         }
     }
 
@@ -268,7 +301,31 @@ mod tests {
         assert_eq!(session.answered("1"), None);
         session.track("3", call(1)).expect("room again");
         session.cancelled("3");
+        session
+            .track("4", call(2))
+            .expect("a cancelled call holds no slot");
+        assert!(
+            session.follows("3"),
+            "a cancelled call's answer is still read"
+        );
+        assert_eq!(session.answered("3"), Some(call(1)));
         assert_eq!(session.answered("3"), None);
+    }
+
+    #[test]
+    fn cancelled_calls_followed_are_bounded_oldest_first() {
+        let session = Session::new(2);
+        let call = Pending::ToolsCall {
+            tool: "t".into(),
+            attempt: 1,
+            protocol: None,
+        };
+        for id in ["1", "2", "3"] {
+            session.track(id, call.clone()).expect("room");
+            session.cancelled(id);
+        }
+        assert!(!session.follows("1"), "the oldest is forgotten");
+        assert!(session.follows("2") && session.follows("3"));
     }
 
     #[test]

@@ -620,3 +620,31 @@ async fn a_signalled_proxy_stops_its_server_before_it_exits() {
         );
     }
 }
+
+#[tokio::test]
+async fn an_answer_after_a_cancel_is_checked_like_any_other() {
+    let mut raw = Raw::start(&[]);
+    let init = raw
+        .ask(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#)
+        .await;
+    assert!(init.contains("protocolVersion"), "{init}");
+    // The server holds `late` until the client cancels it, then answers anyway with a result
+    // that breaks the tool's outputSchema.
+    raw.send(r#"{"jsonrpc":"2.0","id":"c1","method":"tools/call","params":{"name":"late","arguments":{}}}"#)
+        .await;
+    raw.send(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"c1","reason":"the user gave up"}}"#)
+        .await;
+    let late: Value = serde_json::from_str(&raw.next().await).expect("JSON");
+    assert_eq!(late["id"], "c1");
+    assert_eq!(late["result"]["isError"], true, "{late}");
+    assert!(
+        late["result"].get("structuredContent").is_none(),
+        "the broken result never reaches the client: {late}"
+    );
+    assert_eq!(
+        late["result"]["_meta"][VERDICT]["errors"][0]["keyword"],
+        "type"
+    );
+    drop(raw.stdin);
+    let _ = raw.child.wait().await;
+}
