@@ -3,7 +3,7 @@
 //! answered in the server's place with a tool execution error carrying the verdict.
 
 use super::envelope::Message;
-use super::session::{ListPage, Pending};
+use super::session::{ListPage, Pending, Untracked};
 use super::{meta_protocol, reply, Boundary, Direction, Link, Relayed};
 use crate::core::check::{Check, Payload, SchemaSource};
 use crate::core::domain::{ProtocolVersion, Tier};
@@ -58,8 +58,8 @@ impl Boundary {
                         protocol: meta_protocol(params.meta).or(self.session.protocol()),
                         meta: None,
                     });
-                    if let Err(full) = self.session.track(id.get(), pending) {
-                        return self.too_many(link, id, full.limit).await;
+                    if let Err(untracked) = self.session.track(id.get(), pending) {
+                        return self.untracked(link, id, untracked).await;
                     }
                 }
                 "tools/call" => return self.call(link, line, text, id, params).await,
@@ -83,15 +83,33 @@ impl Boundary {
             .await
     }
 
-    async fn too_many(&self, link: &impl Link, id: &RawValue, limit: usize) -> io::Result<()> {
-        let message = format!(
-            "schemagate proxy: {limit} requests are already in flight to the server (--max-calls-in-flight); wait for some to finish and send this one again"
-        );
+    /// Answers a request whose answer cannot be followed, instead of forwarding it unchecked.
+    async fn untracked(
+        &self,
+        link: &impl Link,
+        id: &RawValue,
+        untracked: Untracked,
+    ) -> io::Result<()> {
+        let (code, message) = match untracked {
+            Untracked::Full { limit } => (
+                reply::TOO_MANY_IN_FLIGHT,
+                format!(
+                    "schemagate proxy: {limit} requests are already in flight to the server (--max-calls-in-flight); wait for some to finish and send this one again"
+                ),
+            ),
+            Untracked::InUse => (
+                reply::INVALID_REQUEST,
+                format!(
+                    "schemagate proxy: a request with id {} is already in flight in this session (or was cancelled and may still be answered); JSON-RPC ids must be unique: send it with another id",
+                    id.get()
+                ),
+            ),
+        };
         self.answer(
             link,
             Direction::ToServer,
             Relayed::Answered,
-            &reply::error(Some(id), reply::TOO_MANY_IN_FLIGHT, &message),
+            &reply::error(Some(id), code, &message),
         )
         .await
     }
@@ -154,8 +172,8 @@ impl Boundary {
             attempt,
             protocol,
         };
-        if let Err(full) = self.session.track(id.get(), pending) {
-            return self.too_many(link, id, full.limit).await;
+        if let Err(untracked) = self.session.track(id.get(), pending) {
+            return self.untracked(link, id, untracked).await;
         }
         self.forward(link, Direction::ToServer, Relayed::Forwarded, text)
             .await

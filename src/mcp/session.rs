@@ -38,10 +38,14 @@ pub struct ListPage {
     pub meta: Option<Box<str>>,
 }
 
-/// Too many requests in flight to follow another.
-#[derive(Debug)]
-pub struct Full {
-    pub limit: usize,
+/// Why a request cannot be followed.
+#[derive(Debug, PartialEq)]
+pub enum Untracked {
+    /// `limit` requests are in flight already.
+    Full { limit: usize },
+    /// A request with this id is followed already (in flight, or cancelled and still followed):
+    /// two answers with one id could not be told apart.
+    InUse,
 }
 
 /// What to do about the contract before a call is checked.
@@ -111,10 +115,13 @@ impl Session {
     }
 
     /// Follows the answer to request `id`.
-    pub fn track(&self, id: &str, pending: Pending) -> Result<(), Full> {
+    pub fn track(&self, id: &str, pending: Pending) -> Result<(), Untracked> {
         let mut state = self.state();
-        if state.pending.len() >= self.max_in_flight && !state.pending.contains_key(id) {
-            return Err(Full {
+        if state.pending.contains_key(id) || state.cancelled.contains_key(id) {
+            return Err(Untracked::InUse);
+        }
+        if state.pending.len() >= self.max_in_flight {
+            return Err(Untracked::Full {
                 limit: self.max_in_flight,
             });
         }
@@ -259,8 +266,16 @@ impl Session {
     /// A request id of the boundary's own, as JSON text.
     pub fn our_id(&self) -> String {
         let mut state = self.state();
-        state.next_id += 1;
-        format!("\"schemagate-{:016x}-{}\"", self.nonce, state.next_id)
+        loop {
+            state.next_id += 1;
+            let id = format!("\"schemagate-{:016x}-{}\"", self.nonce, state.next_id);
+            // Never one a client request in flight already uses (its ids are the client's).
+            if !state.pending.contains_key(id.as_str())
+                && !state.cancelled.contains_key(id.as_str())
+            {
+                return id;
+            }
+        }
     }
 
     /// Changes to the listing count, for a call to wait on.
@@ -296,7 +311,11 @@ mod tests {
         };
         session.track("1", call(1)).expect("room for one");
         session.track("2", call(1)).expect("room for two");
-        assert!(session.track("3", call(1)).is_err());
+        assert_eq!(
+            session.track("3", call(1)),
+            Err(Untracked::Full { limit: 2 })
+        );
+        assert_eq!(session.track("2", call(2)), Err(Untracked::InUse));
         assert_eq!(session.answered("1"), Some(call(1)));
         assert_eq!(session.answered("1"), None);
         session.track("3", call(1)).expect("room again");

@@ -648,3 +648,43 @@ async fn an_answer_after_a_cancel_is_checked_like_any_other() {
     drop(raw.stdin);
     let _ = raw.child.wait().await;
 }
+
+#[tokio::test]
+async fn a_request_id_already_followed_is_refused_not_relayed_unchecked() {
+    let mut raw = Raw::start(&[]);
+    raw.ask(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#)
+        .await;
+    // Ids shaped like the proxy's own are the client's to use.
+    let id = r#""schemagate-0000000000000000-1""#;
+    raw.send(&format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"late","arguments":{{}}}}}}"#
+    ))
+    .await;
+    // The same id again while the first is in flight: two answers with one id could not be told
+    // apart, so the second is answered here and never reaches the server.
+    let again: Value = serde_json::from_str(
+        &raw.ask(&format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"wrong","arguments":{{}}}}}}"#
+        ))
+        .await,
+    )
+    .expect("JSON");
+    assert_eq!(again["id"], "schemagate-0000000000000000-1");
+    assert_eq!(again["error"]["code"], -32600, "{again}");
+    assert!(
+        again["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("already in flight")),
+        "{again}"
+    );
+    // The first call is still followed under its id: its (broken) answer is checked.
+    raw.send(&format!(
+        r#"{{"jsonrpc":"2.0","method":"notifications/cancelled","params":{{"requestId":{id}}}}}"#
+    ))
+    .await;
+    let late: Value = serde_json::from_str(&raw.next().await).expect("JSON");
+    assert_eq!(late["id"], "schemagate-0000000000000000-1");
+    assert_eq!(late["result"]["isError"], true, "{late}");
+    drop(raw.stdin);
+    let _ = raw.child.wait().await;
+}
