@@ -14,7 +14,9 @@
 //! `--raw` makes it a plain JSON-RPC server that writes exact bytes, for what an SDK server would
 //! not send: integers past 2^53, a result that breaks its schema in ways the SDK would refuse to
 //! serialise, a line that is not JSON, `resultType: input_required`, an answer sent after the
-//! client cancelled its call, and results of a given size
+//! client cancelled its call, tasks in both revisions' shapes (`deferred`: 2025-11-25's
+//! `tasks/result`; `deferred26`: a completed `tasks/get`; `announced`: `notifications/tasks`), an
+//! answer inside a JSON-RPC batch (`batched`), and results of a given size
 //! (`--result-bytes N`, the benchmark's).
 
 // Sampling is deprecated by SEP-2577 (2026-07-28 has no server-to-client requests), yet it is how
@@ -23,8 +25,9 @@
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock as Content,
-    CreateMessageRequestParams, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
-    SamplingMessage, ServerCapabilities, ServerConfig, Tool,
+    CreateMessageRequestParams, CreateTaskResult, DetailedTask, GetTaskParams, GetTaskResult,
+    ListToolsResult, PaginatedRequestParams, ProtocolVersion, SamplingMessage, ServerCapabilities,
+    ServerConfig, Task, TaskPayload, TaskStatus, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
@@ -102,6 +105,16 @@ impl TestServer {
                 "required": ["summary", "model"]
             }))),
             Tool::new_with_raw(
+                "report",
+                Some(Cow::Borrowed("Builds a report as a task (the tasks extension) when the client supports tasks; `variant` picks whether its result conforms.")),
+                object(json!({"type": "object", "properties": {"variant": {"enum": ["valid", "invalid"]}}})),
+            )
+            .with_raw_output_schema(object(json!({
+                "type": "object",
+                "properties": {"rows": {"type": "integer"}},
+                "required": ["rows"]
+            }))),
+            Tool::new_with_raw(
                 "change_tools",
                 Some(Cow::Borrowed("Changes get_customer's outputSchema and says so with notifications/tools/list_changed.")),
                 object(json!({"type": "object"})),
@@ -116,6 +129,7 @@ impl ServerHandler for TestServer {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
+                .enable_tasks()
                 .build(),
         )
         .with_protocol_version(ProtocolVersion::LATEST)
@@ -194,6 +208,22 @@ impl ServerHandler for TestServer {
                     .unwrap_or_default();
                 CallToolResult::structured(json!({"summary": summary, "model": sampled.model}))
             }
+            "report" => {
+                let variant = args
+                    .get("variant")
+                    .and_then(Value::as_str)
+                    .unwrap_or("valid");
+                let tasks = context
+                    .client_capabilities()
+                    .is_some_and(|c| c.supports_tasks());
+                if tasks {
+                    let task =
+                        Task::new(format!("report-{variant}"), TaskStatus::Working, NOW, NOW)
+                            .with_ttl_ms(60_000);
+                    return Ok(CreateTaskResult::new(task).into());
+                }
+                report(variant)
+            }
             "change_tools" => {
                 self.changed.store(true, Ordering::Relaxed);
                 let _ = context.peer.notify_tool_list_changed().await;
@@ -207,6 +237,37 @@ impl ServerHandler for TestServer {
             }
         };
         Ok(result.into())
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, ErrorData> {
+        let Some(variant) = request.task_id.strip_prefix("report-") else {
+            return Err(ErrorData::invalid_params("no such task", None));
+        };
+        let result = serde_json::to_value(report(variant))
+            .ok()
+            .and_then(|v| v.as_object().cloned())
+            .unwrap_or_default();
+        let task =
+            Task::new(request.task_id.clone(), TaskStatus::Completed, NOW, NOW).with_ttl_ms(60_000);
+        Ok(GetTaskResult::new(DetailedTask::new(
+            task,
+            TaskPayload::Completed { result },
+        )))
+    }
+}
+
+/// A fixed time for the tasks' timestamps.
+const NOW: &str = "2026-07-28T00:00:00Z";
+
+/// The `report` tool's result: conforming, or (`invalid`) with `rows` of the wrong type.
+fn report(variant: &str) -> CallToolResult {
+    match variant {
+        "invalid" => CallToolResult::structured(json!({"rows": "three"})),
+        _ => CallToolResult::structured(json!({"rows": 3})),
     }
 }
 
@@ -223,7 +284,12 @@ fn serve_raw(result_bytes: usize) -> std::io::Result<()> {
         {"name":"listing","inputSchema":{"type":"object"},"outputSchema":{"type":"array","items":{"type":"string"}}},
         {"name":"asks","inputSchema":{"type":"object"},"outputSchema":{"type":"object","required":["done"]}},
         {"name":"noisy","inputSchema":{"type":"object"}},
-        {"name":"late","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}}
+        {"name":"late","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}},
+        {"name":"deferred","inputSchema":{"type":"object"},"execution":{"taskSupport":"optional"},"outputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}},
+        {"name":"deferred26","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}},
+        {"name":"announced","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}},
+        {"name":"sneaky","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}},
+        {"name":"batched","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}}
     ]}"#
     .replace(['\n', ' '], "");
     let stdin = std::io::stdin();
@@ -252,6 +318,22 @@ fn serve_raw(result_bytes: usize) -> std::io::Result<()> {
             continue;
         };
         let id = id.to_string();
+        let variant = request["params"]["arguments"]["variant"]
+            .as_str()
+            .unwrap_or("bad");
+        let task_id = request["params"]["taskId"].as_str().unwrap_or("");
+        // A task's result: `{"n":1}` for a task made with variant "good", else one that breaks
+        // the schema.
+        let task_result = |task_id: &str| {
+            let n = if task_id.ends_with("-good") {
+                "1"
+            } else {
+                r#""not a number""#
+            };
+            format!(
+                r#"{{"content":[{{"type":"text","text":"n"}}],"structuredContent":{{"n":{n}}},"_meta":{{"io.modelcontextprotocol/related-task":{{"taskId":"{task_id}"}}}}}}"#
+            )
+        };
         let result = match method {
             "initialize" => {
                 let version = request["params"]["protocolVersion"].as_str().unwrap_or("2025-11-25");
@@ -274,8 +356,50 @@ fn serve_raw(result_bytes: usize) -> std::io::Result<()> {
                     writeln!(out, "this line is not JSON")?;
                     r#"{"content":[{"type":"text","text":"after the noise"}]}"#.to_owned()
                 }
+                // Not final by its resultType, yet carrying a (broken) result an older client reads.
+                "sneaky" => r#"{"resultType":"input_required","inputRequests":{},"content":[],"structuredContent":{"n":"not a number"}}"#.to_owned(),
+                // 2025-11-25 tasks: the result comes as the answer to tasks/result.
+                "deferred" => format!(
+                    r#"{{"task":{{"taskId":"t-{variant}","status":"working","createdAt":"{NOW}","lastUpdatedAt":"{NOW}","ttl":60000,"pollInterval":100}}}}"#
+                ),
+                // The 2026-07-28 tasks extension: the result comes inside a completed tasks/get.
+                "deferred26" => format!(
+                    r#"{{"resultType":"task","taskId":"t26-{variant}","status":"working","createdAt":"{NOW}","lastUpdatedAt":"{NOW}","ttlMs":60000}}"#
+                ),
+                // A task created, then at once announced completed, its result in the notification.
+                "announced" => {
+                    writeln!(
+                        out,
+                        r#"{{"jsonrpc":"2.0","id":{id},"result":{{"resultType":"task","taskId":"t26-announced","status":"working","createdAt":"{NOW}","lastUpdatedAt":"{NOW}","ttlMs":60000}}}}"#
+                    )?;
+                    writeln!(
+                        out,
+                        r#"{{"jsonrpc":"2.0","method":"notifications/tasks","params":{{"taskId":"t26-announced","status":"completed","createdAt":"{NOW}","lastUpdatedAt":"{NOW}","ttlMs":60000,"result":{}}}}}"#,
+                        task_result("t26-announced")
+                    )?;
+                    out.flush()?;
+                    continue;
+                }
+                // The answer inside a JSON-RPC batch.
+                "batched" => {
+                    writeln!(
+                        out,
+                        r#"[{{"jsonrpc":"2.0","id":{id},"result":{}}}]"#,
+                        task_result("batched")
+                    )?;
+                    out.flush()?;
+                    continue;
+                }
                 _ => r#"{"content":[{"type":"text","text":"unknown tool"}],"isError":true}"#.to_owned(),
             },
+            "tasks/result" => task_result(task_id),
+            "tasks/get" if task_id.starts_with("t26-") => format!(
+                r#"{{"resultType":"complete","taskId":"{task_id}","status":"completed","createdAt":"{NOW}","lastUpdatedAt":"{NOW}","ttlMs":60000,"result":{}}}"#,
+                task_result(task_id)
+            ),
+            "tasks/get" => format!(
+                r#"{{"taskId":"{task_id}","status":"completed","createdAt":"{NOW}","lastUpdatedAt":"{NOW}","ttl":60000}}"#
+            ),
             _ => {
                 writeln!(
                     out,

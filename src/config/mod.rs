@@ -38,7 +38,7 @@ pub const DEFAULT_REGISTRY_TIMEOUT_MS: u64 = 2000;
 pub const DEFAULT_REGISTRY_SCHEMA_TTL_SECS: u64 = 7 * 24 * 3600;
 pub const DEFAULT_LABEL_LIMIT: usize = 1000;
 /// Label combinations per client-labelled metric family (validations, field failures).
-pub const DEFAULT_SERIES_LIMIT: usize = 10_000;
+pub const DEFAULT_SERIES_LIMIT: usize = 30_000;
 pub const DEFAULT_MAX_REGISTERED_TOOLS: usize = 100_000;
 pub const DEFAULT_POLICY_POLL_SECS: u64 = 10;
 pub const DEFAULT_SHUTDOWN_GRACE_SECS: u64 = 30;

@@ -79,8 +79,8 @@ pub struct ServeArgs {
     #[arg(long, env = "SCHEMAGATE_METRICS_LABEL_LIMIT", default_value_t = DEFAULT_LABEL_LIMIT)]
     pub metrics_label_limit: usize,
     /// Label combinations kept per client-labelled metric family; past it new combinations count
-    /// under `_other` (and in schemagate_series_folded_total). Each (server, tool) pair takes 30
-    /// series of schemagate_validations_total (tier x attempt x outcome).
+    /// under `_other` (and in schemagate_series_folded_total). Each (server, tool) pair takes 90
+    /// series of schemagate_validations_total (tier x payload x attempt x outcome).
     #[arg(long, env = "SCHEMAGATE_METRICS_SERIES_LIMIT", default_value_t = DEFAULT_SERIES_LIMIT)]
     pub metrics_series_limit: usize,
     /// Most tools registered across all servers.

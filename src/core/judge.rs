@@ -139,7 +139,7 @@ impl Judge {
         let attempt = Attempt::of(check.attempt);
         // Nothing validated (yet): `valid` stays unset unless a validation sets it.
         let unvalidated = |outcome: Outcome| {
-            target.count(rules.tier, attempt, outcome);
+            target.count(rules.tier, check.payload.kind(), attempt, outcome);
             Verdict {
                 outcome,
                 ..unvalidated_verdict(rules.tier, check)
@@ -361,8 +361,12 @@ impl Judge {
             verdict.feedback =
                 feedback(check.payload.subject(), &verdict.errors, verdict.truncated);
             for e in &verdict.errors {
-                self.metrics
-                    .field_failure(target, &fold_indices(&e.instance_path), &e.keyword);
+                self.metrics.field_failure(
+                    target,
+                    check.payload.kind(),
+                    &fold_indices(&e.instance_path),
+                    &e.keyword,
+                );
             }
             if verdict.action == Action::Pass {
                 tracing::warn!(
@@ -376,7 +380,7 @@ impl Judge {
                 );
             }
         }
-        target.count(rules.tier, attempt, verdict.outcome);
+        target.count(rules.tier, check.payload.kind(), attempt, verdict.outcome);
     }
 }
 

@@ -3,14 +3,15 @@
 //! answered in the server's place with a tool execution error carrying the verdict.
 
 use super::envelope::Message;
-use super::session::{ListPage, Pending, Untracked};
+use super::session::{Call, ListPage, Pending, TaskRead, Untracked};
 use super::{meta_protocol, reply, Boundary, Direction, Link, Relayed};
-use crate::core::check::{Check, Payload, SchemaSource};
+use crate::core::check::{Check, Payload, PayloadKind, SchemaSource};
 use crate::core::domain::{ProtocolVersion, Tier};
 use crate::core::error::CheckError;
 use crate::core::metrics::{Attempt, Transport};
 use crate::core::verdict::{Action, Outcome, Verdict};
 use bytes::Bytes;
+use serde::de::IgnoredAny;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
@@ -24,6 +25,9 @@ struct CallParams<'a> {
     arguments: Option<&'a RawValue>,
     #[serde(borrow, default, rename = "_meta")]
     meta: Option<&'a RawValue>,
+    /// Task augmentation (2025-11-25): the answer is a task created, not the result.
+    #[serde(borrow, default)]
+    task: Option<&'a RawValue>,
 }
 
 #[derive(Deserialize, Default)]
@@ -63,6 +67,17 @@ impl Boundary {
                     }
                 }
                 "tools/call" => return self.call(link, line, text, id, params).await,
+                "tasks/result" | "tasks/get" => {
+                    let read = match method.as_ref() {
+                        "tasks/result" => TaskRead::Result,
+                        _ => TaskRead::Get,
+                    };
+                    if let Err(untracked) =
+                        self.session.track(id.get(), self.task_read(read, params))
+                    {
+                        return self.untracked(link, id, untracked).await;
+                    }
+                }
                 _ => {}
             },
             Message::Notification { method, params } if method == "notifications/cancelled" => {
@@ -143,34 +158,49 @@ impl Boundary {
             None => Bytes::from_static(b"{}"),
         };
         let judged = self
-            .judge(&tool, id, attempt, protocol, arguments, |text, depth| {
-                Ok(Payload::Arguments(Payload::document_from_json(
-                    "arguments",
-                    &text,
-                    depth,
-                )?))
-            })
+            .judge(
+                &tool,
+                id.get(),
+                attempt,
+                protocol,
+                arguments,
+                |text, depth| {
+                    Ok(Payload::Arguments(Payload::document_from_json(
+                        "arguments",
+                        &text,
+                        depth,
+                    )?))
+                },
+            )
             .await;
         let refusal = match judged {
             Ok(verdict) if verdict.action == Action::Reject => {
-                self.log_rejection(&tool, id, "arguments", &verdict);
-                Some(reply::rejected(id, &tool, true, &verdict, protocol))
+                self.log_rejection(&tool, id.get(), "arguments", &verdict);
+                Some(reply::rejected(&tool, true, &verdict, protocol))
             }
             Ok(_) => None,
             Err(e) => self
-                .unchecked(&tool, id, attempt, "arguments", &e)
-                .map(|tier| reply::unchecked(id, &tool, "call", tier, &e, protocol)),
+                .unchecked(&tool, id.get(), attempt, PayloadKind::Arguments, &e)
+                .map(|tier| reply::unchecked_by(&tool, "call", tier, &e, protocol)),
         };
-        if let Some(answer) = refusal {
+        if let Some(refusal) = refusal {
             self.session.concluded(&tool, true);
             return self
-                .answer(link, Direction::ToServer, Relayed::Answered, &answer)
+                .answer(
+                    link,
+                    Direction::ToServer,
+                    Relayed::Answered,
+                    &reply::answer(id, &refusal),
+                )
                 .await;
         }
         let pending = Pending::ToolsCall {
-            tool,
-            attempt,
-            protocol,
+            call: Call {
+                tool,
+                attempt,
+                protocol,
+            },
+            task_asked: params.task.is_some(),
         };
         if let Err(untracked) = self.session.track(id.get(), pending) {
             return self.untracked(link, id, untracked).await;
@@ -179,11 +209,12 @@ impl Boundary {
             .await
     }
 
-    /// Judges `payload_text` of a call of `tool` against its registered contract.
+    /// Judges `payload_text` of a call of `tool` (`call_id`: the id of the message that carries
+    /// it, as JSON text) against its registered contract.
     async fn judge(
         &self,
         tool: &str,
-        id: &RawValue,
+        call_id: &str,
         attempt: u32,
         protocol: Option<ProtocolVersion>,
         payload_text: Bytes,
@@ -192,7 +223,7 @@ impl Boundary {
         let (server, tool, call_id) = (
             self.config.server.clone(),
             tool.to_owned(),
-            id.get().to_owned(),
+            call_id.to_owned(),
         );
         let size = payload_text.len();
         self.gate
@@ -218,9 +249,9 @@ impl Boundary {
     fn unchecked(
         &self,
         tool: &str,
-        id: &RawValue,
+        call_id: &str,
         attempt: u32,
-        subject: &str,
+        payload: PayloadKind,
         error: &CheckError,
     ) -> Option<Tier> {
         let rules = self
@@ -233,17 +264,24 @@ impl Boundary {
         self.gate
             .metrics()
             .target(Some(&self.config.server), Some(tool))
-            .count(rules.tier, Attempt::of(attempt), Outcome::Unchecked);
+            .count(
+                rules.tier,
+                payload,
+                Attempt::of(attempt),
+                Outcome::Unchecked,
+            );
         let withheld = !unlisted
-            && match subject {
-                "arguments" => rules.arguments == crate::core::policy::ArgumentsMode::Reject,
+            && match payload {
+                PayloadKind::Arguments => {
+                    rules.arguments == crate::core::policy::ArgumentsMode::Reject
+                }
                 _ => rules.tier == Tier::Untrusted,
             };
         tracing::warn!(
             server = %self.config.server,
             tool,
-            call_id = id.get(),
-            subject,
+            call_id,
+            subject = payload.as_str(),
             code = error.code(),
             error = %error,
             withheld,
@@ -252,7 +290,7 @@ impl Boundary {
         withheld.then_some(rules.tier)
     }
 
-    fn log_rejection(&self, tool: &str, id: &RawValue, subject: &str, verdict: &Verdict) {
+    fn log_rejection(&self, tool: &str, call_id: &str, subject: &str, verdict: &Verdict) {
         let paths: Vec<&str> = verdict
             .errors
             .iter()
@@ -262,7 +300,7 @@ impl Boundary {
         tracing::warn!(
             server = %self.config.server,
             tool,
-            call_id = id.get(),
+            call_id,
             subject,
             tier = verdict.tier.as_str(),
             ?paths,
@@ -303,13 +341,18 @@ impl Boundary {
                         return Ok(());
                     }
                 }
-                Some(Pending::ToolsCall {
-                    tool,
-                    attempt,
-                    protocol,
+                Some(Pending::ToolsCall { call, task_asked }) => {
+                    return self
+                        .call_answer(link, line, text, id, result, &call, task_asked)
+                        .await
+                }
+                Some(Pending::TaskRead {
+                    read,
+                    task_id,
+                    call,
                 }) => {
                     return self
-                        .result(link, line, text, id, result, &tool, attempt, protocol)
+                        .task_answer(link, line, text, id, result, read, &task_id, call)
                         .await
                 }
                 None => {}
@@ -320,52 +363,58 @@ impl Boundary {
                 tracing::info!(server = %self.config.server, "the server's tools changed: the contract is stale until the next tools/list");
                 self.session.list_changed();
             }
+            Message::Notification {
+                method,
+                params: Some(params),
+            } if super::task::is_status(&method) => {
+                return self.task_status(link, line, text, params).await
+            }
             _ => {}
         }
         self.forward(link, Direction::ToClient, Relayed::Forwarded, text)
             .await
     }
 
-    /// A `tools/call` result: checked, then forwarded as received, or replaced where the policy
-    /// rejects it.
+    /// The answer to a followed `tools/call`: a task created is recorded (its result is judged
+    /// when it comes), a result is judged, then forwarded as received, or replaced where the
+    /// policy rejects it.
     #[allow(clippy::too_many_arguments)]
-    async fn result(
+    async fn call_answer(
         &self,
         link: &impl Link,
         line: &Bytes,
         text: &[u8],
         id: &RawValue,
         result: Option<&RawValue>,
-        tool: &str,
-        attempt: u32,
-        protocol: Option<ProtocolVersion>,
+        call: &Call,
+        task_asked: bool,
     ) -> io::Result<()> {
-        // A JSON-RPC error is not a tool result; a result that is not final (2026-07-28's
-        // `input_required`, a task) is followed by another call or by the task's result.
-        let Some(result) = result.filter(|r| is_final(r)) else {
+        // A JSON-RPC error is not a tool result.
+        let Some(result) = result else {
             return self
                 .forward(link, Direction::ToClient, Relayed::Forwarded, text)
                 .await;
         };
-        let body = line.slice_ref(result.get().as_bytes());
-        let judged = self
-            .judge(tool, id, attempt, protocol, body, |text, depth| {
-                Ok(Payload::Result(Payload::result_from_json(&text, depth)?))
-            })
-            .await;
-        let replacement = match judged {
-            Ok(verdict) if verdict.action == Action::Reject => {
-                self.log_rejection(tool, id, "result", &verdict);
-                Some(reply::rejected(id, tool, false, &verdict, protocol))
+        let carries_result = match super::task::created(result, task_asked) {
+            Some(task) => {
+                self.task_created(&task, call);
+                task.carries_result
             }
-            Ok(_) => None,
-            Err(e) => self
-                .unchecked(tool, id, attempt, "result", &e)
-                .map(|tier| reply::unchecked(id, tool, "result", tier, &e, protocol)),
+            // A result that is not final (2026-07-28's `input_required`) is followed by
+            // another call.
+            None => is_final(result),
         };
-        self.session.concluded(tool, replacement.is_some());
+        if !carries_result {
+            return self
+                .forward(link, Direction::ToClient, Relayed::Forwarded, text)
+                .await;
+        }
+        let body = line.slice_ref(result.get().as_bytes());
+        let replacement = self.judge_result(call, id.get(), body).await;
+        self.session.concluded(&call.tool, replacement.is_some());
         match replacement {
-            Some(answer) => {
+            Some(replacement) => {
+                let answer = reply::answer(id, &replacement);
                 self.answer(link, Direction::ToClient, Relayed::Replaced, &answer)
                     .await
             }
@@ -375,9 +424,41 @@ impl Boundary {
             }
         }
     }
+
+    /// Judges a result of `call` (`body`, carried by the message `call_id`): `None` when it
+    /// passes, else the tool error result that replaces it.
+    pub(super) async fn judge_result(
+        &self,
+        call: &Call,
+        call_id: &str,
+        body: Bytes,
+    ) -> Option<Vec<u8>> {
+        let Call {
+            tool,
+            attempt,
+            protocol,
+        } = call;
+        let judged = self
+            .judge(tool, call_id, *attempt, *protocol, body, |text, depth| {
+                Ok(Payload::Result(Payload::result_from_json(&text, depth)?))
+            })
+            .await;
+        match judged {
+            Ok(verdict) if verdict.action == Action::Reject => {
+                self.log_rejection(tool, call_id, "result", &verdict);
+                Some(reply::rejected(tool, false, &verdict, *protocol))
+            }
+            Ok(_) => None,
+            Err(e) => self
+                .unchecked(tool, call_id, *attempt, PayloadKind::Result, &e)
+                .map(|tier| reply::unchecked_by(tool, "result", tier, &e, *protocol)),
+        }
+    }
 }
 
-/// Whether a `tools/call` result is final: `resultType` absent or `"complete"`.
+/// Whether a `tools/call` result is final: `resultType` absent or `"complete"`, or whatever it
+/// says, carrying a tool result's `content` or `structuredContent` (a client of an older revision
+/// reads those whatever `resultType` says, so they never pass unjudged).
 fn is_final(result: &RawValue) -> bool {
     let text = result.get().as_bytes();
     if memchr::memmem::find(text, b"\"resultType\"").is_none() {
@@ -387,9 +468,17 @@ fn is_final(result: &RawValue) -> bool {
     struct Kind<'a> {
         #[serde(borrow, default, rename = "resultType")]
         result_type: Option<Cow<'a, str>>,
+        #[serde(default)]
+        content: Option<IgnoredAny>,
+        #[serde(default, rename = "structuredContent")]
+        structured: Option<IgnoredAny>,
     }
     serde_json::from_slice::<Kind<'_>>(text)
-        .map(|k| k.result_type.is_none_or(|t| t == "complete"))
+        .map(|k| {
+            k.result_type.is_none_or(|t| t == "complete")
+                || k.content.is_some()
+                || k.structured.is_some()
+        })
         .unwrap_or(true)
 }
 
@@ -409,6 +498,11 @@ mod tests {
             r#"{"resultType":"input_required","inputRequests":{}}"#
         )));
         assert!(!is_final(&raw(r#"{"resultType":"task","task":{}}"#)));
+        // Whatever it says, what carries a tool result is judged as one.
+        assert!(is_final(&raw(
+            r#"{"resultType":"input_required","inputRequests":{},"structuredContent":{"n":1}}"#
+        )));
+        assert!(is_final(&raw(r#"{"resultType":"task","content":[]}"#)));
         // A string that merely mentions the key is not the key.
         assert!(is_final(&raw(
             r#"{"content":[{"type":"text","text":"\"resultType\""}]}"#

@@ -4,7 +4,9 @@
 //! A [`Boundary`] is one session's rules: it learns the server's contract from `tools/list`
 //! answers ([`learn`]), checks `tools/call` arguments before the server sees them and results
 //! before the client does ([`call`]), and per the policy passes, logs, or answers with a tool
-//! execution error that carries the verdict ([`reply`]). It reads only each message's envelope
+//! execution error that carries the verdict ([`reply`]). A result that comes through an MCP task
+//! is judged the same way, against the contract of the call that created the task ([`task`]).
+//! It reads only each message's envelope
 //! ([`envelope`]) and remembers what the session needs ([`session`]). What passes is handed back
 //! to the transport to forward exactly as received; the transport, through its [`Link`], only
 //! moves bytes.
@@ -19,6 +21,8 @@ mod learn;
 mod metrics;
 mod reply;
 mod session;
+mod task;
+mod task_records;
 
 pub use metrics::Direction;
 use metrics::{MessageMetrics, Relayed};
@@ -187,17 +191,21 @@ impl Boundary {
     }
 
     /// Whether `message`, read in `direction`, is one the boundary acts on: from the client a
-    /// call, a listing or `initialize`; from the server an answer it follows, or `list_changed`.
+    /// call, a listing, a read of a task or `initialize`; from the server an answer it follows,
+    /// `list_changed`, or a task's status.
     fn acts_on(&self, direction: Direction, message: &Message<'_>) -> bool {
         match (direction, message) {
             (Direction::ToServer, Message::Request { method, .. }) => {
-                matches!(method.as_ref(), "tools/call" | "tools/list" | "initialize")
+                matches!(
+                    method.as_ref(),
+                    "tools/call" | "tools/list" | "initialize" | "tasks/result" | "tasks/get"
+                )
             }
             (Direction::ToClient, Message::Response { id: Some(id), .. }) => {
                 self.session.follows(id.get())
             }
             (Direction::ToClient, Message::Notification { method, .. }) => {
-                method == "notifications/tools/list_changed"
+                method == "notifications/tools/list_changed" || task::is_status(method)
             }
             _ => false,
         }
@@ -238,8 +246,8 @@ impl Boundary {
         // A request goes back to its sender; an answer on to the side that awaits it.
         let to_client = (direction == Direction::ToServer) == head.has_method;
         if to_client {
-            if let Some(Pending::ToolsCall { tool, .. }) = self.session.answered(id.get()) {
-                self.session.concluded(&tool, true);
+            if let Some(Pending::ToolsCall { call, .. }) = self.session.answered(id.get()) {
+                self.session.concluded(&call.tool, true);
             }
             link.send(Direction::ToClient, Outgoing::Own(&answer)).await
         } else {

@@ -19,13 +19,6 @@ pub const INVALID_PARAMS: i64 = -32602;
 pub const TOO_MANY_IN_FLIGHT: i64 = -32000;
 
 #[derive(Serialize)]
-struct Reply<'a, R: Serialize> {
-    jsonrpc: &'static str,
-    id: &'a RawValue,
-    result: R,
-}
-
-#[derive(Serialize)]
 struct ToolError<'a, V: Serialize> {
     #[serde(rename = "resultType", skip_serializing_if = "Option::is_none")]
     result_type: Option<&'static str>,
@@ -60,38 +53,37 @@ struct Unchecked<'a> {
 
 #[derive(Serialize)]
 struct ErrorBody<'a> {
-    code: &'static str,
+    code: &'a str,
     message: &'a str,
 }
 
-/// A tool execution error carrying `text` for the model and `verdict` for the client, as the
-/// answer to request `id`. Under 2026-07-28 the result says `resultType: "complete"`.
-fn tool_error<V: Serialize>(
-    id: &RawValue,
-    text: &str,
-    verdict: V,
-    protocol: Option<ProtocolVersion>,
-) -> Vec<u8> {
-    let reply = Reply {
-        jsonrpc: "2.0",
-        id,
-        result: ToolError {
-            result_type: protocol
-                .is_some_and(|p| p >= ProtocolVersion::V2026_07_28)
-                .then_some("complete"),
-            content: [TextBlock { kind: "text", text }],
-            is_error: true,
-            meta: Meta { verdict },
-        },
+/// A tool execution error (a `CallToolResult`) carrying `text` for the model and `verdict` for
+/// the client. Under 2026-07-28 the result says `resultType: "complete"`.
+fn tool_error<V: Serialize>(text: &str, verdict: V, protocol: Option<ProtocolVersion>) -> Vec<u8> {
+    let result = ToolError {
+        result_type: protocol
+            .is_some_and(|p| p >= ProtocolVersion::V2026_07_28)
+            .then_some("complete"),
+        content: [TextBlock { kind: "text", text }],
+        is_error: true,
+        meta: Meta { verdict },
     };
-    let mut out = serde_json::to_vec(&reply).unwrap_or_else(|_| fallback(Some(id)));
-    out.push(b'\n');
+    serde_json::to_vec(&result).unwrap_or_else(|_| FALLBACK_RESULT.to_vec())
+}
+
+/// `result` (JSON text) as the answer to request `id`, a line of its own.
+pub fn answer(id: &RawValue, result: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(result.len() + id.get().len() + 40);
+    out.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    out.extend_from_slice(id.get().as_bytes());
+    out.extend_from_slice(b",\"result\":");
+    out.extend_from_slice(result);
+    out.extend_from_slice(b"}\n");
     out
 }
 
-/// The answer to a call whose arguments (`arguments`) or result were rejected.
+/// The result that replaces a call whose arguments (`arguments`) or result were rejected.
 pub fn rejected(
-    id: &RawValue,
     tool: &str,
     arguments: bool,
     verdict: &Verdict,
@@ -108,33 +100,45 @@ pub fn rejected(
             verdict.feedback
         )
     };
-    tool_error(id, &text, verdict, protocol)
+    tool_error(&text, verdict, protocol)
 }
 
-/// The answer to a call whose arguments or result could not be checked at all, where the tier
-/// allows nothing unchecked through.
+/// The result that replaces what could not be checked at all (`withheld`: "the result of tool
+/// \"get\"", say), where the tier allows nothing unchecked through; `code` and `message` say why.
 pub fn unchecked(
-    id: &RawValue,
+    withheld: &str,
+    tier: Tier,
+    code: &str,
+    message: &str,
+    protocol: Option<ProtocolVersion>,
+) -> Vec<u8> {
+    let text = format!(
+        "schemagate withheld {withheld}: it could not be checked against the tool's declared schema ({message}), so it must not be used."
+    );
+    let verdict = Unchecked {
+        outcome: "unchecked",
+        action: "reject",
+        tier,
+        error: ErrorBody { code, message },
+    };
+    tool_error(&text, verdict, protocol)
+}
+
+/// The result that replaces a call's `subject` that could not be checked because of `error`.
+pub fn unchecked_by(
     tool: &str,
     subject: &str,
     tier: Tier,
     error: &CheckError,
     protocol: Option<ProtocolVersion>,
 ) -> Vec<u8> {
-    let message = error.to_string();
-    let text = format!(
-        "schemagate withheld the {subject} of tool {tool:?}: it could not be checked against the tool's declared schema ({message}), so it must not be used."
-    );
-    let verdict = Unchecked {
-        outcome: "unchecked",
-        action: "reject",
+    unchecked(
+        &format!("the {subject} of tool {tool:?}"),
         tier,
-        error: ErrorBody {
-            code: error.code(),
-            message: &message,
-        },
-    };
-    tool_error(id, &text, verdict, protocol)
+        error.code(),
+        &error.to_string(),
+        protocol,
+    )
 }
 
 #[derive(Serialize)]
@@ -162,6 +166,9 @@ pub fn error(id: Option<&RawValue>, code: i64, message: &str) -> Vec<u8> {
     out
 }
 
+/// What a tool error is should serialising it fail: still an error result, never nothing.
+const FALLBACK_RESULT: &[u8] = br#"{"content":[{"type":"text","text":"schemagate withheld this result but could not write why"}],"isError":true}"#;
+
 /// Serialising these types cannot fail (no maps with non-string keys, no failing `Serialize`);
 /// should it, the answer is still a JSON-RPC error rather than nothing.
 fn fallback(id: Option<&RawValue>) -> Vec<u8> {
@@ -183,13 +190,15 @@ mod tests {
     #[test]
     fn a_replaced_result_is_a_tool_error_with_the_verdict_in_meta() {
         let error = CheckError::UnknownSchemaHash("ab".into());
-        let out = unchecked(
+        let out = answer(
             &id("\"c-1\""),
-            "get",
-            "result",
-            Tier::Untrusted,
-            &error,
-            Some(ProtocolVersion::V2026_07_28),
+            &unchecked_by(
+                "get",
+                "result",
+                Tier::Untrusted,
+                &error,
+                Some(ProtocolVersion::V2026_07_28),
+            ),
         );
         assert_eq!(out.last(), Some(&b'\n'));
         let v: serde_json::Value = serde_json::from_slice(&out).expect("JSON");
@@ -201,13 +210,15 @@ mod tests {
         assert_eq!(meta["outcome"], "unchecked");
         assert_eq!(meta["error"]["code"], error.code());
 
-        let older = unchecked(
+        let older = answer(
             &id("3"),
-            "get",
-            "result",
-            Tier::Untrusted,
-            &error,
-            Some(ProtocolVersion::V2025_11_25),
+            &unchecked_by(
+                "get",
+                "result",
+                Tier::Untrusted,
+                &error,
+                Some(ProtocolVersion::V2025_11_25),
+            ),
         );
         let v: serde_json::Value = serde_json::from_slice(&older).expect("JSON");
         assert_eq!(v["id"], 3);

@@ -2,14 +2,24 @@
 //! JSON-RPC id), the revision spoken, whether the server's contract is current, and the tools whose
 //! last call was rejected (so the next call is a retry). Every collection here is bounded.
 
+use super::task_records::TaskRecords;
 use crate::core::domain::ProtocolVersion;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::{BuildHasher, Hasher};
 use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 /// Most tools whose run of rejections is followed, and most tools marked unenforceable.
 const MAX_TRACKED_TOOLS: usize = 10_000;
+
+/// A followed `tools/call`: what its result is judged as.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Call {
+    pub tool: String,
+    pub attempt: u32,
+    pub protocol: Option<ProtocolVersion>,
+}
 
 /// A request in flight whose answer the boundary reads.
 #[derive(Debug, Clone, PartialEq)]
@@ -18,12 +28,26 @@ pub enum Pending {
     Initialize,
     /// One page of `tools/list`.
     ToolsList(ListPage),
-    /// `tools/call`: its result is checked.
-    ToolsCall {
-        tool: String,
-        attempt: u32,
-        protocol: Option<ProtocolVersion>,
+    /// `tools/call`: its result is checked, or the task it creates is recorded. `task_asked`:
+    /// the call carried `params.task` (2025-11-25), so a `task` in its answer is a task created.
+    ToolsCall { call: Call, task_asked: bool },
+    /// A request that reads a task's result: `tasks/result` (2025-11-25), or `tasks/get`
+    /// (2026-07-28, whose answer holds a completed task's result). `call` is the call that
+    /// created the task, when this session saw it created.
+    TaskRead {
+        read: TaskRead,
+        task_id: Box<str>,
+        call: Option<Call>,
     },
+}
+
+/// Which request reads a task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskRead {
+    /// `tasks/result`: the answer is the tool's result itself.
+    Result,
+    /// `tasks/get`: the answer is the task, with a completed task's result under `result`.
+    Get,
 }
 
 /// A `tools/list` page in flight: the first page replaces the contract, later ones add to it.
@@ -84,6 +108,8 @@ struct State {
     /// cancellation never answers, so these are not in flight and must not hold its slots).
     cancelled: HashMap<Box<str>, Pending>,
     cancelled_order: VecDeque<Box<str>>,
+    /// Tasks created by followed calls.
+    tasks: TaskRecords<Call>,
 }
 
 /// One session's state, shared by both directions.
@@ -146,14 +172,15 @@ impl Session {
         state.pending.contains_key(id) || state.cancelled.contains_key(id)
     }
 
-    /// The client cancelled request `id`. A call stays followed, apart from the calls in flight:
-    /// an answer the server sends anyway is checked as usual, never relayed unchecked. Past
+    /// The client cancelled request `id`. A call (or a read of a task's result) stays followed,
+    /// apart from the calls in flight: an answer the server sends anyway is checked as usual,
+    /// never relayed unchecked. Past
     /// `max_in_flight` cancelled calls unanswered, the oldest is forgotten (logged). A listing the
     /// client asked for is no longer awaited.
     pub fn cancelled(&self, id: &str) {
         let mut state = self.state();
         match state.pending.get(id) {
-            Some(Pending::ToolsCall { .. }) => {
+            Some(Pending::ToolsCall { .. } | Pending::TaskRead { .. }) => {
                 let Some((id, call)) = state.pending.remove_entry(id) else {
                     return;
                 };
@@ -175,6 +202,30 @@ impl Session {
             }
             _ => {}
         }
+    }
+
+    /// Followed call `call` created task `task_id`, which the server keeps `ttl` (`None`:
+    /// without limit).
+    pub fn task_created(&self, task_id: &str, call: Call, ttl: Option<Duration>) {
+        self.state()
+            .tasks
+            .created(task_id, call, ttl, Instant::now());
+    }
+
+    /// The call that created task `task_id`, if this session saw it created and it has not
+    /// expired.
+    pub fn task(&self, task_id: &str) -> Option<Call> {
+        self.state().tasks.call(task_id, Instant::now())
+    }
+
+    /// The server changed task `task_id`'s `ttl`.
+    pub fn task_ttl_changed(&self, task_id: &str, ttl: Option<Duration>) {
+        self.state().tasks.ttl_changed(task_id, ttl);
+    }
+
+    /// Whether this is the first time task `task_id`'s result reaches the client.
+    pub fn task_first_delivery(&self, task_id: &str) -> bool {
+        self.state().tasks.first_delivery(task_id)
     }
 
     /// The revision the session negotiated with `initialize`.
@@ -305,9 +356,12 @@ mod tests {
     fn requests_followed_are_bounded_and_answered_once() {
         let session = Session::new(2);
         let call = |n: u32| Pending::ToolsCall {
-            tool: "t".into(),
-            attempt: n,
-            protocol: None,
+            call: Call {
+                tool: "t".into(),
+                attempt: n,
+                protocol: None,
+            },
+            task_asked: false,
         };
         session.track("1", call(1)).expect("room for one");
         session.track("2", call(1)).expect("room for two");
@@ -335,9 +389,12 @@ mod tests {
     fn cancelled_calls_followed_are_bounded_oldest_first() {
         let session = Session::new(2);
         let call = Pending::ToolsCall {
-            tool: "t".into(),
-            attempt: 1,
-            protocol: None,
+            call: Call {
+                tool: "t".into(),
+                attempt: 1,
+                protocol: None,
+            },
+            task_asked: false,
         };
         for id in ["1", "2", "3"] {
             session.track(id, call.clone()).expect("room");

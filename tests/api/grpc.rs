@@ -376,7 +376,7 @@ async fn settled(app: &TestApp, series: &str) -> f64 {
 #[tokio::test]
 async fn a_stream_nobody_reads_is_held_back_and_one_left_behind_stops() {
     let app = spawn_app().await;
-    let series = r#"schemagate_validations_total{server="flood",tool="t",tier="untrusted",attempt="first",outcome="valid"}"#;
+    let series = r#"schemagate_validations_total{server="flood",tool="t",tier="untrusted",payload="instance",attempt="first",outcome="valid"}"#;
     // The client lives on a runtime of its own, so that it can go away the way a crashed
     // process does: its connection closes mid-stream.
     let client_runtime = tokio::runtime::Builder::new_multi_thread()
@@ -544,7 +544,7 @@ async fn health_reflection_and_metrics() {
         1.0
     );
     assert_eq!(
-        app.metric(r#"schemagate_validations_total{server="crm",tool="t",tier="untrusted",attempt="first",outcome="valid"}"#).await,
+        app.metric(r#"schemagate_validations_total{server="crm",tool="t",tier="untrusted",payload="instance",attempt="first",outcome="valid"}"#).await,
         1.0
     );
 }

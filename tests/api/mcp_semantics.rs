@@ -110,7 +110,7 @@ async fn tools_without_a_contract_are_unchecked_not_unknown() {
         assert!(v.get("valid").is_none(), "{v}");
     }
     let counted = app
-        .metric(r#"schemagate_validations_total{server="crm",tool="ping",tier="untrusted",attempt="first",outcome="unchecked"}"#)
+        .metric(r#"schemagate_validations_total{server="crm",tool="ping",tier="untrusted",payload="result",attempt="first",outcome="unchecked"}"#)
         .await;
     assert_eq!(counted, 2.0, "once per transport");
     // A tool nobody registered is still unknown; each transport names its own way to register.

@@ -116,7 +116,7 @@ async fn metrics_follow_a_known_sequence_of_attempts() {
         series(
             "schemagate_validations_total",
             &format!(
-                r#"server="crm",tool="list",tier="untrusted",attempt="{attempt}",outcome="{outcome}""#
+                r#"server="crm",tool="list",tier="untrusted",payload="result",attempt="{attempt}",outcome="{outcome}""#
             ),
         )
     };
@@ -126,12 +126,12 @@ async fn metrics_follow_a_known_sequence_of_attempts() {
     assert_eq!(app.metric(&v("retry", "invalid")).await, 1.0);
     assert_eq!(app.metric(&v("first", "tool_error")).await, 1.0);
     assert_eq!(
-        app.metric(r#"schemagate_validations_total{server="ops",tool="x",tier="trusted",attempt="first",outcome="skipped"}"#).await,
+        app.metric(r#"schemagate_validations_total{server="ops",tool="x",tier="trusted",payload="instance",attempt="first",outcome="skipped"}"#).await,
         1.0
     );
     // Two failing ids per bad result, four bad results: indices fold to *.
     assert_eq!(
-        app.metric(r#"schemagate_field_failures_total{server="crm",tool="list",path="/items/*/id",keyword="type"}"#).await,
+        app.metric(r#"schemagate_field_failures_total{server="crm",tool="list",payload="result",path="/items/*/id",keyword="type"}"#).await,
         8.0
     );
     let count = app
@@ -155,7 +155,7 @@ async fn client_controlled_labels_fold_past_their_bound() {
         .collect();
     assert_eq!(servers.len(), 4, "three names and _other: {servers:?}");
     assert!(servers.contains("_other"));
-    let other = r#"schemagate_validations_total{server="_other",tool="t",tier="untrusted",attempt="first",outcome="invalid"}"#;
+    let other = r#"schemagate_validations_total{server="_other",tool="t",tier="untrusted",payload="instance",attempt="first",outcome="invalid"}"#;
     assert_eq!(app.metric(other).await, 7.0);
 }
 
@@ -305,8 +305,8 @@ async fn the_drain_delay_fails_readiness_while_checks_are_answered() {
 
 #[tokio::test]
 async fn series_past_the_limit_fold_into_other() {
-    // 30 series per (server, tool) pair: room for two pairs and the `_other` one.
-    let app = spawn_app_with(&["--metrics-series-limit", "90"]).await;
+    // 90 series per (server, tool) pair: room for two pairs and the `_other` one.
+    let app = spawn_app_with(&["--metrics-series-limit", "270"]).await;
     for i in 0..10 {
         let (status, _) = app
             .validate(&json!({"server": format!("s{i}"), "tool": "t",
@@ -326,7 +326,7 @@ async fn series_past_the_limit_fold_into_other() {
         .await;
     assert_eq!(folded, 8.0);
     let other = app
-        .metric(r#"schemagate_validations_total{server="_other",tool="_other",tier="untrusted",attempt="first",outcome="invalid"}"#)
+        .metric(r#"schemagate_validations_total{server="_other",tool="_other",tier="untrusted",payload="instance",attempt="first",outcome="invalid"}"#)
         .await;
     assert_eq!(other, 8.0);
 }

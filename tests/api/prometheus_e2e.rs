@@ -124,7 +124,8 @@ impl Prometheus {
             .unwrap_or_default()
     }
 
-    /// Waits until `promql` answers the expected value per `label` (within 1e-9).
+    /// Waits until `promql` answers the expected value per `label` (within 1e-9); `expected` in
+    /// order of the label's values.
     async fn expect(&self, promql: &str, label: &str, expected: &[(&str, f64)]) {
         let started = Instant::now();
         loop {
@@ -169,12 +170,13 @@ async fn rules_and_dashboard_queries_match_a_known_sequence() {
             .await;
         assert_eq!(status, if server == "internal-db" { 200 } else { 404 });
     }
-    // Scraped: each target's series exist for every tier (3 targets x 3 tiers).
+    // Scraped: each target's series exist for every tier and payload (3 targets x 3 tiers x 3
+    // payloads).
     prometheus
         .expect(
             r#"count(schemagate_validations_total{outcome="valid",attempt="first"})"#,
             "",
-            &[("", 9.0)],
+            &[("", 27.0)],
         )
         .await;
     tokio::time::sleep(Duration::from_millis(2500)).await;
@@ -202,17 +204,33 @@ async fn rules_and_dashboard_queries_match_a_known_sequence() {
             assert_eq!(app.validate(&check).await.0, 200);
         }
     }
+    // The model's arguments to crm/get, first attempts: 1 valid + 3 invalid. Blended with the
+    // results, crm's first attempts would conform 50%; apart, results 75% and arguments 25%.
+    for (arguments, times) in [(json!({"id": 1}), 1), (json!({"id": "one"}), 3)] {
+        for _ in 0..times {
+            let check =
+                json!({"server": "crm", "tool": "get", "schema": schema, "arguments": arguments});
+            assert_eq!(app.validate(&check).await.0, 200);
+        }
+    }
 
     prometheus
         .expect(
-            "schemagate:first_attempt_compliance:ratio_rate5m",
+            r#"schemagate:first_attempt_compliance:ratio_rate5m{payload="result"}"#,
             "server",
             &[("crm", 0.75), ("partner", 0.25)],
         )
         .await;
     prometheus
         .expect(
-            "schemagate:retry_resolution:ratio_rate5m",
+            r#"schemagate:first_attempt_compliance:ratio_rate5m{payload="arguments"}"#,
+            "server",
+            &[("crm", 0.25)],
+        )
+        .await;
+    prometheus
+        .expect(
+            r#"schemagate:retry_resolution:ratio_rate5m{payload="result"}"#,
             "server",
             &[("crm", 0.5), ("partner", 1.0)],
         )
@@ -220,8 +238,8 @@ async fn rules_and_dashboard_queries_match_a_known_sequence() {
     prometheus
         .expect(
             "schemagate:first_attempt_compliance_all:ratio_rate5m",
-            "",
-            &[("", 0.5)],
+            "payload",
+            &[("arguments", 0.25), ("result", 0.5)],
         )
         .await;
     prometheus
@@ -271,7 +289,8 @@ async fn rules_and_dashboard_queries_match_a_known_sequence() {
         }
     }
     assert!(ran >= 12);
-    // The dashboard's compliance panel gives the same figures as the recording rule.
+    // The dashboard's compliance panel gives the same figures as the recording rule, results and
+    // arguments apart.
     let compliance = dashboard["panels"]
         .as_array()
         .expect("panels")
@@ -282,9 +301,9 @@ async fn rules_and_dashboard_queries_match_a_known_sequence() {
         .as_str()
         .expect("expr")
         .replace("$__rate_interval", "5m")
-        .replace("$server", ".*")
+        .replace("$server", "crm")
         .replace("$tool", ".*");
     prometheus
-        .expect(&expr, "server", &[("crm", 0.75), ("partner", 0.25)])
+        .expect(&expr, "payload", &[("arguments", 0.25), ("result", 0.75)])
         .await;
 }

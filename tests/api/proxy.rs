@@ -8,8 +8,9 @@
 
 use crate::helpers::metric;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig,
-    CreateMessageRequestParams, CreateMessageResult, ProtocolVersion, SamplingMessage,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
+    CreateMessageRequestParams, CreateMessageResult, GetTaskParams, ProtocolVersion,
+    SamplingMessage, TaskPayload,
 };
 use rmcp::service::{RequestContext, RunningService};
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
@@ -70,7 +71,10 @@ struct Host {
 impl Host {
     fn new() -> Self {
         let mut info = ClientConfig::default();
-        info.capabilities = ClientCapabilities::builder().enable_sampling().build();
+        info.capabilities = ClientCapabilities::builder()
+            .enable_sampling()
+            .enable_tasks()
+            .build();
         Self { info }
     }
 }
@@ -155,9 +159,10 @@ async fn metrics_text(port: u16) -> String {
         .expect("metrics text")
 }
 
-fn validations(tool: &str, attempt: &str, outcome: &str) -> String {
+/// A validations series of server `crm` under untrusted: `payload` is `result` or `arguments`.
+fn validations(tool: &str, payload: &str, attempt: &str, outcome: &str) -> String {
     format!(
-        r#"schemagate_validations_total{{server="crm",tool="{tool}",tier="untrusted",attempt="{attempt}",outcome="{outcome}"}}"#
+        r#"schemagate_validations_total{{server="crm",tool="{tool}",tier="untrusted",payload="{payload}",attempt="{attempt}",outcome="{outcome}"}}"#
     )
 }
 
@@ -167,12 +172,12 @@ async fn an_sdk_client_gets_conforming_results_unchanged_and_the_rest_as_tool_er
     let metrics_listen = format!("127.0.0.1:{port}");
     let client = sdk_client(&["--metrics-listen", &metrics_listen], None).await;
 
-    // Pagination: the SDK follows nextCursor over three pages; the proxy registers each.
+    // Pagination: the SDK follows nextCursor over three pages (of two); the proxy registers each.
     let tools = client
         .list_all_tools()
         .await
         .expect("tools/list through the proxy");
-    assert_eq!(tools.len(), 5, "every page reaches the client");
+    assert_eq!(tools.len(), 6, "every page reaches the client");
 
     let valid = call(&client, "get_customer", json!({"id": 7})).await;
     assert_eq!(valid.is_error, Some(false));
@@ -253,25 +258,31 @@ async fn an_sdk_client_gets_conforming_results_unchanged_and_the_rest_as_tool_er
     );
 
     let text = metrics_text(port).await;
-    // Calls of get_customer, arguments and result each counted: valid (first), invalid result
-    // (first, rejected), isError (retry: the run ends), no structuredContent (first, rejected),
-    // arguments rejected (retry).
-    for (attempt, outcome, count) in [
-        ("first", "valid", 4.0),
-        ("first", "invalid", 2.0),
-        ("retry", "valid", 1.0),
-        ("retry", "tool_error", 1.0),
-        ("retry", "invalid", 1.0),
+    // Calls of get_customer, arguments and result each counted, apart: valid (first), invalid
+    // result (first, rejected), isError (retry: the run ends), no structuredContent (first,
+    // rejected), arguments rejected (retry).
+    for (payload, attempt, outcome, count) in [
+        ("result", "first", "valid", 1.0),
+        ("result", "first", "invalid", 2.0),
+        ("result", "retry", "tool_error", 1.0),
+        ("result", "retry", "invalid", 0.0),
+        ("arguments", "first", "valid", 3.0),
+        ("arguments", "retry", "valid", 1.0),
+        ("arguments", "retry", "invalid", 1.0),
+        ("arguments", "first", "invalid", 0.0),
     ] {
-        let series = validations("get_customer", attempt, outcome);
+        let series = validations("get_customer", payload, attempt, outcome);
         assert_eq!(metric(&text, &series), count, "{series}");
     }
     assert_eq!(
-        metric(&text, &validations("echo", "first", "unchecked")),
+        metric(&text, &validations("echo", "result", "first", "unchecked")),
         1.0
     );
     assert_eq!(
-        metric(&text, &validations("fetch_remote", "first", "unchecked")),
+        metric(
+            &text,
+            &validations("fetch_remote", "result", "first", "unchecked")
+        ),
         1.0
     );
     assert_eq!(
@@ -291,7 +302,7 @@ async fn an_sdk_client_gets_conforming_results_unchanged_and_the_rest_as_tool_er
     assert!(
         metric(
             &text,
-            r#"schemagate_field_failures_total{server="crm",tool="get_customer",path="/email",keyword="format"}"#
+            r#"schemagate_field_failures_total{server="crm",tool="get_customer",payload="result",path="/email",keyword="format"}"#
         ) >= 1.0
     );
     client.cancel().await.expect("close the session");
@@ -685,6 +696,269 @@ async fn a_request_id_already_followed_is_refused_not_relayed_unchecked() {
     let late: Value = serde_json::from_str(&raw.next().await).expect("JSON");
     assert_eq!(late["id"], "schemagate-0000000000000000-1");
     assert_eq!(late["result"]["isError"], true, "{late}");
+    drop(raw.stdin);
+    let _ = raw.child.wait().await;
+}
+
+/// The result inside a completed task's `tasks/get` answer, asked through the proxy by an SDK
+/// client of the tasks extension.
+async fn task_result(client: &RunningService<RoleClient, Host>, variant: &str) -> Value {
+    let mut args = serde_json::Map::new();
+    args.insert("variant".into(), json!(variant));
+    let created = client
+        .call_tool_once(CallToolRequestParams::new("report").with_arguments(args))
+        .await
+        .expect("call report through the proxy");
+    let CallToolResponse::Task(created) = created else {
+        panic!("a task-capable client gets a task created, as the server sent it: {created:?}")
+    };
+    let task = client
+        .get_task(GetTaskParams::new(created.task.task_id.clone()))
+        .await
+        .expect("tasks/get through the proxy");
+    match task.task.payload {
+        TaskPayload::Completed { result } => Value::Object(result),
+        other => panic!("the task is completed: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn an_sdk_client_gets_a_tasks_result_checked_like_a_direct_answer() {
+    let port = free_port();
+    let metrics_listen = format!("127.0.0.1:{port}");
+    let client = sdk_client(&["--metrics-listen", &metrics_listen], None).await;
+    let valid = task_result(&client, "valid").await;
+    assert_eq!(valid["structuredContent"], json!({"rows": 3}), "{valid}");
+    assert!(valid.get("isError").is_none_or(|e| e == false), "{valid}");
+
+    let invalid = task_result(&client, "invalid").await;
+    assert_eq!(invalid["isError"], true, "{invalid}");
+    assert!(invalid.get("structuredContent").is_none(), "{invalid}");
+    assert_eq!(invalid["_meta"][VERDICT]["outcome"], "invalid");
+    assert_eq!(
+        invalid["_meta"][VERDICT]["errors"][0]["instance_path"],
+        "/rows"
+    );
+
+    let metrics = metrics_text(port).await;
+    // Counted as the direct answers would be: results and arguments apart.
+    for (payload, outcome, count) in [
+        ("result", "valid", 1.0),
+        ("result", "invalid", 1.0),
+        ("arguments", "valid", 2.0),
+        ("arguments", "invalid", 0.0),
+    ] {
+        let series = validations("report", payload, "first", outcome);
+        assert_eq!(metric(&metrics, &series), count, "{series}");
+    }
+    client.cancel().await.expect("close the session");
+}
+
+/// Whether `value` holds, anywhere, a `structuredContent` whose `n` is not an integer: the raw
+/// server's broken results.
+fn holds_broken_result(value: &Value) -> bool {
+    match value {
+        Value::Object(map) => map.iter().any(|(k, v)| {
+            (k == "structuredContent" && v.get("n").is_some_and(|n| n.as_i64().is_none()))
+                || holds_broken_result(v)
+        }),
+        Value::Array(items) => items.iter().any(holds_broken_result),
+        _ => false,
+    }
+}
+
+#[tokio::test]
+async fn a_hostile_server_gets_no_broken_result_past_an_untrusted_proxy_by_any_route() {
+    let mut raw = Raw::start(&[]);
+    raw.ask(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#)
+        .await;
+    // Each route: the client's messages, each with how many lines come back for it. Every
+    // route ends in a result that breaks the tool's outputSchema.
+    let routes: &[(&str, &[(&str, usize)])] = &[
+        (
+            "a direct answer",
+            &[(
+                r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"wrong","arguments":{}}}"#,
+                1,
+            )],
+        ),
+        (
+            "an answer after a cancel",
+            &[
+                (
+                    r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"late","arguments":{}}}"#,
+                    0,
+                ),
+                (
+                    r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2}}"#,
+                    1,
+                ),
+            ],
+        ),
+        (
+            "an id shaped like the proxy's own",
+            &[
+                (
+                    r#"{"jsonrpc":"2.0","id":"schemagate-0000000000000000-1","method":"tools/call","params":{"name":"late","arguments":{}}}"#,
+                    0,
+                ),
+                (
+                    r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"schemagate-0000000000000000-1"}}"#,
+                    1,
+                ),
+            ],
+        ),
+        (
+            "an answer inside a JSON-RPC batch",
+            &[(
+                r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"batched","arguments":{}}}"#,
+                1,
+            )],
+        ),
+        (
+            "a result typed input_required",
+            &[(
+                r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"sneaky","arguments":{}}}"#,
+                1,
+            )],
+        ),
+        (
+            "tasks/result of a 2025-11-25 task",
+            &[
+                (
+                    r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"deferred","arguments":{"variant":"bad"},"task":{"ttl":60000}}}"#,
+                    1,
+                ),
+                (
+                    r#"{"jsonrpc":"2.0","id":6,"method":"tasks/result","params":{"taskId":"t-bad"}}"#,
+                    1,
+                ),
+            ],
+        ),
+        (
+            "tasks/result of a task never created",
+            &[(
+                r#"{"jsonrpc":"2.0","id":7,"method":"tasks/result","params":{"taskId":"t-stranger"}}"#,
+                1,
+            )],
+        ),
+        (
+            "a task the client did not ask for",
+            &[(
+                r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"deferred","arguments":{"variant":"bad"}}}"#,
+                1,
+            )],
+        ),
+        (
+            "a completed tasks/get (2026-07-28)",
+            &[
+                (
+                    r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"deferred26","arguments":{"variant":"bad"}}}"#,
+                    1,
+                ),
+                (
+                    r#"{"jsonrpc":"2.0","id":10,"method":"tasks/get","params":{"taskId":"t26-bad"}}"#,
+                    1,
+                ),
+            ],
+        ),
+        (
+            "a completed tasks/get of a task never created",
+            &[(
+                r#"{"jsonrpc":"2.0","id":11,"method":"tasks/get","params":{"taskId":"t26-stranger"}}"#,
+                1,
+            )],
+        ),
+        (
+            "notifications/tasks",
+            &[(
+                r#"{"jsonrpc":"2.0","id":12,"method":"tools/call","params":{"name":"announced","arguments":{}}}"#,
+                2,
+            )],
+        ),
+    ];
+    for (route, steps) in routes {
+        let mut seen = Vec::new();
+        for (line, answers) in steps.iter() {
+            raw.send(line).await;
+            for _ in 0..*answers {
+                seen.push(raw.next().await);
+            }
+        }
+        for line in &seen {
+            let value: Value = serde_json::from_str(line).expect("JSON");
+            assert!(
+                !holds_broken_result(&value),
+                "{route}: a broken result reached the client: {line}"
+            );
+        }
+        let last: Value = serde_json::from_str(seen.last().expect("an answer")).expect("JSON");
+        let result = match last["result"].get("result") {
+            Some(inner) => inner.clone(),
+            None if last.get("params").is_some() => last["params"]["result"].clone(),
+            None => last["result"].clone(),
+        };
+        let result = match &last {
+            Value::Array(items) => items[0]["result"].clone(),
+            _ => result,
+        };
+        assert_eq!(
+            result["isError"], true,
+            "{route}: the client gets a tool error instead: {last}"
+        );
+        assert!(
+            result["_meta"][VERDICT]["outcome"].is_string(),
+            "{route}: with the verdict: {last}"
+        );
+    }
+    drop(raw.stdin);
+    let _ = raw.child.wait().await;
+}
+
+#[tokio::test]
+async fn a_tasks_conforming_result_passes_byte_for_byte_and_an_unknown_tasks_is_withheld() {
+    let mut raw = Raw::start(&[]);
+    raw.ask(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#)
+        .await;
+    let created = raw
+        .ask(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"deferred","arguments":{"variant":"good"},"task":{"ttl":60000}}}"#)
+        .await;
+    assert_eq!(
+        created,
+        r#"{"jsonrpc":"2.0","id":1,"result":{"task":{"taskId":"t-good","status":"working","createdAt":"2026-07-28T00:00:00Z","lastUpdatedAt":"2026-07-28T00:00:00Z","ttl":60000,"pollInterval":100}}}"#,
+        "the task created is relayed as sent, never judged as the tool's result"
+    );
+    let status = raw
+        .ask(r#"{"jsonrpc":"2.0","id":2,"method":"tasks/get","params":{"taskId":"t-good"}}"#)
+        .await;
+    assert_eq!(
+        status,
+        r#"{"jsonrpc":"2.0","id":2,"result":{"taskId":"t-good","status":"completed","createdAt":"2026-07-28T00:00:00Z","lastUpdatedAt":"2026-07-28T00:00:00Z","ttl":60000}}"#
+    );
+    let result = raw
+        .ask(r#"{"jsonrpc":"2.0","id":3,"method":"tasks/result","params":{"taskId":"t-good"}}"#)
+        .await;
+    assert_eq!(
+        result,
+        r#"{"jsonrpc":"2.0","id":3,"result":{"content":[{"type":"text","text":"n"}],"structuredContent":{"n":1},"_meta":{"io.modelcontextprotocol/related-task":{"taskId":"t-good"}}}}"#
+    );
+
+    let stranger: Value = serde_json::from_str(
+        &raw.ask(
+            r#"{"jsonrpc":"2.0","id":4,"method":"tasks/result","params":{"taskId":"t-stranger"}}"#,
+        )
+        .await,
+    )
+    .expect("JSON");
+    let verdict = &stranger["result"]["_meta"][VERDICT];
+    assert_eq!(verdict["outcome"], "unchecked", "{stranger}");
+    assert_eq!(verdict["error"]["code"], "unknown_task");
+    assert!(
+        stranger["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("t-stranger")),
+        "{stranger}"
+    );
     drop(raw.stdin);
     let _ = raw.child.wait().await;
 }

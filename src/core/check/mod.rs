@@ -98,7 +98,48 @@ pub enum Payload {
     Arguments(Document),
 }
 
+/// Which payload a check judges: the `payload` label of the validation series. A tool's
+/// contract is judged on its results; the model, on the arguments it sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PayloadKind {
+    /// A tool's result (`result`).
+    Result,
+    /// A tool call's arguments (`arguments`).
+    Arguments,
+    /// Any JSON document (`instance`).
+    Instance,
+}
+
+impl PayloadKind {
+    pub const ALL: [PayloadKind; 3] = [
+        PayloadKind::Result,
+        PayloadKind::Arguments,
+        PayloadKind::Instance,
+    ];
+
+    /// Its place in [`PayloadKind::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PayloadKind::Result => "result",
+            PayloadKind::Arguments => "arguments",
+            PayloadKind::Instance => "instance",
+        }
+    }
+}
+
 impl Payload {
+    pub fn kind(&self) -> PayloadKind {
+        match self {
+            Payload::Instance(_) => PayloadKind::Instance,
+            Payload::Result(_) => PayloadKind::Result,
+            Payload::Arguments(_) => PayloadKind::Arguments,
+        }
+    }
+
     /// The noun that starts a feedback line.
     pub fn subject(&self) -> &'static str {
         match self {

@@ -11,6 +11,7 @@ mod names;
 pub use labels::{Attempt, LabelFolder, RegistryOp, Transport};
 pub use names::*;
 
+use crate::core::check::PayloadKind;
 use crate::core::domain::Tier;
 use crate::core::error::CheckError;
 use crate::core::verdict::Outcome;
@@ -40,8 +41,16 @@ const LATENCY_BUCKETS: [f64; 14] = [
     0.1, 0.25, 1.0,
 ];
 
-/// The validation counters of one (server, tool) pair, by tier, attempt and outcome.
-type Validations = [[[Counter; Outcome::ALL.len()]; Attempt::ALL.len()]; Tier::ALL.len()];
+/// The validation counters of one (server, tool) pair, by tier, payload, attempt and outcome.
+type Validations = [[[[Counter; Outcome::ALL.len()]; Attempt::ALL.len()]; PayloadKind::ALL.len()];
+    Tier::ALL.len()];
+
+/// Series of `schemagate_validations_total` one (server, tool) pair takes.
+pub const SERIES_PER_PAIR: usize =
+    Tier::ALL.len() * PayloadKind::ALL.len() * Attempt::ALL.len() * Outcome::ALL.len();
+
+/// One payload's failing fields: (path, keyword) -> its counter.
+type FieldCounters = HashMap<(Arc<str>, String), Counter>;
 
 /// The series of one (server, tool) pair, resolved once.
 pub struct TargetMetrics {
@@ -51,17 +60,25 @@ pub struct TargetMetrics {
     /// For the `_other` pair: counts what lands in it (see `schemagate_series_folded_total`).
     folded: Option<Counter>,
     drift: Counter,
-    fields: RwLock<HashMap<(Arc<str>, String), Counter>>,
+    /// By payload.
+    fields: [RwLock<FieldCounters>; PayloadKind::ALL.len()],
 }
 
 impl TargetMetrics {
-    pub fn validation(&self, tier: Tier, attempt: Attempt, outcome: Outcome) -> &Counter {
-        &self.validations[tier.index()][attempt.index()][outcome.index()]
+    pub fn validation(
+        &self,
+        tier: Tier,
+        payload: PayloadKind,
+        attempt: Attempt,
+        outcome: Outcome,
+    ) -> &Counter {
+        &self.validations[tier.index()][payload.index()][attempt.index()][outcome.index()]
     }
 
     /// Counts one check answered with a verdict.
-    pub fn count(&self, tier: Tier, attempt: Attempt, outcome: Outcome) {
-        self.validation(tier, attempt, outcome).increment(1);
+    pub fn count(&self, tier: Tier, payload: PayloadKind, attempt: Attempt, outcome: Outcome) {
+        self.validation(tier, payload, attempt, outcome)
+            .increment(1);
         if let Some(folded) = &self.folded {
             folded.increment(1);
         }
@@ -134,7 +151,7 @@ pub struct Metrics {
     auth_failures: [[Counter; AUTH_FAILURE_REASONS.len()]; Transport::ALL.len()],
     pub connections: [ConnectionMetrics; Transport::ALL.len()],
     /// (server, tool) pairs that may have series of their own (`--metrics-series-limit` over the
-    /// 30 series of a pair, one pair's worth kept for `_other`).
+    /// [`SERIES_PER_PAIR`] series of a pair, one pair's worth kept for `_other`).
     pair_budget: SeriesBudget,
     /// Field-failure label combinations that may have a series of their own.
     field_budget: SeriesBudget,
@@ -244,7 +261,6 @@ impl Metrics {
                 closed_write_timeout: closed("write_timeout"),
             }
         });
-        let per_pair = Tier::ALL.len() * Attempt::ALL.len() * Outcome::ALL.len();
         Metrics {
             request_errors,
             policy_reloads,
@@ -252,7 +268,7 @@ impl Metrics {
             cancelled,
             auth_failures,
             connections,
-            pair_budget: SeriesBudget::new((series_limit / per_pair).saturating_sub(1)),
+            pair_budget: SeriesBudget::new((series_limit / SERIES_PER_PAIR).saturating_sub(1)),
             field_budget: SeriesBudget::new(series_limit.saturating_sub(1)),
             folded_validations: folded(VALIDATIONS_TOTAL),
             folded_fields: folded(FIELD_FAILURES_TOTAL),
@@ -380,17 +396,22 @@ impl Metrics {
             return self.resolve_target(Arc::from(OTHER_LABEL), Arc::from(OTHER_LABEL));
         }
         let validations: Validations = Tier::ALL.map(|tier| {
-            Attempt::ALL.map(|attempt| {
-                Outcome::ALL.map(|outcome| {
-                    let labels = vec![
-                        Label::new("server", SharedString::from(server.to_string())),
-                        Label::new("tool", SharedString::from(tool.to_string())),
-                        Label::new("tier", tier.as_str()),
-                        Label::new("attempt", attempt.as_str()),
-                        Label::new("outcome", outcome.as_str()),
-                    ];
-                    self.recorder
-                        .register_counter(&Key::from_parts(VALIDATIONS_TOTAL, labels), &METADATA)
+            PayloadKind::ALL.map(|payload| {
+                Attempt::ALL.map(|attempt| {
+                    Outcome::ALL.map(|outcome| {
+                        let labels = vec![
+                            Label::new("server", SharedString::from(server.to_string())),
+                            Label::new("tool", SharedString::from(tool.to_string())),
+                            Label::new("tier", tier.as_str()),
+                            Label::new("payload", payload.as_str()),
+                            Label::new("attempt", attempt.as_str()),
+                            Label::new("outcome", outcome.as_str()),
+                        ];
+                        self.recorder.register_counter(
+                            &Key::from_parts(VALIDATIONS_TOTAL, labels),
+                            &METADATA,
+                        )
+                    })
                 })
             })
         });
@@ -410,7 +431,7 @@ impl Metrics {
             validations,
             folded: other.then(|| self.folded_validations.clone()),
             drift,
-            fields: RwLock::new(HashMap::new()),
+            fields: Default::default(),
         });
         if let Ok(mut targets) = self.targets.write() {
             return Arc::clone(
@@ -422,9 +443,17 @@ impl Metrics {
         target
     }
 
-    /// Counts one failing field of `target` (the path already folded to `*` indices).
-    pub fn field_failure(&self, target: &TargetMetrics, path: &str, keyword: &str) {
-        if let Ok(fields) = target.fields.read() {
+    /// Counts one failing field of `target`'s `payload` (the path already folded to `*`
+    /// indices).
+    pub fn field_failure(
+        &self,
+        target: &TargetMetrics,
+        payload: PayloadKind,
+        path: &str,
+        keyword: &str,
+    ) {
+        let fields_of = &target.fields[payload.index()];
+        if let Ok(fields) = fields_of.read() {
             if let Some(c) = fields.get(&FieldRef(path, keyword)) {
                 c.increment(1);
                 return;
@@ -433,7 +462,7 @@ impl Metrics {
         let path_label = self.paths.fold(path);
         // A path past its label bound is kept under `_other`: look that up before taking a new
         // combination from the family's budget.
-        if let Ok(fields) = target.fields.read() {
+        if let Ok(fields) = fields_of.read() {
             if let Some(c) = fields.get(&FieldRef(&path_label, keyword)) {
                 c.increment(1);
                 return;
@@ -442,7 +471,7 @@ impl Metrics {
         if !self.field_budget.take() {
             self.folded_fields.increment(1);
             let other = self.other_field.get_or_init(|| {
-                let labels = ["server", "tool", "path", "keyword"]
+                let labels = ["server", "tool", "payload", "path", "keyword"]
                     .map(|name| Label::new(name, OTHER_LABEL))
                     .to_vec();
                 self.recorder
@@ -457,6 +486,7 @@ impl Metrics {
                 vec![
                     Label::new("server", target.server.to_string()),
                     Label::new("tool", target.tool.to_string()),
+                    Label::new("payload", payload.as_str()),
                     Label::new("path", path_label.to_string()),
                     Label::new("keyword", keyword.to_owned()),
                 ],
@@ -464,7 +494,7 @@ impl Metrics {
             &METADATA,
         );
         counter.increment(1);
-        if let Ok(mut fields) = target.fields.write() {
+        if let Ok(mut fields) = fields_of.write() {
             fields.insert((path_label, keyword.to_owned()), counter);
         }
     }
@@ -537,27 +567,43 @@ mod tests {
     fn targets_render_with_their_labels() {
         let metrics = Metrics::new(1, 10_000);
         let t = metrics.target(Some("crm"), Some("get"));
-        t.validation(Tier::Untrusted, Attempt::Retry, Outcome::Invalid)
-            .increment(2);
+        t.validation(
+            Tier::Untrusted,
+            PayloadKind::Result,
+            Attempt::Retry,
+            Outcome::Invalid,
+        )
+        .increment(2);
         let other = metrics.target(Some("shop"), Some("buy"));
         other
-            .validation(Tier::Trusted, Attempt::First, Outcome::Skipped)
+            .validation(
+                Tier::Trusted,
+                PayloadKind::Arguments,
+                Attempt::First,
+                Outcome::Skipped,
+            )
             .increment(1);
-        metrics.field_failure(&t, "/items/*/id", "type");
+        metrics.field_failure(&t, PayloadKind::Result, "/items/*/id", "type");
         let text = metrics.render();
-        assert!(text.contains(r#"schemagate_validations_total{server="crm",tool="get",tier="untrusted",attempt="retry",outcome="invalid"} 2"#), "{text}");
-        assert!(text.contains(r#"schemagate_validations_total{server="_other",tool="_other",tier="trusted",attempt="first",outcome="skipped"} 1"#), "{text}");
-        assert!(text.contains(r#"schemagate_field_failures_total{server="crm",tool="get",path="/items/*/id",keyword="type"} 1"#), "{text}");
+        assert!(text.contains(r#"schemagate_validations_total{server="crm",tool="get",tier="untrusted",payload="result",attempt="retry",outcome="invalid"} 2"#), "{text}");
+        assert!(text.contains(r#"schemagate_validations_total{server="crm",tool="get",tier="untrusted",payload="arguments",attempt="retry",outcome="invalid"} 0"#), "{text}");
+        assert!(text.contains(r#"schemagate_validations_total{server="_other",tool="_other",tier="trusted",payload="arguments",attempt="first",outcome="skipped"} 1"#), "{text}");
+        assert!(text.contains(r#"schemagate_field_failures_total{server="crm",tool="get",payload="result",path="/items/*/id",keyword="type"} 1"#), "{text}");
     }
 
     #[test]
     fn label_combinations_fold_past_the_series_limit() {
-        // 30 series per pair: room for 2 pairs of their own plus the `_other` pair.
-        let metrics = Metrics::new(1_000, 90);
+        // 90 series per pair: room for 2 pairs of their own plus the `_other` pair.
+        let metrics = Metrics::new(1_000, 3 * SERIES_PER_PAIR);
         for i in 0..50 {
             let t = metrics.target(Some(&format!("s{i}")), Some(&format!("t{i}")));
-            t.count(Tier::Untrusted, Attempt::First, Outcome::Valid);
-            metrics.field_failure(&t, &format!("/f{i}"), "type");
+            t.count(
+                Tier::Untrusted,
+                PayloadKind::Instance,
+                Attempt::First,
+                Outcome::Valid,
+            );
+            metrics.field_failure(&t, PayloadKind::Instance, &format!("/f{i}"), "type");
         }
         let text = metrics.render();
         let pairs: std::collections::BTreeSet<&str> = text
@@ -566,12 +612,12 @@ mod tests {
             .filter_map(|l| l.split(",tier=").next())
             .collect();
         assert_eq!(pairs.len(), 3, "{pairs:?}");
-        assert!(text.contains(r#"schemagate_validations_total{server="_other",tool="_other",tier="untrusted",attempt="first",outcome="valid"} 48"#), "{text}");
+        assert!(text.contains(r#"schemagate_validations_total{server="_other",tool="_other",tier="untrusted",payload="instance",attempt="first",outcome="valid"} 48"#), "{text}");
         let fields = text
             .lines()
             .filter(|l| l.starts_with("schemagate_field_failures_total{"))
             .count();
-        assert!(fields <= 90, "{fields}");
+        assert!(fields <= 3 * SERIES_PER_PAIR, "{fields}");
         assert!(
             text.contains(
                 r#"schemagate_series_folded_total{family="schemagate_validations_total"} 48"#
@@ -583,17 +629,17 @@ mod tests {
     #[test]
     fn a_repeated_folded_path_takes_one_combination() {
         // One path value kept; every other path folds to `_other`, which is one combination
-        // however often it recurs: 200 of them do not spend a budget of 59 field series.
-        let metrics = Metrics::new(1, 60);
+        // however often it recurs: 200 of them do not spend a budget of 179 field series.
+        let metrics = Metrics::new(1, 2 * SERIES_PER_PAIR);
         let t = metrics.target(Some("crm"), Some("get"));
-        metrics.field_failure(&t, "/a", "type");
+        metrics.field_failure(&t, PayloadKind::Result, "/a", "type");
         for i in 0..200 {
-            metrics.field_failure(&t, &format!("/p{i}"), "type");
+            metrics.field_failure(&t, PayloadKind::Result, &format!("/p{i}"), "type");
         }
-        metrics.field_failure(&t, "/a", "format");
+        metrics.field_failure(&t, PayloadKind::Result, "/a", "format");
         let text = metrics.render();
-        assert!(text.contains(r#"schemagate_field_failures_total{server="crm",tool="get",path="_other",keyword="type"} 200"#), "{text}");
-        assert!(text.contains(r#"schemagate_field_failures_total{server="crm",tool="get",path="/a",keyword="format"} 1"#), "{text}");
+        assert!(text.contains(r#"schemagate_field_failures_total{server="crm",tool="get",payload="result",path="_other",keyword="type"} 200"#), "{text}");
+        assert!(text.contains(r#"schemagate_field_failures_total{server="crm",tool="get",payload="result",path="/a",keyword="format"} 1"#), "{text}");
         assert!(
             !text.contains(r#"family="schemagate_field_failures_total"} 1"#),
             "{text}"

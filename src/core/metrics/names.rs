@@ -48,8 +48,8 @@ pub struct Series {
 
 /// Every series schemagate exports: the one table names, descriptions and [`ALL`] come from.
 pub const SERIES: [Series; 24] = [
-    Series { name: VALIDATIONS_TOTAL, kind: Kind::Counter, help: "Checks by server, tool, tier, attempt (first|retry) and outcome (valid|invalid|skipped|tool_error|unchecked)." },
-    Series { name: FIELD_FAILURES_TOTAL, kind: Kind::Counter, help: "Failing fields by server, tool, instance path (array indices folded to *) and keyword." },
+    Series { name: VALIDATIONS_TOTAL, kind: Kind::Counter, help: "Checks by server, tool, tier, payload (result|arguments|instance), attempt (first|retry) and outcome (valid|invalid|skipped|tool_error|unchecked)." },
+    Series { name: FIELD_FAILURES_TOTAL, kind: Kind::Counter, help: "Failing fields by server, tool, payload, instance path (array indices folded to *) and keyword." },
     Series { name: VALIDATION_DURATION_SECONDS, kind: Kind::Histogram, help: "Time to answer one check, by transport." },
     Series { name: TEXT_DRIFT_TOTAL, kind: Kind::Counter, help: "Results whose text copy in content parses as JSON and is a different value from structuredContent." },
     Series { name: CACHE_HITS_TOTAL, kind: Kind::Counter, help: "Checks whose compiled schema was already in the cache." },
