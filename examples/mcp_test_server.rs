@@ -288,6 +288,7 @@ fn serve_raw(result_bytes: usize) -> std::io::Result<()> {
         {"name":"deferred","inputSchema":{"type":"object"},"execution":{"taskSupport":"optional"},"outputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}},
         {"name":"deferred26","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}},
         {"name":"announced","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}},
+        {"name":"twice","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}},
         {"name":"sneaky","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}},
         {"name":"batched","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}}
     ]}"#
@@ -376,6 +377,17 @@ fn serve_raw(result_bytes: usize) -> std::io::Result<()> {
                         out,
                         r#"{{"jsonrpc":"2.0","method":"notifications/tasks","params":{{"taskId":"t26-announced","status":"completed","createdAt":"{NOW}","lastUpdatedAt":"{NOW}","ttlMs":60000,"result":{}}}}}"#,
                         task_result("t26-announced")
+                    )?;
+                    out.flush()?;
+                    continue;
+                }
+                // `result` twice: a conforming one first, then the one JSON.parse keeps.
+                "twice" => {
+                    writeln!(
+                        out,
+                        r#"{{"jsonrpc":"2.0","id":{id},"result":{},"result":{}}}"#,
+                        task_result("twice-good"),
+                        task_result("twice")
                     )?;
                     out.flush()?;
                     continue;

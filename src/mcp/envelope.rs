@@ -2,7 +2,6 @@
 //! stay slices of the line), so traffic the boundary does not act on costs one pass of the parser.
 
 use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
-use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
 use std::fmt;
@@ -25,18 +24,56 @@ pub enum Message<'a> {
     },
 }
 
-#[derive(Deserialize)]
-struct Wire<'a> {
-    #[serde(borrow, default)]
-    id: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    method: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    params: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    result: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    error: Option<&'a RawValue>,
+/// The envelope's members, in [`members`] order.
+const ENVELOPE: [&str; 5] = ["id", "method", "params", "result", "error"];
+
+/// Reads the members `names` of the JSON object `text`, each as its JSON text (`null` as absent),
+/// or `None` when `text` is not a JSON object. A member repeated counts once, its last value:
+/// that is the one JavaScript's `JSON.parse`, Python's `json` and serde_json's `Value` keep, so
+/// what the boundary judges is what the peer will read (a reader that refused repeated members
+/// would leave the message unread, and relayed unjudged).
+pub fn members<'a, const N: usize>(
+    text: &'a [u8],
+    names: [&'static str; N],
+) -> Option<[Option<&'a RawValue>; N]> {
+    let mut de = serde_json::Deserializer::from_slice(text);
+    let found = MembersSeed(names).deserialize(&mut de).ok()?;
+    de.end().ok()?;
+    Some(found)
+}
+
+struct MembersSeed<const N: usize>([&'static str; N]);
+
+impl<'de, const N: usize> DeserializeSeed<'de> for MembersSeed<N> {
+    type Value = [Option<&'de RawValue>; N];
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de, const N: usize> Visitor<'de> for MembersSeed<N> {
+    type Value = [Option<&'de RawValue>; N];
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut found = [None; N];
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            match self.0.iter().position(|name| *name == key.as_ref()) {
+                Some(i) => {
+                    let value: &'de RawValue = map.next_value()?;
+                    found[i] = (value.get() != "null").then_some(value);
+                }
+                None => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(found)
+    }
 }
 
 /// What a line holds.
@@ -66,21 +103,15 @@ pub fn parse(line: &[u8]) -> Parsed<'_> {
 
 /// Reads one JSON object as a JSON-RPC message.
 pub fn message(text: &[u8]) -> Option<Message<'_>> {
-    let wire: Wire<'_> = serde_json::from_slice(text).ok()?;
-    match (wire.method, wire.id) {
-        (Some(method), Some(id)) => Some(Message::Request {
-            id,
-            method,
-            params: wire.params,
-        }),
-        (Some(method), None) => Some(Message::Notification {
-            method,
-            params: wire.params,
-        }),
-        (None, id) if wire.result.is_some() || wire.error.is_some() => Some(Message::Response {
-            id,
-            result: wire.result,
-        }),
+    let [id, method, params, result, error] = members(text, ENVELOPE)?;
+    let method = match method {
+        Some(m) => Some(serde_json::from_str::<Cow<'_, str>>(m.get()).ok()?),
+        None => None,
+    };
+    match (method, id) {
+        (Some(method), Some(id)) => Some(Message::Request { id, method, params }),
+        (Some(method), None) => Some(Message::Notification { method, params }),
+        (None, id) if result.is_some() || error.is_some() => Some(Message::Response { id, result }),
         _ => None,
     }
 }
@@ -185,6 +216,28 @@ mod tests {
         assert_eq!(kind("not json"), "not json-rpc");
         assert_eq!(kind(r#"{"hello":"world"}"#), "not json-rpc");
         assert_eq!(kind(r#"{"id":1,"method":"x""#), "not json-rpc");
+        assert_eq!(kind(r#"{"id":1,"method":7}"#), "not json-rpc");
+    }
+
+    #[test]
+    fn a_repeated_member_is_read_as_its_last_value() {
+        // What JSON.parse would hand the client: the second result.
+        let line = br#"{"jsonrpc":"2.0","id":1,"result":{"n":1},"result":{"n":"x"}}"#;
+        let Parsed::One(Message::Response { id, result }) = parse(line) else {
+            panic!("a response")
+        };
+        assert_eq!(id.map(RawValue::get), Some("1"));
+        assert_eq!(result.map(RawValue::get), Some(r#"{"n":"x"}"#));
+        // An escaped key is the same key.
+        let line = br#"{"jsonrpc":"2.0","id":2,"result":{"n":1},"res\u0075lt":{"n":"y"}}"#;
+        let Parsed::One(Message::Response { result, .. }) = parse(line) else {
+            panic!("a response")
+        };
+        assert_eq!(result.map(RawValue::get), Some(r#"{"n":"y"}"#));
+        let [a, b] = members(br#"{"a":1,"b":null,"a":[2]}"#, ["a", "b"]).expect("an object");
+        assert_eq!(a.map(RawValue::get), Some("[2]"));
+        assert!(b.is_none(), "null reads as absent");
+        assert!(members(b"[1]", ["a"]).is_none());
     }
 
     #[test]

@@ -8,6 +8,7 @@
 //! never saw created cannot be judged (its tool is unknown): it counts as unchecked and is
 //! withheld where the server is untrusted.
 
+use super::envelope::members;
 use super::session::{Call, Pending, TaskRead};
 use super::{reply, Boundary, Direction, Link, Relayed};
 use crate::core::check::PayloadKind;
@@ -15,8 +16,6 @@ use crate::core::domain::Tier;
 use crate::core::metrics::Attempt;
 use crate::core::verdict::Outcome;
 use bytes::Bytes;
-use serde::de::IgnoredAny;
-use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
 use std::io;
@@ -42,31 +41,46 @@ pub struct Created<'a> {
 }
 
 /// The members of a task's wire forms the boundary reads (a `CreateTaskResult`, a `tasks/get`
-/// answer, a status notification's params), both revisions'. Only `resultType` and `taskId`
-/// are typed: whatever else a server sends there, the rest is still read.
-#[derive(Deserialize, Default)]
+/// answer, a status notification's params), both revisions', each as its JSON text: whatever
+/// else a server sends there, the rest is still read, and a repeated member is read as the peer
+/// reads it (its last value).
+#[derive(Default)]
 struct Wire<'a> {
-    #[serde(borrow, default, rename = "resultType")]
     result_type: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "taskId")]
     task_id: Option<&'a RawValue>,
-    #[serde(borrow, default)]
     ttl: Option<&'a RawValue>,
-    #[serde(borrow, default, rename = "ttlMs")]
     ttl_ms: Option<&'a RawValue>,
-    #[serde(borrow, default)]
     result: Option<&'a RawValue>,
-    #[serde(borrow, default)]
     task: Option<&'a RawValue>,
-    #[serde(default)]
-    content: Option<IgnoredAny>,
-    #[serde(default, rename = "structuredContent")]
-    structured: Option<IgnoredAny>,
+    content: Option<&'a RawValue>,
+    structured: Option<&'a RawValue>,
 }
 
 impl<'a> Wire<'a> {
     fn read(text: &'a str) -> Option<Self> {
-        serde_json::from_str(text).ok()
+        let [result_type, task_id, ttl, ttl_ms, result, task, content, structured] = members(
+            text.as_bytes(),
+            [
+                "resultType",
+                "taskId",
+                "ttl",
+                "ttlMs",
+                "result",
+                "task",
+                "content",
+                "structuredContent",
+            ],
+        )?;
+        Some(Self {
+            result_type,
+            task_id,
+            ttl,
+            ttl_ms,
+            result,
+            task,
+            content,
+            structured,
+        })
     }
 
     fn task_id(&self) -> Option<Cow<'a, str>> {
@@ -80,9 +94,9 @@ impl<'a> Wire<'a> {
     }
 
     fn says(&self, result_type: &str) -> bool {
-        self.result_type.is_some_and(|t| {
-            t.get().strip_prefix('"').and_then(|t| t.strip_suffix('"')) == Some(result_type)
-        })
+        self.result_type
+            .and_then(|t| serde_json::from_str::<Cow<'_, str>>(t.get()).ok())
+            .is_some_and(|t| t == result_type)
     }
 }
 
