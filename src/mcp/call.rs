@@ -109,13 +109,13 @@ impl Boundary {
             Untracked::Full { limit } => (
                 reply::TOO_MANY_IN_FLIGHT,
                 format!(
-                    "schemagate proxy: {limit} requests are already in flight to the server (--max-calls-in-flight); wait for some to finish and send this one again"
+                    "schemagate: {limit} requests are already in flight to the server (--max-calls-in-flight); wait for some to finish and send this one again"
                 ),
             ),
             Untracked::InUse => (
                 reply::INVALID_REQUEST,
                 format!(
-                    "schemagate proxy: a request with id {} is already in flight in this session (or was cancelled and may still be answered); JSON-RPC ids must be unique: send it with another id",
+                    "schemagate: a request with id {} is already in flight in this session (or was cancelled and may still be answered); JSON-RPC ids must be unique: send it with another id",
                     id.get()
                 ),
             ),

@@ -240,7 +240,7 @@ impl Boundary {
             Direction::ToClient => "server",
         };
         let message = format!(
-            "schemagate proxy: a message of {len} bytes from the {from} exceeds --max-message-bytes ({limit}); it was not relayed"
+            "schemagate: a message of {len} bytes from the {from} exceeds --max-message-bytes ({limit}); it was not relayed"
         );
         let answer = reply::error(Some(&id), reply::INVALID_REQUEST, &message);
         // A request goes back to its sender; an answer on to the side that awaits it.
