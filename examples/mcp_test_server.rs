@@ -288,6 +288,7 @@ fn serve_raw(result_bytes: usize) -> std::io::Result<()> {
         {"name":"deferred","inputSchema":{"type":"object"},"execution":{"taskSupport":"optional"},"outputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}},
         {"name":"deferred26","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}},
         {"name":"announced","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}},
+        {"name":"doubled","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}},
         {"name":"twice","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}},
         {"name":"sneaky","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}},
         {"name":"batched","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}}
@@ -378,6 +379,18 @@ fn serve_raw(result_bytes: usize) -> std::io::Result<()> {
                         r#"{{"jsonrpc":"2.0","method":"notifications/tasks","params":{{"taskId":"t26-announced","status":"completed","createdAt":"{NOW}","lastUpdatedAt":"{NOW}","ttlMs":60000,"result":{}}}}}"#,
                         task_result("t26-announced")
                     )?;
+                    out.flush()?;
+                    continue;
+                }
+                // The same (broken) answer sent twice.
+                "doubled" => {
+                    for _ in 0..2 {
+                        writeln!(
+                            out,
+                            r#"{{"jsonrpc":"2.0","id":{id},"result":{}}}"#,
+                            task_result("doubled")
+                        )?;
+                    }
                     out.flush()?;
                     continue;
                 }

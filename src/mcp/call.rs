@@ -355,7 +355,13 @@ impl Boundary {
                         .task_answer(link, line, text, id, result, read, &task_id, call)
                         .await
                 }
-                None => {}
+                None => {
+                    if let Some(answer) = self.unfollowed(id, result) {
+                        return self
+                            .answer(link, Direction::ToClient, Relayed::Replaced, &answer)
+                            .await;
+                    }
+                }
             },
             Message::Notification { method, .. }
                 if method == "notifications/tools/list_changed" =>
@@ -373,6 +379,32 @@ impl Boundary {
         }
         self.forward(link, Direction::ToClient, Relayed::Forwarded, text)
             .await
+    }
+
+    /// An answer to a request the boundary does not follow: relayed, unless it carries a tool
+    /// result's `structuredContent` (which only a tool call's answer holds: this is an answer to
+    /// a cancelled call no longer followed, or one sent twice) where the server is untrusted.
+    /// Its tool is unknown, so it cannot be judged: the client gets a JSON-RPC error for that id
+    /// instead.
+    fn unfollowed(&self, id: &RawValue, result: Option<&RawValue>) -> Option<Vec<u8>> {
+        let result = result?.get().as_bytes();
+        memchr::memmem::find(result, b"structuredContent")?;
+        let [structured] = super::envelope::members(result, ["structuredContent"])?;
+        structured?;
+        let server = Some(self.config.server.as_str());
+        if self.gate.policy().load().rules_for(server, None).tier != Tier::Untrusted {
+            return None;
+        }
+        tracing::warn!(
+            server = %self.config.server,
+            id = id.get(),
+            "an answer carrying structuredContent to a request not followed as a tool call was withheld"
+        );
+        let message = format!(
+            "schemagate withheld the server's answer to request {}: it carries a tool result (structuredContent), but no tool call with this id is followed (one cancelled long ago, or answered already), so the tool, and the schema it must match, are unknown",
+            id.get()
+        );
+        Some(reply::error(Some(id), reply::WITHHELD, &message))
     }
 
     /// The answer to a followed `tools/call`: a task created is recorded (its result is judged

@@ -17,6 +17,9 @@ pub const INVALID_REQUEST: i64 = -32600;
 pub const INVALID_PARAMS: i64 = -32602;
 /// An implementation-defined server error: more calls in flight than the boundary follows.
 pub const TOO_MANY_IN_FLIGHT: i64 = -32000;
+/// An implementation-defined server error: an answer carrying a tool result that no followed
+/// call awaits, withheld under untrusted.
+pub const WITHHELD: i64 = -32001;
 
 #[derive(Serialize)]
 struct ToolError<'a, V: Serialize> {

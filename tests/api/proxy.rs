@@ -876,6 +876,20 @@ async fn a_hostile_server_gets_no_broken_result_past_an_untrusted_proxy_by_any_r
                 2,
             )],
         ),
+        (
+            "a repeated result member",
+            &[(
+                r#"{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":"twice","arguments":{}}}"#,
+                1,
+            )],
+        ),
+        (
+            "an answer sent twice",
+            &[(
+                r#"{"jsonrpc":"2.0","id":14,"method":"tools/call","params":{"name":"doubled","arguments":{}}}"#,
+                2,
+            )],
+        ),
     ];
     for (route, steps) in routes {
         let mut seen = Vec::new();
@@ -893,6 +907,16 @@ async fn a_hostile_server_gets_no_broken_result_past_an_untrusted_proxy_by_any_r
             );
         }
         let last: Value = serde_json::from_str(seen.last().expect("an answer")).expect("JSON");
+        if last["error"]["code"] == -32001 {
+            // An answer no followed call awaits: withheld as a JSON-RPC error for its id.
+            assert!(
+                last["error"]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("withheld")),
+                "{route}: {last}"
+            );
+            continue;
+        }
         let result = match last["result"].get("result") {
             Some(inner) => inner.clone(),
             None if last.get("params").is_some() => last["params"]["result"].clone(),
