@@ -14,10 +14,12 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use schemagate::core::check::{batch_from_json, Check};
+use schemagate::core::document::Document;
 use schemagate::core::drift::{first_difference, same_tokens};
 use schemagate::core::metrics::Transport;
 use schemagate::core::schema::compile::compile;
 use schemagate::core::verdict::{feedback, ValidationFailure};
+use serde_json::Value;
 use std::hint::black_box;
 use std::time::Duration;
 
@@ -77,6 +79,44 @@ fn benches(c: &mut Criterion) {
     group.bench_function("read_100_checks", |b| {
         b.iter(|| batch_from_json(black_box(&batch), 64, 10_000).expect("a batch"))
     });
+    group.finish();
+
+    // The payload reader alone against serde_json's `Value`, over every result's
+    // structuredContent: the reference corpus (SCHEMAGATE_CORPUS or ../shared/corpus) when it is
+    // there, the generated one otherwise.
+    let reference = std::env::var_os("SCHEMAGATE_CORPUS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/corpus").into());
+    let loaded = corpus::Corpus::load(&reference).ok();
+    let documents: Vec<String> = loaded
+        .as_ref()
+        .unwrap_or(&corpus)
+        .items
+        .iter()
+        .filter_map(|i| i.result.get("structuredContent").map(|v| v.to_string()))
+        .collect();
+    let total: usize = documents.iter().map(String::len).sum();
+    let mut group = c.benchmark_group("read");
+    group.throughput(Throughput::Bytes(total as u64));
+    group.bench_function(format!("document_{}_payloads", documents.len()), |b| {
+        b.iter(|| {
+            for text in &documents {
+                black_box(Document::read(black_box(text.as_bytes()), 64).expect("reads"));
+            }
+        })
+    });
+    group.bench_function(
+        format!("serde_json_value_{}_payloads", documents.len()),
+        |b| {
+            b.iter(|| {
+                for text in &documents {
+                    black_box(
+                        serde_json::from_slice::<Value>(black_box(text.as_bytes())).expect("reads"),
+                    );
+                }
+            })
+        },
+    );
     group.finish();
 
     let item = corpus

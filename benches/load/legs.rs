@@ -22,11 +22,16 @@ pub(crate) fn validators(tools: &Value) -> Validators {
             else {
                 continue;
             };
-            let compiled =
-                compile(schema.to_string().as_bytes(), options, &limits).expect("compiles");
+            // The service compiles it (refusing nothing here); the ceiling judges
+            // `serde_json::Value`s with the validator's own representation, same settings.
+            compile(schema.to_string().as_bytes(), options, &limits).expect("compiles");
+            let validator = jsonschema::options()
+                .should_validate_formats(options.assert_formats)
+                .build(schema)
+                .expect("compiles");
             out.entry(server.clone())
                 .or_default()
-                .insert(name.to_owned(), compiled.validator);
+                .insert(name.to_owned(), validator);
         }
     }
     out

@@ -2,21 +2,12 @@
 //! is the very text `structuredContent` was sent as (the usual case: one serialiser wrote both),
 //! a byte comparison settles it. Otherwise both texts are read with their numbers held exactly
 //! (as decimals, never as floats), so `42.0` and `42` are the same value while `2^53 + 1` and
-//! `2^53` are not, and the first path where they differ is reported. When no number on either side
-//! has more than 15 significant digits, a walk of the text against the document already read
-//! decides equality with no second document; only a difference (or a long number) reads both
-//! texts exactly.
-
-use crate::core::check::Key;
-use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde_json::Value;
-use std::cell::Cell;
-use std::fmt;
+//! `2^53` are not, and the first path where they differ is reported.
 
 /// Whether two JSON texts are the same tokens: equal bytes once white space outside strings is
 /// set aside. Such texts read as the same value (or, if neither is JSON, as nothing); texts that
 /// differ here may still be equal values (key order, escapes, number forms), which
-/// [`json_text_equals`] decides.
+/// [`first_difference`] decides.
 pub fn same_tokens(a: &[u8], b: &[u8]) -> bool {
     if a == b {
         return true;
@@ -76,62 +67,6 @@ pub fn first_difference(a: &[u8], b: &[u8]) -> Option<Option<String>> {
     let b = Exact::parse(b)?;
     let mut path = String::new();
     Some(differ(&a, &b, &mut path).then_some(path))
-}
-
-/// Whether `text` is JSON equal to `expected` (the document `structuredContent` was read into),
-/// walking the text against it without building a second document: `Some(true)` equal,
-/// `Some(false)` different, `None` not JSON. Numbers compare by value; this is exact only when no
-/// number literal on either side has more than 15 significant digits (then distinct literals are
-/// distinct floats), which the caller makes sure of with [`has_long_number`] before trusting a
-/// `Some(true)`.
-pub fn json_text_equals(text: &str, expected: &Value) -> Option<TextEquality> {
-    let floats = Cell::new(false);
-    let mut de = serde_json::Deserializer::from_str(text);
-    let same = Same(Some(expected), &floats).deserialize(&mut de).ok()?;
-    de.end().ok()?;
-    Some(match (same, floats.get()) {
-        (false, _) => TextEquality::Differs,
-        (true, false) => TextEquality::Equal,
-        (true, true) => TextEquality::EqualAsFloats,
-    })
-}
-
-/// What [`json_text_equals`] found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TextEquality {
-    /// Equal, every number compared exactly (as integers, or no numbers at all).
-    Equal,
-    /// Equal, some non-integer numbers compared as floats: exact only if no literal on either side
-    /// has more than 15 significant digits ([`has_long_number`]).
-    EqualAsFloats,
-    Differs,
-}
-
-/// Whether `text` holds a run of 16 or more digits and dots: a number literal a 64-bit float may
-/// not hold exactly, or a string that merely looks like one. Either way, such
-/// texts are compared by [`first_difference`], which reads numbers exactly.
-pub fn has_long_number(text: &[u8]) -> bool {
-    const LONG: usize = 16;
-    let is_part = |b: u8| b.is_ascii_digit() || b == b'.';
-    // A run of LONG parts starting at or after `start` must cover `start + LONG - 1`: look there
-    // first, and skip LONG bytes at once when it is not a part (most texts are read sparsely).
-    let mut start = 0;
-    while start + LONG <= text.len() {
-        let end = start + LONG - 1;
-        if !is_part(text[end]) {
-            start = end + 1;
-            continue;
-        }
-        let mut first = end;
-        while first > start && is_part(text[first - 1]) {
-            first -= 1;
-        }
-        if first == start {
-            return true;
-        }
-        start = first;
-    }
-    false
 }
 
 /// Whether `text` holds a JSON scalar (not an object or array): a scalar text beside a structured
@@ -433,120 +368,6 @@ fn push_key(path: &mut String, key: &str) {
     }
 }
 
-/// Compares the next value with the expected one (`None`: nothing expected, so just skip it);
-/// notes when a float was found equal to a float.
-struct Same<'a>(Option<&'a Value>, &'a Cell<bool>);
-
-impl<'de> DeserializeSeed<'de> for Same<'_> {
-    type Value = bool;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<bool, D::Error> {
-        match self.0 {
-            Some(expected) => d.deserialize_any(SameVisitor(expected, self.1)),
-            None => <IgnoredAny as serde::Deserialize>::deserialize(d).map(|_| false),
-        }
-    }
-}
-
-struct SameVisitor<'a>(&'a Value, &'a Cell<bool>);
-
-impl SameVisitor<'_> {
-    /// `same`, noting that a float compared equal.
-    fn float_equal(&self, same: bool) -> bool {
-        if same {
-            self.1.set(true);
-        }
-        same
-    }
-}
-
-impl<'de> Visitor<'de> for SameVisitor<'_> {
-    type Value = bool;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("any JSON value")
-    }
-    fn visit_bool<E>(self, v: bool) -> Result<bool, E> {
-        Ok(matches!(self.0, Value::Bool(b) if *b == v))
-    }
-    // By value, as JSON Schema compares numbers: integers exactly, and an integer equals a float
-    // of the same value (`42` and `42.0`). Where a float takes part, equality is noted: it is
-    // exact only if no literal has more than 15 significant digits (see `has_long_number`).
-    fn visit_i64<E>(self, v: i64) -> Result<bool, E> {
-        Ok(match self.0 {
-            Value::Number(n) if n.is_f64() => {
-                self.float_equal(v.unsigned_abs() < 1 << 53 && n.as_f64() == Some(v as f64))
-            }
-            Value::Number(n) => n.as_i64() == Some(v),
-            _ => false,
-        })
-    }
-    fn visit_u64<E>(self, v: u64) -> Result<bool, E> {
-        Ok(match self.0 {
-            Value::Number(n) if n.is_f64() => {
-                self.float_equal(v < 1 << 53 && n.as_f64() == Some(v as f64))
-            }
-            Value::Number(n) => n.as_u64() == Some(v),
-            _ => false,
-        })
-    }
-    fn visit_f64<E>(self, v: f64) -> Result<bool, E> {
-        Ok(match self.0 {
-            Value::Number(n) if n.is_f64() => self.float_equal(n.as_f64() == Some(v)),
-            Value::Number(n) => self.float_equal(match (n.as_u64(), n.as_i64()) {
-                (Some(u), _) => u < 1 << 53 && u as f64 == v,
-                (_, Some(i)) => i.unsigned_abs() < 1 << 53 && i as f64 == v,
-                _ => false,
-            }),
-            _ => false,
-        })
-    }
-    fn visit_str<E>(self, v: &str) -> Result<bool, E> {
-        Ok(matches!(self.0, Value::String(s) if s == v))
-    }
-    fn visit_unit<E>(self) -> Result<bool, E> {
-        Ok(self.0.is_null())
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<bool, A::Error> {
-        let items = match self.0 {
-            Value::Array(items) => Some(items),
-            _ => None,
-        };
-        let mut same = items.is_some();
-        let mut n = 0;
-        loop {
-            let expected = if same {
-                items.and_then(|i| i.get(n))
-            } else {
-                None
-            };
-            let Some(eq) = seq.next_element_seed(Same(expected, self.1))? else {
-                break;
-            };
-            same &= eq;
-            n += 1;
-        }
-        Ok(same && items.is_some_and(|i| i.len() == n))
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<bool, A::Error> {
-        let object = match self.0 {
-            Value::Object(object) => Some(object),
-            _ => None,
-        };
-        let mut same = object.is_some();
-        let mut n = 0;
-        while let Some(Key(key)) = map.next_key()? {
-            let expected = if same {
-                object.and_then(|o| o.get(key.as_ref()))
-            } else {
-                None
-            };
-            same &= map.next_value_seed(Same(expected, self.1))?;
-            n += 1;
-        }
-        Ok(same && object.is_some_and(|o| o.len() == n))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -604,45 +425,16 @@ mod tests {
     }
 
     #[test]
-    fn long_numbers_are_found_wherever_they_are() {
-        assert!(!has_long_number(b"{\"a\": 123456789012345, \"b\": 1.5}"));
-        assert!(has_long_number(b"{\"a\": 1234567890123456}"));
-        assert!(has_long_number(b"0.10000000000000001"));
-        assert!(has_long_number(b"x 12345678.12345678"));
-        for pad in 0..40 {
-            let text = format!("{}9007199254740993{}", "ab".repeat(pad), " ".repeat(pad));
-            assert!(has_long_number(text.as_bytes()), "{text}");
-            let short = format!(
-                "{}900719925474099 {}",
-                "ab".repeat(pad),
-                "7".repeat(pad % 15)
-            );
-            assert!(!has_long_number(short.as_bytes()), "{short}");
-        }
-    }
-
-    #[test]
     fn float_literals_a_float_would_round_are_still_compared_exactly() {
-        // 42.00000000000000001 reads as the float 42.0: the walk finds it equal to 42 as floats,
-        // and the long literal sends it to the exact comparison.
-        let structured: Value = serde_json::from_str(r#"{"a": 42, "b": 0.5}"#).expect("json");
+        // 42.00000000000000001 reads as the float 42.0, but it is not 42.
         let copy = r#"{"a": 42.00000000000000001, "b": 0.5}"#;
-        assert_eq!(
-            json_text_equals(copy, &structured),
-            Some(TextEquality::EqualAsFloats)
-        );
-        assert!(has_long_number(copy.as_bytes()));
         assert_eq!(
             first_difference(copy.as_bytes(), br#"{"a": 42, "b": 0.5}"#),
             Some(Some("/a".into()))
         );
         assert_eq!(
-            json_text_equals(r#"{"b": 0.5, "a": 42}"#, &structured),
-            Some(TextEquality::EqualAsFloats)
-        );
-        assert_eq!(
-            json_text_equals(r#"{"a": 42}"#, &serde_json::json!({"a": 42})),
-            Some(TextEquality::Equal)
+            first_difference(br#"{"b": 0.50, "a": 42.0}"#, br#"{"a": 42, "b": 0.5}"#),
+            Some(None)
         );
     }
 

@@ -75,8 +75,8 @@ pub enum CheckError {
     SchemaTooComplex(String),
     #[error("this check would cost about {work} schema evaluations, over the limit of {limit} (see --max-check-work): send a smaller payload or a simpler schema")]
     WorkLimitExceeded { work: u64, limit: u64 },
-    #[error("the payload holds the number {0:e}, which schemagate cannot judge exactly: integers beyond the 64-bit range and other numbers of magnitude 2^53 or more may have been rounded when read, and a rounded number must never pass a check; send it as a string (and type it as one in the schema)")]
-    InexactNumber(f64),
+    #[error("the payload holds a number written with {length} characters, past the {limit} a number may have (numbers are judged exactly, from their literal, up to that length): send it as a string, and type it as one in the schema")]
+    NumberTooLong { length: usize, limit: usize },
     #[error("outputSchema root must be an object schema (\"type\": \"object\") under MCP {version}; fix the tool's outputSchema, follow MCP 2026-07-28 (`protocol_version`), which allows any root, or set require_object_root = false in the policy")]
     SchemaRootNotObject { version: &'static str },
     #[error("registering would bring server {server:?} to {tools} tools, past the limit of {limit} registered tools across all servers (see --max-registered-tools): register fewer tools, or remove a server's")]
@@ -194,7 +194,7 @@ impl CheckError {
             CheckError::SchemaTooComplex(_) => "schema_too_complex",
             CheckError::WorkLimitExceeded { .. } => "work_limit_exceeded",
             CheckError::SchemaRootNotObject { .. } => "schema_root_not_object",
-            CheckError::InexactNumber(_) => "number_not_exact",
+            CheckError::NumberTooLong { .. } => "number_too_long",
             CheckError::TooManyTools { .. } => "too_many_tools",
             CheckError::BodyTimeout { .. } => "body_timeout",
             CheckError::Overloaded(_) => "overloaded",
@@ -228,7 +228,7 @@ impl CheckError {
         "schema_too_complex",
         "work_limit_exceeded",
         "schema_root_not_object",
-        "number_not_exact",
+        "number_too_long",
         "too_many_tools",
         "body_timeout",
         "overloaded",
@@ -271,7 +271,7 @@ impl CheckError {
             | CheckError::SchemaTooComplex(_)
             | CheckError::WorkLimitExceeded { .. }
             | CheckError::SchemaRootNotObject { .. }
-            | CheckError::InexactNumber(_) => ErrorClass::Unprocessable,
+            | CheckError::NumberTooLong { .. } => ErrorClass::Unprocessable,
             CheckError::BodyTimeout { .. } => ErrorClass::Timeout,
             CheckError::Overloaded(_) => ErrorClass::Overloaded,
             CheckError::Unauthenticated(_) => ErrorClass::Unauthenticated,
@@ -349,7 +349,10 @@ mod tests {
             CheckError::SchemaRootNotObject {
                 version: "2025-06-18",
             },
-            CheckError::InexactNumber(1e20),
+            CheckError::NumberTooLong {
+                length: 5000,
+                limit: 4096,
+            },
             CheckError::TooManyTools {
                 server: String::new(),
                 tools: 2,

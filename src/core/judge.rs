@@ -3,8 +3,8 @@
 //! [`crate::core::gate`] decides where it runs, the adapters how it arrives.
 
 use crate::core::check::{Check, Document, Payload, SchemaSource, ToolResult};
+use crate::core::document::DocumentJson;
 use crate::core::domain::{ProtocolVersion, ServerId, Tier, ToolName};
-use crate::core::drift::TextEquality;
 use crate::core::error::CheckError;
 use crate::core::metrics::{Attempt, Metrics, TargetMetrics};
 use crate::core::policy::{ArgumentsMode, PolicyStore, Rules};
@@ -18,7 +18,6 @@ use crate::core::verdict::{
     ValidationFailure, Verdict,
 };
 use crate::core::Limits;
-use serde_json::Value;
 use std::borrow::Cow;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
@@ -259,18 +258,18 @@ impl Judge {
                 if !on_worker && work > INLINE_WORK {
                     return Err(Deferred::ToWorker { hit_counted: true });
                 }
-                if !compiled.validator.is_valid(&doc.value) {
+                if !compiled.validator.is_valid(doc.root()) {
                     if !on_worker && work.saturating_mul(4) > INLINE_WORK {
                         // Collecting errors costs more than the yes/no answer.
                         return Err(Deferred::ToWorker { hit_counted: true });
                     }
-                    self.collect_errors(&compiled.validator, &doc.value, work, &mut verdict);
+                    self.collect_errors(&compiled.validator, doc, work, &mut verdict);
                 }
             }
         }
 
         if let (Payload::Result(r), Some(structured)) = (&check.payload, document) {
-            if let Some(finding) = text_drift(r, &structured.value) {
+            if let Some(finding) = text_drift(r, structured) {
                 target.drift().increment(1);
                 if rules.drift_fails {
                     verdict.errors.push(ValidationFailure {
@@ -283,7 +282,7 @@ impl Judge {
                 verdict.findings.push(finding);
             }
             if version >= ProtocolVersion::V2026_07_28
-                && !structured.value.is_object()
+                && !structured.is_object()
                 && !r.has_text_block
             {
                 verdict.findings.push(Finding {
@@ -300,8 +299,8 @@ impl Judge {
 
     fn collect_errors(
         &self,
-        validator: &jsonschema::Validator,
-        doc: &Value,
+        validator: &jsonschema::Validator<DocumentJson>,
+        doc: &Document,
         work: u64,
         verdict: &mut Verdict,
     ) {
@@ -320,7 +319,7 @@ impl Judge {
         }
         let max = self.limits.max_errors;
         let mut count = 0usize;
-        for error in validator.iter_errors(doc) {
+        for error in validator.iter_errors(doc.root()) {
             count += 1;
             if count > max {
                 verdict.truncated = true;
@@ -393,34 +392,23 @@ pub(crate) fn guarded<T>(read: impl FnOnce() -> Result<T, CheckError>) -> Result
 }
 
 /// A text block of `content` that parses as JSON and is a different JSON value from
-/// `structuredContent` (numbers compared by value), with where they first differ. A text holding
-/// a JSON scalar is compared only with a scalar `structuredContent`: beside an object it is
-/// prose that happens to parse (a count, a word), not a copy.
-fn text_drift(result: &ToolResult, structured: &Value) -> Option<Finding> {
-    let structured_is_scalar = !structured.is_object() && !structured.is_array();
+/// `structuredContent` (numbers compared exactly, by value), with where they first differ. A text
+/// holding a JSON scalar is compared only with a scalar `structuredContent`: beside an object it
+/// is prose that happens to parse (a count, a word), not a copy.
+fn text_drift(result: &ToolResult, structured: &Document) -> Option<Finding> {
+    let structured_is_scalar = structured.is_scalar();
     let mut sent: Option<Cow<'_, [u8]>> = result.structured_text.as_deref().map(Cow::Borrowed);
     for text in &result.json_texts {
         if crate::core::drift::is_scalar_text(text) && !structured_is_scalar {
             continue;
         }
         let sent = sent.get_or_insert_with(|| {
-            // Kept whenever a text copy may follow; rebuilt from the value otherwise.
-            Cow::Owned(serde_json::to_vec(structured).unwrap_or_default())
+            // Kept whenever the result was read from text; rebuilt from the document otherwise.
+            Cow::Owned(serde_json::to_vec(&structured.to_value()).unwrap_or_default())
         });
+        // The same text, white space aside: the same value, with nothing to read.
         if crate::core::drift::same_tokens(text.as_bytes(), sent) {
             continue;
-        }
-        // Walked against the document already read: exact, unless floats were found equal and a
-        // number literal is long enough for a float to hide a difference.
-        match crate::core::drift::json_text_equals(text, structured) {
-            None | Some(TextEquality::Equal) => continue,
-            Some(TextEquality::EqualAsFloats)
-                if !crate::core::drift::has_long_number(text.as_bytes())
-                    && !crate::core::drift::has_long_number(sent) =>
-            {
-                continue
-            }
-            Some(_) => {}
         }
         if let Some(Some(path)) = crate::core::drift::first_difference(text.as_bytes(), sent) {
             let at = if path.is_empty() { "/" } else { path.as_str() };

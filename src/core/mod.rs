@@ -6,6 +6,7 @@
 
 pub mod auth;
 pub mod check;
+pub mod document;
 pub mod domain;
 pub mod drift;
 pub mod error;

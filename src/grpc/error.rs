@@ -95,7 +95,13 @@ mod tests {
             ),
             (CheckError::MissingSchema, Code::InvalidArgument),
             (CheckError::ConflictingSchemas, Code::InvalidArgument),
-            (CheckError::InexactNumber(1e20), Code::InvalidArgument),
+            (
+                CheckError::NumberTooLong {
+                    length: 5000,
+                    limit: 4096,
+                },
+                Code::InvalidArgument,
+            ),
             (
                 CheckError::MalformedMessage("x".into()),
                 Code::InvalidArgument,

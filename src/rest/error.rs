@@ -145,7 +145,13 @@ mod tests {
                 },
                 422,
             ),
-            (CheckError::InexactNumber(1e20), 422),
+            (
+                CheckError::NumberTooLong {
+                    length: 5000,
+                    limit: 4096,
+                },
+                422,
+            ),
             (CheckError::MalformedMessage("x".into()), 400),
             (
                 CheckError::TooManyTools {

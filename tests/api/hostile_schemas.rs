@@ -141,48 +141,169 @@ async fn regex_heavy_schemas_are_refused_in_time_and_weighed_in_the_cache() {
     assert_eq!(v["error"]["code"], "work_limit_exceeded", "{v}");
 }
 
+/// A raw check (schema and instance as JSON text) over REST and gRPC: the outcome or error code
+/// each gives.
+async fn both_transports(
+    app: &crate::helpers::TestApp,
+    grpc: &mut proto::validator_client::ValidatorClient<tonic::transport::Channel>,
+    schema: &str,
+    instance: &[u8],
+) -> (String, String) {
+    let mut body = format!(r#"{{"schema": {schema}, "instance": "#).into_bytes();
+    body.extend_from_slice(instance);
+    body.push(b'}');
+    let (status, v) = app.post_raw("/v1/validate", body).await;
+    let rest = match status {
+        200 => v["outcome"].as_str().unwrap_or("").to_owned(),
+        _ => v["error"]["code"].as_str().unwrap_or("").to_owned(),
+    };
+    use proto::check::{Payload as P, SchemaSource as S};
+    let check = proto::Check {
+        schema_source: Some(S::Schema(schema.as_bytes().to_vec().into())),
+        payload: Some(P::Instance(instance.to_vec().into())),
+        ..Default::default()
+    };
+    let grpc = match grpc.validate(check).await {
+        Ok(answer) => match answer.into_inner().valid {
+            Some(true) => "valid".to_owned(),
+            Some(false) => "invalid".to_owned(),
+            None => "unchecked".to_owned(),
+        },
+        Err(status) => error_code(&status).to_owned(),
+    };
+    (rest, grpc)
+}
+
 #[tokio::test]
-async fn numbers_beyond_exact_range_are_never_rounded_into_a_pass() {
+async fn numbers_are_judged_exactly_and_never_rounded_into_a_pass() {
     let app = spawn_app().await;
     let mut grpc = client(&app).await;
-    let cases = [
+    let cases: &[(&str, &str, &str)] = &[
         (
             r#"{"maximum": 18446744073709551616}"#,
             "18446744073709551617",
+            "invalid",
         ),
-        (r#"{"const": 18446744073709551616}"#, "18446744073709551617"),
-        (r#"{"enum": [1e20]}"#, "100000000000000000001"),
+        (
+            r#"{"const": 18446744073709551616}"#,
+            "18446744073709551617",
+            "invalid",
+        ),
+        (r#"{"enum": [1e20]}"#, "100000000000000000001", "invalid"),
+        (r#"{"enum": [1e20]}"#, "100000000000000000000", "valid"),
         (
             r#"{"minimum": -9223372036854775808}"#,
             "-9223372036854775809",
+            "invalid",
+        ),
+        (r#"{"type": "number", "minimum": 0}"#, "6.02e23", "valid"),
+        (
+            r#"{"maximum": 18446744073709551615}"#,
+            "18446744073709551616",
+            "invalid",
+        ),
+        (r#"{"multipleOf": 0.123456789}"#, "1e308", "invalid"),
+        (
+            r#"{"const": 9007199254740992}"#,
+            "9007199254740992.0",
+            "valid",
+        ),
+        (
+            r#"{"maximum": 18446744073709551614}"#,
+            "18446744073709551615",
+            "invalid",
+        ),
+        (
+            r#"{"type": "integer"}"#,
+            "12345678910111213141516171819202122232425262728293031",
+            "valid",
+        ),
+        (
+            r#"{"exclusiveMaximum": 972783798187987123879878123.18878137}"#,
+            "972783798187987123879878123.188781371",
+            "invalid",
+        ),
+        (
+            r#"{"type": "integer", "multipleOf": 0.5}"#,
+            "1e308",
+            "valid",
         ),
     ];
-    for (schema, instance) in cases {
-        let body = format!(r#"{{"schema": {schema}, "instance": {instance}}}"#);
-        let (status, v) = app.post_raw("/v1/validate", body).await;
-        assert_eq!(status, 422, "{schema} vs {instance}: {v}");
-        assert_eq!(v["error"]["code"], "number_not_exact", "{v}");
-
-        use proto::check::{Payload as P, SchemaSource as S};
-        let check = proto::Check {
-            schema_source: Some(S::Schema(schema.as_bytes().to_vec().into())),
-            payload: Some(P::Instance(instance.as_bytes().to_vec().into())),
-            ..Default::default()
-        };
-        let err = grpc.validate(check).await.unwrap_err();
-        assert_eq!(err.code(), Code::InvalidArgument, "{err:?}");
-        assert_eq!(error_code(&err), "number_not_exact");
+    for (schema, instance, expected) in cases {
+        let (rest, by_grpc) = both_transports(&app, &mut grpc, schema, instance.as_bytes()).await;
+        assert_eq!(rest, *expected, "REST: {schema} vs {instance}");
+        assert_eq!(by_grpc, *expected, "gRPC: {schema} vs {instance}");
     }
-    // Within the exact range, numbers are judged as they are.
+    // A 5,000-digit literal is past the length budget: refused, and the message says what to do.
+    let five_thousand_digits = format!("1{}", "0".repeat(4999));
+    let (rest, by_grpc) = both_transports(
+        &app,
+        &mut grpc,
+        r#"{"minimum": 0}"#,
+        five_thousand_digits.as_bytes(),
+    )
+    .await;
+    assert_eq!(
+        (rest.as_str(), by_grpc.as_str()),
+        ("number_too_long", "number_too_long")
+    );
+    let body = format!(r#"{{"schema": {{}}, "instance": [{five_thousand_digits}]}}"#);
+    let (status, v) = app.post_raw("/v1/validate", body).await;
+    assert_eq!(status, 422, "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("5000 characters") && m.contains("as a string")),
+        "{v}"
+    );
+    // One within it is judged, exactly.
+    let within = format!("1{}1", "0".repeat(4094));
+    let (rest, by_grpc) =
+        both_transports(&app, &mut grpc, r#"{"maximum": 1e4095}"#, within.as_bytes()).await;
+    assert_eq!((rest.as_str(), by_grpc.as_str()), ("invalid", "invalid"));
+}
+
+#[tokio::test]
+async fn payloads_are_read_by_the_same_rules_over_rest_and_grpc() {
+    let app = spawn_app().await;
+    let mut grpc = client(&app).await;
+    let n_is_integer = r#"{"properties": {"n": {"type": "integer"}}}"#;
+    let deep = format!("{}1{}", "[".repeat(100), "]".repeat(100));
+    let cases: &[(&str, &[u8], &str)] = &[
+        // Of a key given twice, the last member is judged: the one a consumer reads.
+        (n_is_integer, br#"{"n": 1, "n": "one"}"#, "invalid"),
+        (n_is_integer, br#"{"n": "one", "n": 1}"#, "valid"),
+        (n_is_integer, br#"{"\u006e": "one"}"#, "invalid"),
+        // Escapes decode; a surrogate pair is one character.
+        (
+            r#"{"const": "\u00e9\n\ud83d\ude00"}"#,
+            br#""\u00e9\n\ud83d\ude00""#,
+            "valid",
+        ),
+        (r#"{"maxLength": 1}"#, br#""\ud83d\ude00""#, "valid"),
+        // A lone surrogate, invalid UTF-8, nesting past the limit: refused.
+        (r#"{}"#, br#""\ud83d""#, "malformed_json"),
+        (r#"{}"#, br#""\ude00x""#, "malformed_json"),
+        (r#"{}"#, b"\"\xff\xfe\"", "malformed_json"),
+        (r#"{}"#, deep.as_bytes(), "nesting_too_deep"),
+    ];
+    for (schema, instance, expected) in cases {
+        let shown = String::from_utf8_lossy(instance);
+        let (rest, by_grpc) = both_transports(&app, &mut grpc, schema, instance).await;
+        assert_eq!(rest, *expected, "REST: {schema} vs {shown}");
+        assert_eq!(by_grpc, *expected, "gRPC: {schema} vs {shown}");
+    }
+    // A lone surrogate's error says where it is, in the body.
     let (status, v) = app
         .post_raw(
             "/v1/validate",
-            r#"{"schema": {"maximum": 18446744073709551614}, "instance": 18446744073709551615}"#,
+            r#"{"schema": {}, "instance": ["ok", "\ud83d!"]}"#,
         )
         .await;
-    assert_eq!(
-        (status, v["outcome"].as_str()),
-        (200, Some("invalid")),
+    assert_eq!(status, 400, "{v}");
+    let message = v["error"]["message"].as_str().unwrap_or("");
+    assert!(
+        message.contains("`instance`") && message.contains("unexpected end of hex escape"),
         "{v}"
     );
 }

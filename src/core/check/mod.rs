@@ -6,7 +6,6 @@
 
 mod read;
 
-pub(crate) use read::Key;
 pub use read::ONE_PASS_MAX_BYTES;
 
 use crate::core::domain::ProtocolVersion;
@@ -25,50 +24,8 @@ pub enum SchemaSource {
     Registered,
 }
 
-/// A JSON document from a request, measured as it was read: its nesting depth, its node count
-/// and the bytes of its strings and keys, which bound the work of validating it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Document {
-    pub value: Value,
-    pub nodes: u64,
-    pub depth: usize,
-    /// Bytes of every string and object key: what regular expressions run over.
-    pub string_bytes: u64,
-}
-
-impl Document {
-    /// Wraps a document built elsewhere, measuring it.
-    pub fn new(value: Value) -> Self {
-        let (depth, nodes) = measure(&value);
-        let string_bytes = string_bytes(&value);
-        Self {
-            value,
-            nodes,
-            depth,
-            string_bytes,
-        }
-    }
-}
-
-/// Bytes of every string and object key in `value`.
-fn string_bytes(value: &Value) -> u64 {
-    let mut total = 0u64;
-    let mut stack = vec![value];
-    while let Some(v) = stack.pop() {
-        match v {
-            Value::String(s) => total += s.len() as u64,
-            Value::Array(items) => stack.extend(items),
-            Value::Object(map) => {
-                for (key, child) in map {
-                    total += key.len() as u64;
-                    stack.push(child);
-                }
-            }
-            _ => {}
-        }
-    }
-    total
-}
+/// A payload document from a request, in the core's own representation.
+pub use crate::core::document::Document;
 
 /// An MCP `CallToolResult`, reduced to what a check looks at.
 #[derive(Debug, Clone, Default)]
@@ -271,7 +228,10 @@ mod tests {
         match (absent.payload, null.payload) {
             (Payload::Result(a), Payload::Result(n)) => {
                 assert_eq!(a.structured_content, None);
-                assert_eq!(n.structured_content, Some(Document::new(Value::Null)));
+                assert_eq!(
+                    n.structured_content,
+                    Some(Document::from_value(&Value::Null))
+                );
             }
             other => panic!("unexpected payloads {other:?}"),
         }
@@ -281,7 +241,7 @@ mod tests {
     fn null_instance_is_a_document() {
         let check = parse(r#"{"schema": {}, "instance": null}"#).expect("parses");
         match check.payload {
-            Payload::Instance(doc) => assert_eq!(doc, Document::new(Value::Null)),
+            Payload::Instance(doc) => assert_eq!(doc, Document::from_value(&Value::Null)),
             other => panic!("expected an instance, got {other:?}"),
         }
     }
@@ -331,7 +291,7 @@ mod tests {
             .expect("parses");
         match check.payload {
             Payload::Instance(doc) => {
-                assert_eq!((doc.depth, doc.nodes), measure(&doc.value));
+                assert_eq!((doc.depth, doc.nodes), measure(&doc.to_value()));
                 assert_eq!((doc.depth, doc.nodes), (4, 7));
             }
             other => panic!("expected an instance, got {other:?}"),
@@ -363,7 +323,7 @@ mod tests {
                 );
                 assert!(!r.is_error);
                 assert_eq!(
-                    r.structured_content.map(|d| d.value),
+                    r.structured_content.map(|d| d.to_value()),
                     Some(serde_json::json!({"a": 1}))
                 );
             }

@@ -4,6 +4,7 @@
 //! memory than a schema may.
 
 use crate::core::check::measure;
+use crate::core::document::DocumentJson;
 use crate::core::error::CheckError;
 use crate::core::policy::{CompileOptions, RegexEngine};
 use crate::core::schema::analysis::{self, CostError, RefusedUri};
@@ -35,7 +36,8 @@ pub struct CompileLimits {
 /// A compiled schema and what the checks need to know about it.
 #[derive(Debug)]
 pub struct CompiledSchema {
-    pub validator: Validator,
+    /// Judges documents in the core's own representation.
+    pub validator: Validator<DocumentJson>,
     /// Upper bound on subschema evaluations at one instance position.
     pub cost_per_position: u64,
     /// Upper bound on regular expressions run on the strings at one instance position; a check
@@ -104,7 +106,7 @@ pub fn compile(
 
     let refused = RefusedUri::default();
     let retriever = refused.clone();
-    let mut builder = jsonschema::options()
+    let mut builder = jsonschema::options_for::<DocumentJson>()
         .with_retriever(retriever)
         .should_validate_formats(options.assert_formats);
     builder = match options.regex_engine {
@@ -212,6 +214,7 @@ fn root_is_object(schema: &Value) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::core::document::Document;
 
     const LIMITS: CompileLimits = CompileLimits {
         max_schema_bytes: 1 << 20,
@@ -239,7 +242,9 @@ mod tests {
         )
         .expect("compiles");
         assert!(compiled.root_is_object);
-        assert!(!compiled.validator.is_valid(&serde_json::json!({})));
+        assert!(!compiled
+            .validator
+            .is_valid(Document::from_value(&serde_json::json!({})).root()));
     }
 
     #[test]
@@ -295,21 +300,29 @@ mod tests {
     fn format_assertion_follows_the_options() {
         let schema = br#"{"type": "string", "format": "date-time"}"#;
         let asserted = compile(schema, OPTIONS, &LIMITS).expect("compiles");
-        assert!(!asserted.validator.is_valid(&serde_json::json!("yesterday")));
+        assert!(!asserted
+            .validator
+            .is_valid(Document::from_value(&serde_json::json!("yesterday")).root()));
         let annotated = CompileOptions {
             assert_formats: false,
             ..OPTIONS
         };
         let lenient = compile(schema, annotated, &LIMITS).expect("compiles");
-        assert!(lenient.validator.is_valid(&serde_json::json!("yesterday")));
+        assert!(lenient
+            .validator
+            .is_valid(Document::from_value(&serde_json::json!("yesterday")).root()));
         // Internationalised formats are checked too (they need jsonschema's `idna` feature).
         let idn = compile(br#"{"format": "idn-hostname"}"#, OPTIONS, &LIMITS).expect("compiles");
-        assert!(idn.validator.is_valid(&serde_json::json!("실례.테스트")));
+        assert!(idn
+            .validator
+            .is_valid(Document::from_value(&serde_json::json!("실례.테스트")).root()));
         assert!(!idn
             .validator
-            .is_valid(&serde_json::json!("\u{302e}실례.테스트")));
+            .is_valid(Document::from_value(&serde_json::json!("\u{302e}실례.테스트")).root()));
         let email = compile(br#"{"format": "idn-email"}"#, OPTIONS, &LIMITS).expect("compiles");
-        assert!(!email.validator.is_valid(&serde_json::json!("2962")));
+        assert!(!email
+            .validator
+            .is_valid(Document::from_value(&serde_json::json!("2962")).root()));
     }
 
     #[test]
@@ -321,7 +334,9 @@ mod tests {
         )
         .expect("compiles");
         let hostile = format!("{}!", "a".repeat(64));
-        assert!(!compiled.validator.is_valid(&serde_json::json!(hostile)));
+        assert!(!compiled
+            .validator
+            .is_valid(Document::from_value(&serde_json::json!(hostile)).root()));
     }
 
     #[test]
@@ -381,9 +396,13 @@ mod tests {
         /// documents without panicking, and no bytes sent as a check or batch panic the reader.
         fn never_panics(text: &[u8], doc: &[u8]) {
             if let Ok(compiled) = compile(text, OPTIONS, &LIMITS) {
-                if let Ok(value) = serde_json::from_slice::<Value>(doc) {
-                    let _ = compiled.validator.is_valid(&value);
-                    let _ = compiled.validator.iter_errors(&value).take(20).count();
+                if let Ok(document) = Document::read(doc, 64) {
+                    let _ = compiled.validator.is_valid(document.root());
+                    let _ = compiled
+                        .validator
+                        .iter_errors(document.root())
+                        .take(20)
+                        .count();
                 }
             }
             let body = bytes::Bytes::copy_from_slice(doc);

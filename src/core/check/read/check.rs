@@ -129,11 +129,9 @@ impl<'de> Reader<'de> for CheckReader<'_> {
                         other.kind()
                     ))),
                 },
-                Field::Instance => map
-                    .next_value_seed(DocumentSeed::root(self.depth_limit))?
+                Field::Instance => payload(name, map.next_value()?, self.body, self.depth_limit)
                     .map(|doc| f.instance = Some(doc)),
-                Field::Arguments => map
-                    .next_value_seed(DocumentSeed::root(self.depth_limit))?
+                Field::Arguments => payload(name, map.next_value()?, self.body, self.depth_limit)
                     .map(|doc| f.arguments = Some(doc)),
                 Field::Result => map
                     .next_value_seed(Shape(ResultReader {

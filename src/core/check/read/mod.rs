@@ -25,14 +25,14 @@ use crate::core::error::{from_json_error, CheckError};
 use batch::BatchReader;
 use bytes::Bytes;
 use check::CheckReader;
-use document::DocumentSeed;
+use document::payload;
 use result::ResultReader;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use serde_json::{Map, Number, Value};
 use std::borrow::Cow;
 use std::fmt;
+use std::marker::PhantomData;
 
 /// Reads one check from the JSON text in `body`.
 pub(super) fn check(body: &Bytes, depth_limit: usize) -> Result<Check, CheckError> {
@@ -60,13 +60,8 @@ pub(super) fn document(
     text: &[u8],
     depth_limit: usize,
 ) -> Result<Document, CheckError> {
-    whole(
-        text,
-        depth_limit,
-        Some(field),
-        DocumentSeed::root(depth_limit),
-    )
-    .and_then(|doc| doc)
+    let raw: &RawValue = whole(text, depth_limit, Some(field), PhantomData)?;
+    payload(field, raw, text, depth_limit)
 }
 
 /// Reads an MCP tool result from JSON text.
@@ -149,8 +144,14 @@ impl<'de, R: Reader<'de>> Visitor<'de> for Shape<R> {
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a JSON object or array")
     }
-    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<R::Output, A::Error> {
-        self.0.object(map)
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<R::Output, A::Error> {
+        match map.next_key::<Key<'de>>()? {
+            Some(Key(key)) if key == NUMBER_TOKEN => {
+                drain_number(map)?;
+                Ok(self.0.wrong("a number"))
+            }
+            first => self.0.object(Resumed { first, map }),
+        }
     }
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<R::Output, A::Error> {
         self.0.array(seq)
@@ -172,6 +173,46 @@ impl<'de, R: Reader<'de>> Visitor<'de> for Shape<R> {
     }
     fn visit_unit<E>(self) -> Result<R::Output, E> {
         Ok(self.0.wrong("null"))
+    }
+}
+
+/// The one member of the map serde_json hands a number over as (with `arbitrary_precision`, which
+/// the validator's exact numbers turn on) when it is not an integer that fits in 64 bits.
+const NUMBER_TOKEN: &str = "$serde_json::private::Number";
+
+/// Reads the rest of a number handed over as a map (its key already read).
+fn drain_number<'de, A: MapAccess<'de>>(mut map: A) -> Result<(), A::Error> {
+    map.next_value::<IgnoredAny>()?;
+    drain_map(map)
+}
+
+/// A map whose first key was read already, to look for [`NUMBER_TOKEN`]: it is handed over first.
+struct Resumed<'de, A> {
+    first: Option<Key<'de>>,
+    map: A,
+}
+
+impl<'de, A: MapAccess<'de>> MapAccess<'de> for Resumed<'de, A> {
+    type Error = A::Error;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, A::Error> {
+        use serde::de::value::{BorrowedStrDeserializer, StringDeserializer};
+        match self.first.take() {
+            Some(Key(Cow::Borrowed(key))) => seed
+                .deserialize(BorrowedStrDeserializer::<A::Error>::new(key))
+                .map(Some),
+            Some(Key(Cow::Owned(key))) => seed
+                .deserialize(StringDeserializer::<A::Error>::new(key))
+                .map(Some),
+            None => self.map.next_key_seed(seed),
+        }
+    }
+
+    fn next_value_seed<V: DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, A::Error> {
+        self.map.next_value_seed(seed)
     }
 }
 
@@ -264,9 +305,19 @@ impl<'de> Deserialize<'de> for Scalar<'de> {
                 drain_seq(seq)?;
                 Ok(Scalar::Array)
             }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Scalar<'de>, A::Error> {
-                drain_map(map)?;
-                Ok(Scalar::Object)
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Scalar<'de>, A::Error> {
+                match map.next_key::<Key<'de>>()? {
+                    Some(Key(key)) if key == NUMBER_TOKEN => {
+                        drain_number(map)?;
+                        Ok(Scalar::Number)
+                    }
+                    Some(_) => {
+                        map.next_value::<IgnoredAny>()?;
+                        drain_map(map)?;
+                        Ok(Scalar::Object)
+                    }
+                    None => Ok(Scalar::Object),
+                }
             }
         }
         d.deserialize_any(ScalarVisitor)

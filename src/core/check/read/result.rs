@@ -16,35 +16,23 @@ impl<'de> Reader<'de> for ResultReader<'_> {
     fn object<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Output, A::Error> {
         let mut result = ToolResult::default();
         let mut problem = FirstError::default();
-        // Whether `content` has been read and held no JSON text copy.
-        let mut no_copy = false;
         while let Some(Key(key)) = map.next_key()? {
             let read = match key.as_ref() {
-                // Nothing to compare it with: built in place.
-                "structuredContent" if no_copy => map
-                    .next_value_seed(DocumentSeed::root(self.depth_limit))?
-                    .map(|doc| result.structured_content = Some(doc)),
-                // Its text is kept too, for the drift check's fast path: a text copy that is the
-                // same text needs no comparison value by value.
+                // Its text is kept too (a slice of the request), for the drift check's fast path:
+                // a text copy that is the same text needs no comparison value by value.
                 "structuredContent" => {
                     let raw: &'de RawValue = map.next_value()?;
-                    let text = self.body.slice_ref(raw.get().as_bytes());
-                    whole(
-                        &text,
-                        self.depth_limit,
-                        None,
-                        DocumentSeed::root(self.depth_limit),
+                    payload("result.structuredContent", raw, self.body, self.depth_limit).map(
+                        |doc| {
+                            result.structured_content = Some(doc);
+                            result.structured_text =
+                                Some(self.body.slice_ref(raw.get().as_bytes()));
+                        },
                     )
-                    .and_then(|doc| doc)
-                    .map(|doc| {
-                        result.structured_content = Some(doc);
-                        result.structured_text = Some(text);
-                    })
                 }
                 "content" => map
                     .next_value_seed(Shape(ContentReader))?
                     .map(|(texts, has_text)| {
-                        no_copy = texts.is_empty();
                         result.json_texts = texts;
                         result.has_text_block = has_text;
                     }),

@@ -1,0 +1,165 @@
+//! A payload document in the core's own representation: read once from the request's bytes
+//! into a flat tape of slots, with every number kept as its literal, and validated in place.
+//!
+//! The validator judges it through `jsonschema`'s custom-representation traits (`node`), so no
+//! `serde_json::Value` is built on the hot path; one is built only for the cold ones (an error's
+//! instance, a test). Schemas stay `serde_json::Value`.
+//!
+//! The tape: each value is one [`Slot`], in document order; an array's elements follow it, an
+//! object's members follow it as a key slot then the value's slots. A container records where
+//! its slots end, so a sibling is reached in one step. Strings, keys and number literals are
+//! copied into one text arena (escapes decoded), so a document is three allocations whatever
+//! its size: the slots, the arena, and (only for objects of many members) a sorted member index.
+//!
+//! The rooms: `read` builds a document from JSON text (the reading rules: duplicate keys,
+//! escapes, surrogates, UTF-8, depth); `node` is the validator's view of it; `number` a number
+//! literal and the primitive it fits in.
+
+mod node;
+mod number;
+mod read;
+
+pub use node::{DocumentJson, NodeRef};
+pub use read::{ReadError, MAX_NUMBER_LENGTH};
+
+use number::Number;
+
+/// A payload document, measured as it was read: its nesting depth, its node count and the bytes
+/// of its strings and keys, which bound the work of validating it.
+#[derive(Clone, Default)]
+pub struct Document {
+    slots: Vec<Slot>,
+    /// Every string, key and number literal, one after another.
+    text: String,
+    /// For objects of more than [`INDEXED_MEMBERS`] members: their key slots, sorted by key.
+    index: Vec<u32>,
+    /// Values (not keys) in the document.
+    pub nodes: u64,
+    pub depth: usize,
+    /// Bytes of every string and object key: what regular expressions run over.
+    pub string_bytes: u64,
+}
+
+/// Objects with more members than this get a sorted index, so a lookup is a binary search
+/// rather than a scan; a scan of fewer is faster than a search.
+const INDEXED_MEMBERS: u32 = 16;
+
+/// No index for this object.
+const NO_INDEX: u64 = u64::MAX;
+
+/// One value of the tape (or an object's key).
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    kind: Kind,
+    /// Strings, keys, numbers: where the text starts in the arena. Arrays and objects: their
+    /// element or (distinct) member count.
+    a: u32,
+    /// Strings, keys, numbers: the text's length. Arrays and objects: the slot after their last.
+    b: u32,
+    /// Numbers: the primitive's bits. Objects: where their index starts, or [`NO_INDEX`].
+    c: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Null,
+    False,
+    True,
+    /// An integer literal that fits in a `u64` (`c` holds it).
+    Unsigned,
+    /// A negative integer literal that fits in an `i64` (`c` holds its bits).
+    Signed,
+    /// Any other number: `c` holds its nearest `f64`, which may be infinite (`1e400`); the
+    /// literal is the exact value.
+    Float,
+    String,
+    /// An object's key; its value's slots follow.
+    Key,
+    /// A key given again later in the same object: the later member is the one read (as
+    /// serde_json, `JSON.parse` and Python's `json` read it), so this one is passed over.
+    Shadowed,
+    Array,
+    Object,
+}
+
+impl Document {
+    /// Reads a document from JSON text, refusing it past `depth_limit` levels of nesting.
+    pub fn read(text: &[u8], depth_limit: usize) -> Result<Document, ReadError> {
+        read::read(text, depth_limit)
+    }
+
+    /// A document holding `value` (written out and read back, so it is measured as any other).
+    pub fn from_value(value: &serde_json::Value) -> Document {
+        let text = serde_json::to_vec(value).unwrap_or_default();
+        Document::read(&text, 128).unwrap_or_default()
+    }
+
+    /// The root value.
+    pub fn root(&self) -> NodeRef<'_> {
+        NodeRef::new(self, 0)
+    }
+
+    /// The root is an object.
+    pub fn is_object(&self) -> bool {
+        self.slots.first().is_some_and(|s| s.kind == Kind::Object)
+    }
+
+    /// The root is neither an object nor an array.
+    pub fn is_scalar(&self) -> bool {
+        !matches!(
+            self.slots.first().map(|s| s.kind),
+            Some(Kind::Object | Kind::Array)
+        )
+    }
+
+    /// The document as a `serde_json::Value`, for cold paths (an error's instance, tests).
+    pub fn to_value(&self) -> serde_json::Value {
+        self.root().value()
+    }
+
+    fn slot(&self, at: u32) -> Slot {
+        self.slots.get(at as usize).copied().unwrap_or(Slot {
+            kind: Kind::Null,
+            a: 0,
+            b: 0,
+            c: 0,
+        })
+    }
+
+    /// The text of a string, key or number slot.
+    fn text_of(&self, slot: Slot) -> &str {
+        let start = slot.a as usize;
+        self.text
+            .get(start..start + slot.b as usize)
+            .unwrap_or_default()
+    }
+
+    /// The slot after the value at `at` and everything inside it.
+    fn after(&self, at: u32) -> u32 {
+        let slot = self.slot(at);
+        match slot.kind {
+            Kind::Array | Kind::Object => slot.b,
+            _ => at + 1,
+        }
+    }
+
+    fn number(&self, slot: Slot) -> Number<'_> {
+        Number::new(slot.kind, slot.c, self.text_of(slot))
+    }
+}
+
+impl std::fmt::Debug for Document {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Document({})", self.to_value())
+    }
+}
+
+impl PartialEq for Document {
+    /// The same JSON text read twice is equal; for tests.
+    fn eq(&self, other: &Self) -> bool {
+        self.to_value() == other.to_value()
+    }
+}
+
+#[cfg(test)]
+mod tests;

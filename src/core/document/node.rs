@@ -1,0 +1,345 @@
+//! The validator's view of a document: `jsonschema`'s custom-representation traits, so that
+//! validators built with `jsonschema::options_for::<DocumentJson>()` judge a document in place.
+
+use super::number::Number;
+use super::{Document, Kind, NO_INDEX};
+use jsonschema::json::{Array, Json, Node, NodeIdentity, Object};
+use jsonschema::JsonType;
+use serde_json::Value;
+use std::borrow::Cow;
+
+/// The representation: documents read by [`Document::read`].
+#[derive(Debug)]
+pub enum DocumentJson {}
+
+impl Json for DocumentJson {
+    type Node<'a> = NodeRef<'a>;
+    type PreparedKey = Box<str>;
+    type StringBuffer = Document;
+    /// A tape cannot hold a cycle.
+    const ACYCLIC: bool = true;
+
+    fn prepare_key(key: &str) -> Box<str> {
+        key.into()
+    }
+
+    fn with_string_node<T>(
+        buffer: &mut Document,
+        string: &str,
+        f: impl FnOnce(NodeRef<'_>) -> T,
+    ) -> T {
+        buffer.slots.clear();
+        buffer.text.clear();
+        buffer.text.push_str(string);
+        buffer.slots.push(super::Slot {
+            kind: Kind::String,
+            a: 0,
+            b: string.len() as u32,
+            c: 0,
+        });
+        f(NodeRef::new(buffer, 0))
+    }
+}
+
+/// One value of a document: the document and the value's slot.
+#[derive(Clone, Copy)]
+pub struct NodeRef<'a> {
+    doc: &'a Document,
+    at: u32,
+}
+
+impl<'a> NodeRef<'a> {
+    pub(super) fn new(doc: &'a Document, at: u32) -> Self {
+        NodeRef { doc, at }
+    }
+
+    fn kind(&self) -> Kind {
+        self.doc.slot(self.at).kind
+    }
+
+    /// The member named `key` of an object value.
+    fn member(&self, key: &str) -> Option<NodeRef<'a>> {
+        let doc = self.doc;
+        let slot = doc.slot(self.at);
+        if slot.kind != Kind::Object {
+            return None;
+        }
+        if slot.c != NO_INDEX {
+            let start = slot.c as usize;
+            let index = doc.index.get(start..start + slot.a as usize)?;
+            let found = index
+                .binary_search_by(|&k| doc.text_of(doc.slot(k)).cmp(key))
+                .ok()?;
+            return Some(NodeRef::new(doc, index[found] + 1));
+        }
+        let mut k = self.at + 1;
+        while k < slot.b {
+            let key_slot = doc.slot(k);
+            if key_slot.kind == Kind::Key && doc.text_of(key_slot) == key {
+                return Some(NodeRef::new(doc, k + 1));
+            }
+            k = doc.after(k + 1);
+        }
+        None
+    }
+
+    /// The value as a `serde_json::Value` (numbers keep their literals).
+    pub(super) fn value(&self) -> Value {
+        let slot = self.doc.slot(self.at);
+        match slot.kind {
+            Kind::Null => Value::Null,
+            Kind::False => Value::Bool(false),
+            Kind::True => Value::Bool(true),
+            Kind::Unsigned | Kind::Signed | Kind::Float => {
+                Value::Number(self.doc.number(slot).to_serde())
+            }
+            Kind::String | Kind::Key | Kind::Shadowed => {
+                Value::String(self.doc.text_of(slot).to_owned())
+            }
+            Kind::Array => Value::Array(Elements::of(*self).map(|e| e.value()).collect()),
+            Kind::Object => Value::Object(
+                Members::of(*self)
+                    .map(|(k, v)| (k.to_owned(), v.value()))
+                    .collect(),
+            ),
+        }
+    }
+}
+
+impl<'a> Node<'a, DocumentJson> for NodeRef<'a> {
+    type Object = NodeRef<'a>;
+    type Array = NodeRef<'a>;
+    type Number = Number<'a>;
+
+    fn as_object(&self) -> Option<NodeRef<'a>> {
+        (self.kind() == Kind::Object).then_some(*self)
+    }
+
+    fn as_array(&self) -> Option<NodeRef<'a>> {
+        (self.kind() == Kind::Array).then_some(*self)
+    }
+
+    fn as_string(&self) -> Option<Cow<'a, str>> {
+        let slot = self.doc.slot(self.at);
+        (slot.kind == Kind::String).then(|| Cow::Borrowed(self.doc.text_of(slot)))
+    }
+
+    fn as_number(&self) -> Option<Number<'a>> {
+        let slot = self.doc.slot(self.at);
+        matches!(slot.kind, Kind::Unsigned | Kind::Signed | Kind::Float)
+            .then(|| self.doc.number(slot))
+    }
+
+    fn is_number(&self) -> bool {
+        matches!(self.kind(), Kind::Unsigned | Kind::Signed | Kind::Float)
+    }
+
+    fn as_boolean(&self) -> Option<bool> {
+        match self.kind() {
+            Kind::True => Some(true),
+            Kind::False => Some(false),
+            _ => None,
+        }
+    }
+
+    fn is_null(&self) -> bool {
+        self.kind() == Kind::Null
+    }
+
+    fn json_type(&self) -> JsonType {
+        match self.kind() {
+            Kind::Null => JsonType::Null,
+            Kind::False | Kind::True => JsonType::Boolean,
+            Kind::Unsigned | Kind::Signed | Kind::Float => JsonType::Number,
+            Kind::String | Kind::Key | Kind::Shadowed => JsonType::String,
+            Kind::Array => JsonType::Array,
+            Kind::Object => JsonType::Object,
+        }
+    }
+
+    fn equals_value(&self, expected: &Value) -> bool {
+        let slot = self.doc.slot(self.at);
+        match (slot.kind, expected) {
+            (Kind::Null, Value::Null) => true,
+            (Kind::True, Value::Bool(b)) => *b,
+            (Kind::False, Value::Bool(b)) => !*b,
+            (Kind::String, Value::String(s)) => self.doc.text_of(slot) == s,
+            (Kind::Unsigned, Value::Number(n)) if n.as_u64().is_some() => {
+                n.as_u64() == Some(slot.c)
+            }
+            (Kind::Signed, Value::Number(n)) if n.as_i64().is_some() => {
+                n.as_i64() == Some(slot.c as i64)
+            }
+            (Kind::Unsigned | Kind::Signed | Kind::Float, Value::Number(_)) => {
+                jsonschema::json::cmp::equal(&self.value(), expected)
+            }
+            (Kind::Array, Value::Array(items)) => {
+                slot.a as usize == items.len()
+                    && Elements::of(*self)
+                        .zip(items)
+                        .all(|(e, item)| e.equals_value(item))
+            }
+            (Kind::Object, Value::Object(map)) => {
+                slot.a as usize == map.len()
+                    && map
+                        .iter()
+                        .all(|(k, v)| self.member(k).is_some_and(|m| m.equals_value(v)))
+            }
+            _ => false,
+        }
+    }
+
+    fn to_value(&self) -> Cow<'a, Value> {
+        Cow::Owned(self.value())
+    }
+
+    fn identity(&self) -> Option<NodeIdentity> {
+        Some(NodeIdentity::tagged(
+            std::ptr::from_ref(self.doc) as usize,
+            self.at,
+        ))
+    }
+}
+
+impl<'a> Object<'a, DocumentJson> for NodeRef<'a> {
+    type Node = NodeRef<'a>;
+    type MemberName = &'a str;
+    type MembersIter = Members<'a>;
+
+    fn len(&self) -> usize {
+        self.doc.slot(self.at).a as usize
+    }
+
+    fn get(&self, key: &Box<str>) -> Option<NodeRef<'a>> {
+        self.member(key)
+    }
+
+    fn members(&self) -> Members<'a> {
+        Members::of(*self)
+    }
+}
+
+impl<'a> Array<'a, DocumentJson> for NodeRef<'a> {
+    type Node = NodeRef<'a>;
+    type ElementsIter = Elements<'a>;
+
+    fn len(&self) -> usize {
+        self.doc.slot(self.at).a as usize
+    }
+
+    fn elements(&self) -> Elements<'a> {
+        Elements::of(*self)
+    }
+
+    fn is_unique(&self) -> bool {
+        if Array::len(self) > 32 {
+            let values: Vec<Cow<'a, Value>> = Elements::of(*self).map(|e| e.to_value()).collect();
+            return jsonschema::json::unique::is_unique(&values);
+        }
+        // Pairwise for a few: no value built.
+        let items: Vec<NodeRef<'a>> = Elements::of(*self).collect();
+        for (i, a) in items.iter().enumerate() {
+            for b in &items[..i] {
+                if same(*a, *b) {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+}
+
+/// JSON equality of two values of documents: numbers mathematically, objects in any order.
+fn same(a: NodeRef<'_>, b: NodeRef<'_>) -> bool {
+    let (sa, sb) = (a.doc.slot(a.at), b.doc.slot(b.at));
+    let number = |k: Kind| matches!(k, Kind::Unsigned | Kind::Signed | Kind::Float);
+    match (sa.kind, sb.kind) {
+        (Kind::Unsigned, Kind::Unsigned) | (Kind::Signed, Kind::Signed) => sa.c == sb.c,
+        (ka, kb) if number(ka) && number(kb) => a.equals_value(&b.value()),
+        (Kind::String, Kind::String) => a.doc.text_of(sa) == b.doc.text_of(sb),
+        (Kind::Array, Kind::Array) => {
+            sa.a == sb.a
+                && Elements::of(a)
+                    .zip(Elements::of(b))
+                    .all(|(x, y)| same(x, y))
+        }
+        (Kind::Object, Kind::Object) => {
+            sa.a == sb.a && Members::of(a).all(|(k, v)| b.member(k).is_some_and(|w| same(v, w)))
+        }
+        (ka, kb) => ka == kb && matches!(ka, Kind::Null | Kind::True | Kind::False),
+    }
+}
+
+/// An object's members, in document order, passing over keys given again later.
+pub struct Members<'a> {
+    doc: &'a Document,
+    at: u32,
+    end: u32,
+}
+
+impl<'a> Members<'a> {
+    fn of(object: NodeRef<'a>) -> Self {
+        let slot = object.doc.slot(object.at);
+        let (at, end) = if slot.kind == Kind::Object {
+            (object.at + 1, slot.b)
+        } else {
+            (0, 0)
+        };
+        Members {
+            doc: object.doc,
+            at,
+            end,
+        }
+    }
+}
+
+impl<'a> Iterator for Members<'a> {
+    type Item = (&'a str, NodeRef<'a>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while self.at < self.end {
+            let key = self.at;
+            let slot = self.doc.slot(key);
+            self.at = self.doc.after(key + 1);
+            if slot.kind == Kind::Key {
+                return Some((self.doc.text_of(slot), NodeRef::new(self.doc, key + 1)));
+            }
+        }
+        None
+    }
+}
+
+/// An array's elements, in order.
+pub struct Elements<'a> {
+    doc: &'a Document,
+    at: u32,
+    end: u32,
+}
+
+impl<'a> Elements<'a> {
+    fn of(array: NodeRef<'a>) -> Self {
+        let slot = array.doc.slot(array.at);
+        let (at, end) = if slot.kind == Kind::Array {
+            (array.at + 1, slot.b)
+        } else {
+            (0, 0)
+        };
+        Elements {
+            doc: array.doc,
+            at,
+            end,
+        }
+    }
+}
+
+impl<'a> Iterator for Elements<'a> {
+    type Item = NodeRef<'a>;
+
+    fn next(&mut self) -> Option<NodeRef<'a>> {
+        (self.at < self.end).then(|| {
+            let element = NodeRef::new(self.doc, self.at);
+            self.at = self.doc.after(self.at);
+            element
+        })
+    }
+}

@@ -1,0 +1,510 @@
+//! Reading a document from JSON text, in one pass, into the tape.
+//!
+//! The rules are serde_json's, so a payload is read as it was before it had a representation of
+//! its own, and as the consumers of a tool's result read it: RFC 8259 syntax, strings of valid
+//! UTF-8 with no raw control character, `\u` escapes whose surrogates come in pairs, and of a key
+//! given twice in one object the last member is kept. Unlike serde_json, every number is kept
+//! exactly, as its literal.
+
+use super::number::primitive;
+use super::{Document, Kind, Slot, INDEXED_MEMBERS, NO_INDEX};
+use std::fmt;
+
+/// Why a text is not a document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReadError {
+    /// Nested deeper than the limit.
+    TooDeep,
+    /// Not JSON, or JSON the rules refuse; `at` is the byte offset in the text where it was found.
+    Syntax { at: usize, message: &'static str },
+    /// A number literal longer than [`MAX_NUMBER_LENGTH`].
+    NumberTooLong { length: usize },
+}
+
+/// The most characters a number literal may have. Numbers are compared exactly, from their
+/// literal, with work that grows with its length; a value is never this long, a hostile payload
+/// may be.
+pub const MAX_NUMBER_LENGTH: usize = 4096;
+
+impl ReadError {
+    /// The message with its line and column in `text` (1-based, as serde_json gives them), or in
+    /// the larger text `text` is a part of, starting at `offset`.
+    pub fn describe(&self, text: &[u8], offset: usize) -> String {
+        match self {
+            ReadError::TooDeep => "nested too deep".into(),
+            ReadError::NumberTooLong { length } => {
+                format!("a number of {length} characters, past {MAX_NUMBER_LENGTH}")
+            }
+            ReadError::Syntax { at, message } => {
+                let end = (offset + at).min(text.len());
+                let before = &text[..end];
+                let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
+                let column = end
+                    - before
+                        .iter()
+                        .rposition(|&b| b == b'\n')
+                        .map_or(0, |n| n + 1);
+                format!("{message} at line {line} column {column}")
+            }
+        }
+    }
+}
+
+impl fmt::Display for ReadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReadError::TooDeep => f.write_str("nested too deep"),
+            ReadError::NumberTooLong { length } => {
+                write!(
+                    f,
+                    "a number of {length} characters, past {MAX_NUMBER_LENGTH}"
+                )
+            }
+            ReadError::Syntax { at, message } => write!(f, "{message} at byte {at}"),
+        }
+    }
+}
+
+pub(super) fn read(text: &[u8], depth_limit: usize) -> Result<Document, ReadError> {
+    if u32::try_from(text.len()).is_err() {
+        return Err(ReadError::Syntax {
+            at: 0,
+            message: "document larger than 4 GiB",
+        });
+    }
+    let mut reader = Reader {
+        text,
+        // Valid UTF-8 throughout (the usual case): checked once here, not run by run.
+        utf8: std::str::from_utf8(text).ok(),
+        at: 0,
+        limit: depth_limit,
+        doc: Document {
+            // A value takes at least two bytes but for the last; most take far more.
+            slots: Vec::with_capacity(text.len() / 8 + 2),
+            // Decoded strings and literals are never longer than the text they come from.
+            text: String::with_capacity(text.len()),
+            ..Document::default()
+        },
+    };
+    reader.value(1)?;
+    reader.space();
+    if reader.at != text.len() {
+        return Err(reader.error("trailing characters"));
+    }
+    Ok(reader.doc)
+}
+
+struct Reader<'t> {
+    text: &'t [u8],
+    /// `text`, when all of it is valid UTF-8.
+    utf8: Option<&'t str>,
+    at: usize,
+    limit: usize,
+    doc: Document,
+}
+
+impl Reader<'_> {
+    fn error(&self, message: &'static str) -> ReadError {
+        ReadError::Syntax {
+            at: self.at,
+            message,
+        }
+    }
+
+    fn peek(&self) -> Option<u8> {
+        self.text.get(self.at).copied()
+    }
+
+    fn space(&mut self) {
+        while let Some(b' ' | b'\n' | b'\r' | b'\t') = self.peek() {
+            self.at += 1;
+        }
+    }
+
+    fn push(&mut self, kind: Kind, a: u32, b: u32, c: u64) -> u32 {
+        let at = self.doc.slots.len() as u32;
+        self.doc.slots.push(Slot { kind, a, b, c });
+        at
+    }
+
+    /// Reads one value (the reader is at it, or at white space before it).
+    fn value(&mut self, depth: usize) -> Result<(), ReadError> {
+        if depth > self.limit {
+            return Err(ReadError::TooDeep);
+        }
+        self.doc.depth = self.doc.depth.max(depth);
+        self.doc.nodes += 1;
+        self.space();
+        match self.peek() {
+            Some(b'{') => self.object(depth),
+            Some(b'[') => self.array(depth),
+            Some(b'"') => {
+                let (a, b) = self.string()?;
+                self.doc.string_bytes += u64::from(b);
+                self.push(Kind::String, a, b, 0);
+                Ok(())
+            }
+            Some(b't') => self.literal(b"true", Kind::True),
+            Some(b'f') => self.literal(b"false", Kind::False),
+            Some(b'n') => self.literal(b"null", Kind::Null),
+            Some(b'-' | b'0'..=b'9') => self.number(),
+            Some(_) => Err(self.error("expected value")),
+            None => Err(self.error("EOF while parsing a value")),
+        }
+    }
+
+    fn literal(&mut self, word: &'static [u8], kind: Kind) -> Result<(), ReadError> {
+        if self.text[self.at..].starts_with(word) {
+            self.at += word.len();
+            self.push(kind, 0, 0, 0);
+            Ok(())
+        } else {
+            Err(self.error("expected ident"))
+        }
+    }
+
+    fn array(&mut self, depth: usize) -> Result<(), ReadError> {
+        self.at += 1;
+        let at = self.push(Kind::Array, 0, 0, 0);
+        let mut count = 0u32;
+        self.space();
+        if self.peek() == Some(b']') {
+            self.at += 1;
+        } else {
+            loop {
+                self.value(depth + 1)?;
+                count += 1;
+                self.space();
+                match self.peek() {
+                    Some(b',') => self.at += 1,
+                    Some(b']') => {
+                        self.at += 1;
+                        break;
+                    }
+                    Some(_) => return Err(self.error("expected `,` or `]`")),
+                    None => return Err(self.error("EOF while parsing a list")),
+                }
+            }
+        }
+        let end = self.doc.slots.len() as u32;
+        let slot = &mut self.doc.slots[at as usize];
+        slot.a = count;
+        slot.b = end;
+        Ok(())
+    }
+
+    fn object(&mut self, depth: usize) -> Result<(), ReadError> {
+        self.at += 1;
+        let at = self.push(Kind::Object, 0, 0, NO_INDEX);
+        let mut count = 0u32;
+        let mut distinct = 0u32;
+        // A small object's keys, folded into 64 bits: a key whose bit is new is a new key, so only
+        // a key whose bit was seen is compared with the keys before it.
+        let mut seen = 0u64;
+        self.space();
+        if self.peek() == Some(b'}') {
+            self.at += 1;
+        } else {
+            loop {
+                self.space();
+                match self.peek() {
+                    Some(b'"') => {}
+                    Some(_) => return Err(self.error("key must be a string")),
+                    None => return Err(self.error("EOF while parsing an object")),
+                }
+                let (a, b) = self.string()?;
+                self.doc.string_bytes += u64::from(b);
+                let key = self.push(Kind::Key, a, b, 0);
+                distinct += 1;
+                if count < INDEXED_MEMBERS {
+                    let bit = 1u64 << (key_fold(self.doc.text_of(self.doc.slot(key))) & 63);
+                    if seen & bit != 0 && self.shadow_earlier(at, key) {
+                        distinct -= 1;
+                    }
+                    seen |= bit;
+                }
+                self.space();
+                if self.peek() != Some(b':') {
+                    return Err(self.error("expected `:`"));
+                }
+                self.at += 1;
+                self.value(depth + 1)?;
+                count += 1;
+                self.space();
+                match self.peek() {
+                    Some(b',') => self.at += 1,
+                    Some(b'}') => {
+                        self.at += 1;
+                        break;
+                    }
+                    Some(_) => return Err(self.error("expected `,` or `}`")),
+                    None => return Err(self.error("EOF while parsing an object")),
+                }
+            }
+        }
+        let end = self.doc.slots.len() as u32;
+        let (distinct, index) = if count > INDEXED_MEMBERS {
+            self.index_members(at, end)
+        } else {
+            (distinct, NO_INDEX)
+        };
+        let slot = &mut self.doc.slots[at as usize];
+        slot.a = distinct;
+        slot.b = end;
+        slot.c = index;
+        Ok(())
+    }
+
+    /// Marks the member of `object` before `key` whose key is the same text as `key`'s, if
+    /// there is one, as passed over (the later member is the one read).
+    fn shadow_earlier(&mut self, object: u32, key: u32) -> bool {
+        let doc = &mut self.doc;
+        let target = doc.slot(key);
+        let mut earlier = object + 1;
+        while earlier < key {
+            let slot = doc.slot(earlier);
+            if slot.kind == Kind::Key && doc.text_of(slot) == doc.text_of(target) {
+                doc.slots[earlier as usize].kind = Kind::Shadowed;
+                return true;
+            }
+            earlier = doc.after(earlier + 1);
+        }
+        false
+    }
+
+    /// Indexes the members of a large object by key, passing over every member whose key is
+    /// given again later. Returns the distinct member count and where the index starts.
+    fn index_members(&mut self, object: u32, end: u32) -> (u32, u64) {
+        let doc = &mut self.doc;
+        let start = doc.index.len();
+        let mut key = object + 1;
+        while key < end {
+            doc.index.push(key);
+            key = doc.after(key + 1);
+        }
+        let Document {
+            slots, text, index, ..
+        } = doc;
+        // Sorted by key, then by position: of equal keys the last is the one kept.
+        index[start..].sort_unstable_by(|&x, &y| {
+            key_text(slots, text, x)
+                .cmp(key_text(slots, text, y))
+                .then(x.cmp(&y))
+        });
+        let mut kept = start;
+        for i in start..index.len() {
+            let key = index[i];
+            let repeated = index
+                .get(i + 1)
+                .is_some_and(|&next| key_text(slots, text, next) == key_text(slots, text, key));
+            if repeated {
+                slots[key as usize].kind = Kind::Shadowed;
+            } else {
+                index[kept] = key;
+                kept += 1;
+            }
+        }
+        index.truncate(kept);
+        ((kept - start) as u32, start as u64)
+    }
+
+    /// Reads a string (the reader is at its opening quote) into the arena; returns where it
+    /// starts there and its length.
+    fn string(&mut self) -> Result<(u32, u32), ReadError> {
+        self.at += 1;
+        let start = self.doc.text.len();
+        loop {
+            let run = self.at;
+            let rest = &self.text[run..];
+            let stop = plain_run(rest);
+            self.at = run + stop;
+            if stop > 0 {
+                match self.utf8.and_then(|all| all.get(run..self.at)) {
+                    Some(plain) => self.doc.text.push_str(plain),
+                    None => match std::str::from_utf8(&self.text[run..self.at]) {
+                        Ok(plain) => self.doc.text.push_str(plain),
+                        Err(e) => {
+                            self.at = run + e.valid_up_to();
+                            return Err(self.error("invalid unicode code point"));
+                        }
+                    },
+                }
+            }
+            match self.peek() {
+                Some(b'"') => {
+                    self.at += 1;
+                    let length = self.doc.text.len() - start;
+                    return Ok((start as u32, length as u32));
+                }
+                Some(b'\\') => {
+                    self.at += 1;
+                    self.escape()?;
+                }
+                Some(_) => {
+                    return Err(self
+                        .error("control character (\\u0000-\\u001F) found while parsing a string"))
+                }
+                None => return Err(self.error("EOF while parsing a string")),
+            }
+        }
+    }
+
+    /// Decodes the escape after a backslash into the arena.
+    fn escape(&mut self) -> Result<(), ReadError> {
+        let Some(b) = self.peek() else {
+            return Err(self.error("EOF while parsing a string"));
+        };
+        self.at += 1;
+        let c = match b {
+            b'"' => '"',
+            b'\\' => '\\',
+            b'/' => '/',
+            b'b' => '\u{8}',
+            b'f' => '\u{c}',
+            b'n' => '\n',
+            b'r' => '\r',
+            b't' => '\t',
+            b'u' => self.unicode_escape()?,
+            _ => return Err(self.error("invalid escape")),
+        };
+        self.doc.text.push(c);
+        Ok(())
+    }
+
+    /// A `\u` escape (the reader is after the `u`), with the second half of a surrogate pair.
+    fn unicode_escape(&mut self) -> Result<char, ReadError> {
+        let first = self.hex4()?;
+        if (0xDC00..=0xDFFF).contains(&first) {
+            return Err(self.error("lone leading surrogate in hex escape"));
+        }
+        if !(0xD800..=0xDBFF).contains(&first) {
+            return char::from_u32(first).ok_or_else(|| self.error("invalid escape"));
+        }
+        if !self.text[self.at..].starts_with(b"\\u") {
+            return Err(self.error("unexpected end of hex escape"));
+        }
+        self.at += 2;
+        let second = self.hex4()?;
+        if !(0xDC00..=0xDFFF).contains(&second) {
+            return Err(self.error("lone leading surrogate in hex escape"));
+        }
+        let code = 0x1_0000 + ((first - 0xD800) << 10) + (second - 0xDC00);
+        char::from_u32(code).ok_or_else(|| self.error("invalid escape"))
+    }
+
+    fn hex4(&mut self) -> Result<u32, ReadError> {
+        let mut n = 0u32;
+        for _ in 0..4 {
+            let Some(b) = self.peek() else {
+                return Err(self.error("EOF while parsing a string"));
+            };
+            let digit = match b {
+                b'0'..=b'9' => b - b'0',
+                b'a'..=b'f' => b - b'a' + 10,
+                b'A'..=b'F' => b - b'A' + 10,
+                _ => return Err(self.error("invalid escape")),
+            };
+            n = n * 16 + u32::from(digit);
+            self.at += 1;
+        }
+        Ok(n)
+    }
+
+    /// Reads a number literal (the reader is at its first character), keeping its text.
+    fn number(&mut self) -> Result<(), ReadError> {
+        let start = self.at;
+        if self.peek() == Some(b'-') {
+            self.at += 1;
+        }
+        match self.peek() {
+            Some(b'0') => self.at += 1,
+            Some(b'1'..=b'9') => self.digits(),
+            _ => return Err(self.error("invalid number")),
+        }
+        let mut integer = true;
+        if self.peek() == Some(b'.') {
+            integer = false;
+            self.at += 1;
+            if !matches!(self.peek(), Some(b'0'..=b'9')) {
+                return Err(self.error("invalid number"));
+            }
+            self.digits();
+        }
+        if let Some(b'e' | b'E') = self.peek() {
+            integer = false;
+            self.at += 1;
+            if let Some(b'+' | b'-') = self.peek() {
+                self.at += 1;
+            }
+            if !matches!(self.peek(), Some(b'0'..=b'9')) {
+                return Err(self.error("invalid number"));
+            }
+            self.digits();
+        }
+        if self.at - start > MAX_NUMBER_LENGTH {
+            return Err(ReadError::NumberTooLong {
+                length: self.at - start,
+            });
+        }
+        // ASCII digits and signs only: always UTF-8.
+        let literal = std::str::from_utf8(&self.text[start..self.at]).unwrap_or("0");
+        let (kind, bits) = primitive(literal, integer);
+        let a = self.doc.text.len() as u32;
+        self.doc.text.push_str(literal);
+        self.push(kind, a, literal.len() as u32, bits);
+        Ok(())
+    }
+
+    fn digits(&mut self) {
+        while let Some(b'0'..=b'9') = self.peek() {
+            self.at += 1;
+        }
+    }
+}
+
+/// The length of the run of `bytes` before a quote, a backslash or a control character: eight
+/// bytes at a time, each word tested for all three at once.
+fn plain_run(bytes: &[u8]) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let mut words = bytes.chunks_exact(8);
+    let mut at = 0;
+    for word in words.by_ref() {
+        let w = u64::from_le_bytes(word.try_into().unwrap_or_default());
+        let quote = w ^ (ONES * u64::from(b'"'));
+        let backslash = w ^ (ONES * u64::from(b'\\'));
+        // A byte's high bit is set where it is zero (quote, backslash) or below 0x20; the lowest
+        // such byte is exact.
+        let found = ((quote.wrapping_sub(ONES) & !quote)
+            | (backslash.wrapping_sub(ONES) & !backslash)
+            | (w.wrapping_sub(ONES * 0x20) & !w))
+            & HIGH;
+        if found != 0 {
+            return at + (found.trailing_zeros() / 8) as usize;
+        }
+        at += 8;
+    }
+    let tail = words.remainder();
+    at + tail
+        .iter()
+        .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
+        .unwrap_or(tail.len())
+}
+
+/// A key folded to a few bits' worth: its length and its first and last bytes.
+fn key_fold(key: &str) -> u32 {
+    let bytes = key.as_bytes();
+    let first = bytes.first().copied().unwrap_or(0);
+    let last = bytes.last().copied().unwrap_or(0);
+    (bytes.len() as u32)
+        .wrapping_mul(7)
+        .wrapping_add(u32::from(first))
+        .wrapping_add(u32::from(last).wrapping_mul(13))
+}
+
+/// The text of the key at slot `at`.
+fn key_text<'t>(slots: &[Slot], text: &'t str, at: u32) -> &'t str {
+    let slot = slots[at as usize];
+    let from = slot.a as usize;
+    text.get(from..from + slot.b as usize).unwrap_or_default()
+}

@@ -1,0 +1,570 @@
+use super::*;
+use jsonschema::json::{Array, JsonNumber, Node, Object};
+use serde_json::{json, Value};
+
+fn read(text: &str) -> Result<Document, ReadError> {
+    Document::read(text.as_bytes(), 64)
+}
+
+fn value(text: &str) -> Value {
+    read(text).expect("a document").to_value()
+}
+
+fn syntax(text: &str) -> &'static str {
+    match read(text) {
+        Err(ReadError::Syntax { message, .. }) => message,
+        other => panic!("{text}: expected a syntax error, got {other:?}"),
+    }
+}
+
+/// Whether `instance` (JSON text) is valid under `schema`, judged in the document representation.
+fn valid(schema: Value, instance: &str) -> bool {
+    let validator = jsonschema::options_for::<DocumentJson>()
+        .build(&schema)
+        .expect("schema compiles");
+    validator.is_valid(read(instance).expect("a document").root())
+}
+
+#[test]
+fn it_meets_the_validators_contract_for_representations() {
+    let doc = Document::from_value(&jsonschema::json::conformance::document());
+    jsonschema::json::conformance::assert_conformance::<DocumentJson>(&doc.root());
+}
+
+#[test]
+fn values_read_back_as_serde_json_reads_them() {
+    for text in [
+        r#"{"a": [1, -2, 3.5, "x", true, false, null, {}, []], "b": {"c": "d"}}"#,
+        r#""é\n\t\"\\\/\b\f\r\u00e9\ud83d\ude00""#,
+        "  [ 0 , -0 , 1e2 , 1E-2 , 0.5 ]  ",
+        "[]",
+        "{}",
+    ] {
+        let theirs: Value = serde_json::from_str(text).expect("serde_json reads it");
+        assert_eq!(value(text), theirs, "{text}");
+    }
+}
+
+#[test]
+fn of_a_key_given_twice_the_last_member_is_read() {
+    assert_eq!(
+        value(r#"{"a": 1, "b": 2, "a": 3}"#),
+        json!({"a": 3, "b": 2})
+    );
+    let doc = read(r#"{"a": 1, "b": 2, "a": {"x": 3}}"#).expect("a document");
+    let root = doc.root();
+    let object = root.as_object().expect("an object");
+    assert_eq!(Object::len(&object), 2);
+    let a = object.get(&"a".into()).expect("a");
+    assert!(a.as_object().is_some(), "the later `a` is the one read");
+    let names: Vec<&str> = object.members().map(|(k, _)| k).collect();
+    assert_eq!(names, ["b", "a"]);
+    // An escaped spelling of the same key is the same key.
+    assert_eq!(value(r#"{"a": 1, "\u0061": 2}"#), json!({"a": 2}));
+    // Large objects are indexed: the same rule holds there, and every member is found.
+    let mut text = String::from("{");
+    for i in 0..40 {
+        text.push_str(&format!(r#""k{i}": {i}, "#));
+    }
+    text.push_str(r#""k7": "last"}"#);
+    let doc = read(&text).expect("a document");
+    let object = doc.root().as_object().expect("an object");
+    assert_eq!(Object::len(&object), 40);
+    assert_eq!(
+        object
+            .get(&"k7".into())
+            .and_then(|n| n.as_string())
+            .as_deref(),
+        Some("last")
+    );
+    for i in 0..40 {
+        assert!(object.get(&format!("k{i}").into()).is_some(), "k{i}");
+    }
+    assert!(object.get(&"k40".into()).is_none());
+    assert_eq!(object.members().count(), 40);
+    // The validator judges the member the consumer reads.
+    assert!(!valid(
+        json!({"properties": {"n": {"type": "integer"}}}),
+        r#"{"n": 1, "n": "one"}"#
+    ));
+    assert!(valid(
+        json!({"properties": {"n": {"type": "integer"}}}),
+        r#"{"n": "one", "n": 1}"#
+    ));
+}
+
+#[test]
+fn strings_follow_serde_jsons_rules() {
+    assert_eq!(value(r#""\ud83d\ude00""#), json!("😀"));
+    assert_eq!(
+        syntax(r#""\ud83d""#),
+        "unexpected end of hex escape",
+        "a leading surrogate alone"
+    );
+    assert_eq!(
+        syntax(r#""\ud83d\u0041""#),
+        "lone leading surrogate in hex escape"
+    );
+    assert_eq!(
+        syntax(r#""\ude00""#),
+        "lone leading surrogate in hex escape",
+        "a trailing surrogate alone"
+    );
+    assert_eq!(
+        syntax("\"\u{1}\""),
+        "control character (\\u0000-\\u001F) found while parsing a string"
+    );
+    assert_eq!(syntax(r#""\x""#), "invalid escape");
+    match Document::read(b"[\"ok\", \"\xff\xfe\"]", 64) {
+        Err(ReadError::Syntax { at, message }) => {
+            assert_eq!(message, "invalid unicode code point");
+            assert_eq!(at, 8, "at the first invalid byte");
+        }
+        other => panic!("expected invalid UTF-8 to be refused, got {other:?}"),
+    }
+    let doc = read(r#"{"ключ": "значение"}"#).expect("a document");
+    assert_eq!(doc.string_bytes, ("ключ".len() + "значение".len()) as u64);
+}
+
+#[test]
+fn syntax_is_refused_where_it_breaks() {
+    for (text, at) in [
+        ("[1,]", 3),
+        ("{\"a\" 1}", 5),
+        ("[1 2]", 3),
+        ("01", 1),
+        ("1.", 2),
+        ("1e", 2),
+        ("-", 1),
+        ("tru", 0),
+        ("[1] x", 4),
+        ("", 0),
+        ("{\"a\":1,}", 7),
+    ] {
+        match read(text) {
+            Err(ReadError::Syntax { at: found, .. }) => assert_eq!(found, at, "{text}"),
+            other => panic!("{text}: expected a syntax error, got {other:?}"),
+        }
+    }
+}
+
+#[test]
+fn depth_is_held_to_the_limit_and_nodes_are_counted() {
+    let nested = |n: usize| format!("{}1{}", "[".repeat(n), "]".repeat(n));
+    let doc = Document::read(nested(8).as_bytes(), 9).expect("within the limit");
+    assert_eq!((doc.depth, doc.nodes), (9, 9));
+    assert_eq!(
+        Document::read(nested(9).as_bytes(), 9).err(),
+        Some(ReadError::TooDeep)
+    );
+    let doc = read(r#"{"a": [1, 2, {"b": null}], "c": "x"}"#).expect("a document");
+    assert_eq!((doc.depth, doc.nodes), (4, 7));
+    assert_eq!(doc.string_bytes, 4);
+}
+
+#[test]
+fn every_number_keeps_its_literal() {
+    let doc = read("[18446744073709551615, 18446744073709551616, -9223372036854775809, 6.02e23, 1.50, -0, 1e400]")
+        .expect("a document");
+    let items: Vec<_> = doc
+        .root()
+        .as_array()
+        .expect("an array")
+        .elements()
+        .collect();
+    let number = |i: usize| items[i].as_number().expect("a number");
+    assert_eq!(number(0).as_u64(), Some(u64::MAX));
+    assert_eq!(number(1).as_u64(), None);
+    assert_eq!(number(1).as_str(), "18446744073709551616");
+    assert_eq!(number(2).as_i64(), None);
+    assert_eq!(number(2).as_str(), "-9223372036854775809");
+    assert_eq!(number(3).as_f64(), Some(6.02e23));
+    assert_eq!(number(4).as_str(), "1.50");
+    assert_eq!(number(5).as_f64(), Some(-0.0));
+    assert_eq!(
+        number(6).as_f64(),
+        None,
+        "past f64: only the literal holds it"
+    );
+    assert!(number(1).is_integer() && number(3).is_integer() && number(6).is_integer());
+    assert!(!number(4).is_integer());
+    assert!(number(1).is_written_as_integer() && !number(3).is_written_as_integer());
+    let long = format!("[{}]", "9".repeat(MAX_NUMBER_LENGTH + 1));
+    assert_eq!(
+        read(&long).err(),
+        Some(ReadError::NumberTooLong {
+            length: MAX_NUMBER_LENGTH + 1
+        })
+    );
+}
+
+#[test]
+fn literals_decide_integers_exactly() {
+    use super::number::literal_is_integer;
+    for (literal, integer) in [
+        ("1e2", true),
+        ("1.5e1", true),
+        ("1.25e1", false),
+        ("1.0000000000000000001", false),
+        ("100e-2", true),
+        ("100e-3", false),
+        ("0.0e-999", true),
+        (
+            "12345678910111213141516171819202122232425262728293031",
+            true,
+        ),
+        ("-1.000", true),
+        ("1e-400", false),
+    ] {
+        assert_eq!(literal_is_integer(literal), integer, "{literal}");
+    }
+}
+
+/// The issue's cases, and the JSON Schema suite's optional `bignum` and `float-overflow` tests.
+#[test]
+fn numbers_are_judged_exactly_never_refused() {
+    let cases: &[(Value, &str, bool)] = &[
+        (json!({"type": "number", "minimum": 0}), "6.02e23", true),
+        (
+            json!({"maximum": 18446744073709551615u64}),
+            "18446744073709551616",
+            false,
+        ),
+        (
+            json!({"maximum": 18446744073709551615u64}),
+            "18446744073709551615",
+            true,
+        ),
+        (json!({"multipleOf": 0.123456789}), "1e308", false),
+        (
+            json!({"const": 9007199254740992u64}),
+            "9007199254740992.0",
+            true,
+        ),
+        (
+            json!({"const": 9007199254740992u64}),
+            "9007199254740993",
+            false,
+        ),
+        (json!({"enum": [1e20]}), "100000000000000000001", false),
+        (json!({"enum": [1e20]}), "100000000000000000000", true),
+        // bignum.json
+        (
+            json!({"type": "integer"}),
+            "12345678910111213141516171819202122232425262728293031",
+            true,
+        ),
+        (
+            json!({"type": "number"}),
+            "98249283749234923498293171823948729348710298301928331",
+            true,
+        ),
+        (
+            json!({"type": "integer"}),
+            "-12345678910111213141516171819202122232425262728293031",
+            true,
+        ),
+        (
+            json!({"type": "number"}),
+            "-98249283749234923498293171823948729348710298301928331",
+            true,
+        ),
+        (
+            json!({"type": "string"}),
+            "98249283749234923498293171823948729348710298301928331",
+            false,
+        ),
+        (
+            json!({"maximum": 18446744073709551615u64}),
+            "18446744073709551600",
+            true,
+        ),
+        (
+            json!({"minimum": -18446744073709551615i128 as f64}),
+            "-18446744073709551600",
+            true,
+        ),
+        // float-overflow.json: all integers are multiples of 0.5, even past f64.
+        (json!({"type": "integer", "multipleOf": 0.5}), "1e308", true),
+    ];
+    for (schema, instance, expected) in cases {
+        assert_eq!(
+            valid(schema.clone(), instance),
+            *expected,
+            "{schema} vs {instance}"
+        );
+    }
+    // Limits past f64's precision, from the schema's own literal.
+    let schema: Value =
+        serde_json::from_str(r#"{"exclusiveMaximum": 972783798187987123879878123.18878137}"#)
+            .expect("a schema");
+    assert!(!valid(schema, "972783798187987123879878123.188781371"));
+    let schema: Value =
+        serde_json::from_str(r#"{"exclusiveMinimum": -972783798187987123879878123.18878137}"#)
+            .expect("a schema");
+    assert!(!valid(schema, "-972783798187987123879878123.188781371"));
+    let schema: Value =
+        serde_json::from_str(r#"{"minimum": -18446744073709551615}"#).expect("a schema");
+    assert!(valid(schema, "-18446744073709551600"));
+    let schema: Value =
+        serde_json::from_str(r#"{"maximum": 18446744073709551616}"#).expect("a schema");
+    assert!(!valid(schema, "18446744073709551617"));
+}
+
+#[test]
+fn const_enum_and_unique_items_compare_by_value() {
+    assert!(valid(
+        json!({"const": {"a": [1, "x"]}}),
+        r#"{"a": [1.0, "x"]}"#
+    ));
+    assert!(!valid(
+        json!({"const": {"a": [1, "x"]}}),
+        r#"{"a": [1, "x"], "b": 0}"#
+    ));
+    assert!(valid(json!({"enum": ["x", null, 2]}), "null"));
+    assert!(!valid(json!({"enum": ["x", null, 2]}), "false"));
+    assert!(!valid(
+        json!({"uniqueItems": true}),
+        r#"[1, {"a": 2}, {"a": 2.0}]"#
+    ));
+    assert!(valid(
+        json!({"uniqueItems": true}),
+        r#"[1, {"a": 2}, {"a": 3}, true]"#
+    ));
+    let many: Vec<String> = (0..40).map(|i| i.to_string()).collect();
+    let unique = format!("[{}]", many.join(","));
+    let repeated = format!("[{},5.0]", many.join(","));
+    assert!(valid(json!({"uniqueItems": true}), &unique));
+    assert!(!valid(json!({"uniqueItems": true}), &repeated));
+}
+
+/// Both paths, the document representation and serde_json's `Value`, give the same verdicts:
+/// valid or not, and each error's keyword, instance path and schema path.
+mod both_paths {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn instance() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            (-5i64..5).prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            (-10.0f64..10.0).prop_map(Value::from),
+            "[a-c]{0,3}".prop_map(Value::String),
+            Just(json!("2024-01-02")),
+            Just(json!("a@b.example")),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::btree_map("[a-c]", inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    fn schema() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(json!({"type": "integer"})),
+            Just(json!({"type": ["string", "null"]})),
+            Just(json!({"minimum": 0})),
+            Just(json!({"exclusiveMaximum": 2.5})),
+            Just(json!({"multipleOf": 2})),
+            Just(json!({"multipleOf": 0.5})),
+            Just(json!({"maxLength": 2})),
+            Just(json!({"pattern": "^a"})),
+            Just(json!({"format": "date"})),
+            Just(json!({"format": "email"})),
+            Just(json!({"const": 1})),
+            Just(json!({"enum": [null, "a", 2, [1]]})),
+            Just(json!({"uniqueItems": true})),
+            Just(json!({"minItems": 2})),
+            Just(json!({"required": ["a"]})),
+            Just(json!({"maxProperties": 1})),
+            Just(json!({"propertyNames": {"pattern": "^[ab]$"}})),
+            Just(json!(true)),
+            Just(json!(false)),
+        ];
+        leaf.prop_recursive(3, 16, 3, |inner| {
+            prop_oneof![
+                (inner.clone(), inner.clone())
+                    .prop_map(|(a, b)| json!({"properties": {"a": a, "b": b}})),
+                inner.clone().prop_map(|s| json!({"items": s})),
+                (inner.clone(), inner.clone()).prop_map(|(a, b)| json!({"anyOf": [a, b]})),
+                (inner.clone(), inner.clone()).prop_map(|(a, b)| json!({"oneOf": [a, b]})),
+                (inner.clone(), inner.clone()).prop_map(|(a, b)| json!({"allOf": [a, b]})),
+                inner.clone().prop_map(|s| json!({"not": s})),
+                inner
+                    .clone()
+                    .prop_map(|s| json!({"additionalProperties": s})),
+                (inner.clone(), inner.clone()).prop_map(|(a, b)| json!({"if": a, "then": b})),
+                inner.clone().prop_map(|s| json!({"contains": s})),
+                inner.clone().prop_map(|s| json!({
+                    "$defs": {"d": s}, "properties": {"a": {"$ref": "#/$defs/d"}}
+                })),
+                inner.prop_map(|s| json!({
+                    "$id": "https://example.test/s",
+                    "$dynamicAnchor": "node",
+                    "properties": {"a": {"$dynamicRef": "#node"}},
+                    "unevaluatedProperties": s
+                })),
+            ]
+        })
+    }
+
+    type Errors = Vec<(String, String, String)>;
+
+    fn errors<'a>(iter: impl Iterator<Item = jsonschema::ValidationError<'a>>) -> Errors {
+        let mut found: Errors = iter
+            .map(|e| {
+                (
+                    e.kind().keyword().to_owned(),
+                    e.instance_path().as_str().to_owned(),
+                    e.schema_path().as_str().to_owned(),
+                )
+            })
+            .collect();
+        found.sort();
+        found
+    }
+
+    /// Both verdicts on `instance` under `schema`.
+    fn both(schema: &Value, text: &str) -> Option<((bool, Errors), (bool, Errors))> {
+        let theirs = jsonschema::options()
+            .should_validate_formats(true)
+            .build(schema)
+            .ok()?;
+        let ours = jsonschema::options_for::<DocumentJson>()
+            .should_validate_formats(true)
+            .build(schema)
+            .ok()?;
+        let value: Value = serde_json::from_str(text).ok()?;
+        let doc = Document::read(text.as_bytes(), 64).ok()?;
+        Some((
+            (theirs.is_valid(&value), errors(theirs.iter_errors(&value))),
+            (
+                ours.is_valid(doc.root()),
+                errors(ours.iter_errors(doc.root())),
+            ),
+        ))
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+
+        #[test]
+        fn the_same_verdict_as_serde_json_values(schema in schema(), instance in instance()) {
+            let text = instance.to_string();
+            if let Some((theirs, ours)) = both(&schema, &text) {
+                prop_assert_eq!(ours, theirs, "{} vs {}", schema, text);
+            }
+        }
+    }
+
+    /// The reference corpus, when it is there: every result's structuredContent under its
+    /// tool's outputSchema, and every tool's inputSchema over the same documents.
+    #[test]
+    fn the_same_verdict_on_the_reference_corpus() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/corpus");
+        let (Ok(tools), Ok(results)) = (
+            std::fs::read_to_string(dir.join("tools.json")),
+            std::fs::read_to_string(dir.join("results.jsonl")),
+        ) else {
+            eprintln!("no reference corpus at {}: skipped", dir.display());
+            return;
+        };
+        let tools: Value = serde_json::from_str(&tools).expect("tools.json");
+        let mut schemas = std::collections::HashMap::new();
+        for (server, list) in tools["servers"].as_object().into_iter().flatten() {
+            for tool in list["tools"].as_array().into_iter().flatten() {
+                if let (Some(name), Some(schema)) =
+                    (tool["name"].as_str(), tool.get("outputSchema"))
+                {
+                    schemas.insert((server.clone(), name.to_owned()), schema.clone());
+                }
+            }
+        }
+        let mut compared = 0;
+        for line in results.lines() {
+            let Ok(check) = serde_json::from_str::<Value>(line) else {
+                continue;
+            };
+            let (Some(server), Some(tool)) = (check["server"].as_str(), check["tool"].as_str())
+            else {
+                continue;
+            };
+            let Some(schema) = schemas.get(&(server.to_owned(), tool.to_owned())) else {
+                continue;
+            };
+            let Some(structured) = check["result"].get("structuredContent") else {
+                continue;
+            };
+            if let Some((theirs, ours)) = both(schema, &structured.to_string()) {
+                assert_eq!(ours, theirs, "{server}/{tool}: {structured}");
+                compared += 1;
+            }
+        }
+        assert!(compared > 0, "the corpus held checks to compare");
+        eprintln!("{compared} corpus checks: the same verdicts");
+    }
+}
+
+mod reading {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn text_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
+            ".{0,12}".prop_map(Value::String),
+            "[\"\\\\\u{1}\u{1f}a/é😀]{0,20}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 40, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::btree_map(".{0,4}", inner, 0..24)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Any JSON serde_json writes, pretty or not, reads back as the same value.
+        #[test]
+        fn what_serde_json_writes_reads_back(value in text_value(), pretty in any::<bool>()) {
+            let text = if pretty {
+                serde_json::to_string_pretty(&value).expect("writes")
+            } else {
+                value.to_string()
+            };
+            let doc = Document::read(text.as_bytes(), 64).expect("reads");
+            prop_assert_eq!(doc.to_value(), value);
+        }
+
+        /// Arbitrary bytes are read or refused, never a panic, and refused exactly when
+        /// serde_json refuses them.
+        #[test]
+        fn bytes_are_read_or_refused_as_serde_json_does(bytes in prop::collection::vec(
+            prop_oneof![
+                Just(b'"'), Just(b'\\'), Just(b'u'), Just(b'{'), Just(b'}'), Just(b'['),
+                Just(b']'), Just(b':'), Just(b','), Just(b'1'), Just(b'e'), Just(b'-'),
+                Just(b'.'), Just(b' '), Just(0xff), Just(b'd'), Just(b'8'), any::<u8>(),
+            ],
+            0..40,
+        )) {
+            let ours = Document::read(&bytes, 64).map(|d| d.to_value());
+            let theirs = serde_json::from_slice::<Value>(&bytes);
+            prop_assert_eq!(ours.is_ok(), theirs.is_ok(), "{:?}", String::from_utf8_lossy(&bytes));
+            if let (Ok(ours), Ok(theirs)) = (ours, theirs) {
+                prop_assert_eq!(ours, theirs);
+            }
+        }
+    }
+}
