@@ -9,6 +9,8 @@
 //!   - [`core::domain`] the names a check carries (`ServerId`, `ToolName`, `SchemaHash`, `Tier`,
 //!     `ProtocolVersion`); [`core::error`] why a check cannot be made at all.
 //!   - [`core::check`] a check as the core receives it, and how one is read from JSON;
+//!     [`core::document`] a payload in the core's own representation (numbers kept exactly),
+//!     which the validator judges in place;
 //!     [`core::verdict`] the answer, its errors and its feedback line; [`core::drift`] a
 //!     result's text copy against its structured content.
 //!   - [`core::policy`] the trust policy (tiers per server and tool, the rule switches);
