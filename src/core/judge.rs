@@ -399,7 +399,8 @@ fn text_drift(result: &ToolResult, structured: &Document) -> Option<Finding> {
     let structured_is_scalar = structured.is_scalar();
     let mut sent: Option<Cow<'_, [u8]>> = result.structured_text.as_deref().map(Cow::Borrowed);
     for text in &result.json_texts {
-        if crate::core::drift::is_scalar_text(text) && !structured_is_scalar {
+        let scalar_text = !matches!(text.first_visible(), Some('{' | '['));
+        if scalar_text && !structured_is_scalar {
             continue;
         }
         let sent = sent.get_or_insert_with(|| {
@@ -407,9 +408,10 @@ fn text_drift(result: &ToolResult, structured: &Document) -> Option<Finding> {
             Cow::Owned(serde_json::to_vec(&structured.to_value()).unwrap_or_default())
         });
         // The same text, white space aside: the same value, with nothing to read.
-        if crate::core::drift::same_tokens(text.as_bytes(), sent) {
+        if crate::core::drift::same_tokens_decoding(text, sent) {
             continue;
         }
+        let text = text.decoded();
         if let Some(Some(path)) = crate::core::drift::first_difference(text.as_bytes(), sent) {
             let at = if path.is_empty() { "/" } else { path.as_str() };
             return Some(Finding {

@@ -20,6 +20,7 @@ pub(crate) mod receiving;
 pub mod registry;
 pub(crate) mod resolve;
 pub mod schema;
+pub mod text_copy;
 pub mod verdict;
 
 use crate::core::schema::compile::CompileLimits;

@@ -306,6 +306,21 @@ async fn payloads_are_read_by_the_same_rules_over_rest_and_grpc() {
         message.contains("`instance`") && message.contains("unexpected end of hex escape"),
         "{v}"
     );
+    // In a result's text copy too: the copy is compared with structuredContent, so it must read.
+    let (status, v) = app
+        .post_raw(
+            "/v1/validate",
+            r#"{"schema": {}, "result": {"structuredContent": {}, "content": [{"type": "text", "text": "{\"a\": \"\udc00\"}"}]}}"#,
+        )
+        .await;
+    assert_eq!(status, 400, "{v}");
+    assert_eq!(v["error"]["code"], "malformed_json", "{v}");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("result.content[].text") && m.contains("surrogate")),
+        "{v}"
+    );
 }
 
 #[tokio::test]

@@ -10,6 +10,7 @@ pub use read::ONE_PASS_MAX_BYTES;
 
 use crate::core::domain::ProtocolVersion;
 use crate::core::error::CheckError;
+use crate::core::text_copy::TextCopy;
 use bytes::Bytes;
 use serde_json::Value;
 
@@ -33,8 +34,9 @@ pub struct ToolResult {
     /// `None` when the field is absent; a `null` document when it is `null`.
     pub structured_content: Option<Document>,
     /// The text of each text block of `content` that may hold a JSON value (it starts as one
-    /// does): the copies compared with `structuredContent` for drift. Other blocks are not kept.
-    pub json_texts: Vec<String>,
+    /// does), as sent: the copies compared with `structuredContent` for drift. Other blocks are
+    /// not kept.
+    pub json_texts: Vec<TextCopy>,
     /// `content` holds at least one text block (MCP 2026-07-28 asks for one beside a
     /// `structuredContent` that is not an object).
     pub has_text_block: bool,
@@ -108,7 +110,7 @@ impl Payload {
     /// Reads a document payload (`instance` or `arguments`, named by `field`) from JSON text.
     pub fn document_from_json(
         field: &str,
-        text: &[u8],
+        text: &Bytes,
         depth_limit: usize,
     ) -> Result<Document, CheckError> {
         read::document(field, text, depth_limit)
@@ -318,7 +320,7 @@ mod tests {
         match check.payload {
             Payload::Result(r) => {
                 assert_eq!(
-                    r.json_texts,
+                    r.json_texts.iter().map(|t| t.decoded()).collect::<Vec<_>>(),
                     vec![r#" {"a": 1}"#.to_owned(), "[2]".to_owned()]
                 );
                 assert!(!r.is_error);

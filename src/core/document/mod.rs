@@ -8,8 +8,9 @@
 //! The tape: each value is one [`Slot`], in document order; an array's elements follow it, an
 //! object's members follow it as a key slot then the value's slots. A container records where
 //! its slots end, so a sibling is reached in one step. Strings, keys and number literals are
-//! copied into one text arena (escapes decoded), so a document is three allocations whatever
-//! its size: the slots, the arena, and (only for objects of many members) a sorted member index.
+//! borrowed from the request's bytes (shared, not copied); only strings with escapes are decoded
+//! into a text arena. So a document is one allocation, its slots, plus the arena if it has
+//! escapes, plus a sorted member index if it has objects of many members.
 //!
 //! The rooms: `read` builds a document from JSON text (the reading rules: duplicate keys,
 //! escapes, surrogates, UTF-8, depth); `node` is the validator's view of it; `number` a number
@@ -22,6 +23,8 @@ mod read;
 pub use node::{DocumentJson, NodeRef};
 pub use read::{ReadError, MAX_NUMBER_LENGTH};
 
+use bytes::Bytes;
+use bytestring::ByteString;
 use number::Number;
 
 /// A payload document, measured as it was read: its nesting depth, its node count and the bytes
@@ -29,7 +32,10 @@ use number::Number;
 #[derive(Clone, Default)]
 pub struct Document {
     slots: Vec<Slot>,
-    /// Every string, key and number literal, one after another.
+    /// The JSON text the document was read from (checked as UTF-8 once): where its number
+    /// literals, and its strings and keys without escapes, are.
+    source: ByteString,
+    /// Strings and keys with escapes, decoded, one after another.
     text: String,
     /// For objects of more than [`INDEXED_MEMBERS`] members: their key slots, sorted by key.
     index: Vec<u32>,
@@ -47,16 +53,20 @@ const INDEXED_MEMBERS: u32 = 16;
 /// No index for this object.
 const NO_INDEX: u64 = u64::MAX;
 
+/// A string or key whose text is in the arena (it had escapes), not in the source.
+const DECODED: u64 = 1;
+
 /// One value of the tape (or an object's key).
 #[derive(Debug, Clone, Copy)]
 struct Slot {
     kind: Kind,
-    /// Strings, keys, numbers: where the text starts in the arena. Arrays and objects: their
-    /// element or (distinct) member count.
+    /// Strings, keys, numbers: where the text starts (in the source, or for decoded strings in
+    /// the arena). Arrays and objects: their element or (distinct) member count.
     a: u32,
     /// Strings, keys, numbers: the text's length. Arrays and objects: the slot after their last.
     b: u32,
-    /// Numbers: the primitive's bits. Objects: where their index starts, or [`NO_INDEX`].
+    /// Numbers: the primitive's bits. Strings and keys: [`DECODED`] when the text is in the
+    /// arena. Objects: where their index starts, or [`NO_INDEX`].
     c: u64,
 }
 
@@ -83,9 +93,15 @@ enum Kind {
 }
 
 impl Document {
-    /// Reads a document from JSON text, refusing it past `depth_limit` levels of nesting.
+    /// Reads a document from the JSON text `source` (a request's bytes, shared, not copied),
+    /// refusing it past `depth_limit` levels of nesting.
+    pub fn read_shared(source: &Bytes, depth_limit: usize) -> Result<Document, ReadError> {
+        read::read(source, depth_limit)
+    }
+
+    /// Reads a document from a copy of the JSON text `text`.
     pub fn read(text: &[u8], depth_limit: usize) -> Result<Document, ReadError> {
-        read::read(text, depth_limit)
+        read::read(&Bytes::copy_from_slice(text), depth_limit)
     }
 
     /// A document holding `value` (written out and read back, so it is measured as any other).
@@ -128,10 +144,11 @@ impl Document {
 
     /// The text of a string, key or number slot.
     fn text_of(&self, slot: Slot) -> &str {
-        let start = slot.a as usize;
-        self.text
-            .get(start..start + slot.b as usize)
-            .unwrap_or_default()
+        let range = slot.a as usize..slot.a as usize + slot.b as usize;
+        let decoded =
+            slot.c == DECODED && matches!(slot.kind, Kind::String | Kind::Key | Kind::Shadowed);
+        let text: &str = if decoded { &self.text } else { &self.source };
+        text.get(range).unwrap_or_default()
     }
 
     /// The slot after the value at `at` and everything inside it.

@@ -35,7 +35,7 @@ impl Json for DocumentJson {
             kind: Kind::String,
             a: 0,
             b: string.len() as u32,
-            c: 0,
+            c: super::DECODED,
         });
         f(NodeRef::new(buffer, 0))
     }

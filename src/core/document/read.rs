@@ -7,7 +7,9 @@
 //! exactly, as its literal.
 
 use super::number::primitive;
-use super::{Document, Kind, Slot, INDEXED_MEMBERS, NO_INDEX};
+use super::{Document, Kind, Slot, DECODED, INDEXED_MEMBERS, NO_INDEX};
+use bytes::Bytes;
+use bytestring::ByteString;
 use std::fmt;
 
 /// Why a text is not a document.
@@ -39,11 +41,11 @@ impl ReadError {
                 let end = (offset + at).min(text.len());
                 let before = &text[..end];
                 let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
-                let column = end
-                    - before
-                        .iter()
-                        .rposition(|&b| b == b'\n')
-                        .map_or(0, |n| n + 1);
+                let line_start = before
+                    .iter()
+                    .rposition(|&b| b == b'\n')
+                    .map_or(0, |n| n + 1);
+                let column = end - line_start + 1;
                 format!("{message} at line {line} column {column}")
             }
         }
@@ -65,24 +67,27 @@ impl fmt::Display for ReadError {
     }
 }
 
-pub(super) fn read(text: &[u8], depth_limit: usize) -> Result<Document, ReadError> {
+pub(super) fn read(source: &Bytes, depth_limit: usize) -> Result<Document, ReadError> {
+    let text: &[u8] = source;
     if u32::try_from(text.len()).is_err() {
         return Err(ReadError::Syntax {
             at: 0,
             message: "document larger than 4 GiB",
         });
     }
+    // Checked as UTF-8 once, here, not string by string. Text that is not UTF-8 is never a
+    // document (bytes past ASCII are allowed only in strings, and there only as UTF-8): it is
+    // read only to say where it breaks.
+    let checked = ByteString::try_from(source.clone()).ok();
     let mut reader = Reader {
         text,
-        // Valid UTF-8 throughout (the usual case): checked once here, not run by run.
-        utf8: std::str::from_utf8(text).ok(),
+        utf8: checked.as_deref(),
         at: 0,
         limit: depth_limit,
         doc: Document {
             // A value takes at least two bytes but for the last; most take far more.
             slots: Vec::with_capacity(text.len() / 8 + 2),
-            // Decoded strings and literals are never longer than the text they come from.
-            text: String::with_capacity(text.len()),
+            source: checked.clone().unwrap_or_default(),
             ..Document::default()
         },
     };
@@ -90,6 +95,15 @@ pub(super) fn read(text: &[u8], depth_limit: usize) -> Result<Document, ReadErro
     reader.space();
     if reader.at != text.len() {
         return Err(reader.error("trailing characters"));
+    }
+    if checked.is_none() {
+        let at = std::str::from_utf8(text)
+            .err()
+            .map_or(0, |e| e.valid_up_to());
+        return Err(ReadError::Syntax {
+            at,
+            message: "invalid unicode code point",
+        });
     }
     Ok(reader.doc)
 }
@@ -139,9 +153,9 @@ impl Reader<'_> {
             Some(b'{') => self.object(depth),
             Some(b'[') => self.array(depth),
             Some(b'"') => {
-                let (a, b) = self.string()?;
+                let (a, b, decoded) = self.string()?;
                 self.doc.string_bytes += u64::from(b);
-                self.push(Kind::String, a, b, 0);
+                self.push(Kind::String, a, b, if decoded { DECODED } else { 0 });
                 Ok(())
             }
             Some(b't') => self.literal(b"true", Kind::True),
@@ -212,9 +226,9 @@ impl Reader<'_> {
                     Some(_) => return Err(self.error("key must be a string")),
                     None => return Err(self.error("EOF while parsing an object")),
                 }
-                let (a, b) = self.string()?;
+                let (a, b, decoded) = self.string()?;
                 self.doc.string_bytes += u64::from(b);
-                let key = self.push(Kind::Key, a, b, 0);
+                let key = self.push(Kind::Key, a, b, if decoded { DECODED } else { 0 });
                 distinct += 1;
                 if count < INDEXED_MEMBERS {
                     let bit = 1u64 << (key_fold(self.doc.text_of(self.doc.slot(key))) & 63);
@@ -283,12 +297,17 @@ impl Reader<'_> {
             key = doc.after(key + 1);
         }
         let Document {
-            slots, text, index, ..
+            slots,
+            source,
+            text,
+            index,
+            ..
         } = doc;
+        let texts = (&**source, text.as_str());
         // Sorted by key, then by position: of equal keys the last is the one kept.
         index[start..].sort_unstable_by(|&x, &y| {
-            key_text(slots, text, x)
-                .cmp(key_text(slots, text, y))
+            key_text(slots, texts, x)
+                .cmp(key_text(slots, texts, y))
                 .then(x.cmp(&y))
         });
         let mut kept = start;
@@ -296,7 +315,7 @@ impl Reader<'_> {
             let key = index[i];
             let repeated = index
                 .get(i + 1)
-                .is_some_and(|&next| key_text(slots, text, next) == key_text(slots, text, key));
+                .is_some_and(|&next| key_text(slots, texts, next) == key_text(slots, texts, key));
             if repeated {
                 slots[key as usize].kind = Kind::Shadowed;
             } else {
@@ -308,33 +327,31 @@ impl Reader<'_> {
         ((kept - start) as u32, start as u64)
     }
 
-    /// Reads a string (the reader is at its opening quote) into the arena; returns where it
-    /// starts there and its length.
-    fn string(&mut self) -> Result<(u32, u32), ReadError> {
+    /// Reads a string (the reader is at its opening quote): where its text is and its length,
+    /// and whether that is in the arena (it had escapes, decoded there) or in the source.
+    fn string(&mut self) -> Result<(u32, u32, bool), ReadError> {
         self.at += 1;
+        let first = self.at;
+        let run = plain_run(&self.text[first..]);
+        self.at = first + run;
+        if self.peek() == Some(b'"') {
+            self.at += 1;
+            // Checked as UTF-8 with the whole text.
+            return Ok((first as u32, run as u32, false));
+        }
+        // Escapes (or a problem): the string is decoded into the arena.
+        if self.doc.text.capacity() == 0 {
+            // Decoded text is never longer than what is left of the source.
+            self.doc.text.reserve(self.text.len() - first);
+        }
         let start = self.doc.text.len();
+        self.push_plain(first)?;
         loop {
-            let run = self.at;
-            let rest = &self.text[run..];
-            let stop = plain_run(rest);
-            self.at = run + stop;
-            if stop > 0 {
-                match self.utf8.and_then(|all| all.get(run..self.at)) {
-                    Some(plain) => self.doc.text.push_str(plain),
-                    None => match std::str::from_utf8(&self.text[run..self.at]) {
-                        Ok(plain) => self.doc.text.push_str(plain),
-                        Err(e) => {
-                            self.at = run + e.valid_up_to();
-                            return Err(self.error("invalid unicode code point"));
-                        }
-                    },
-                }
-            }
             match self.peek() {
                 Some(b'"') => {
                     self.at += 1;
                     let length = self.doc.text.len() - start;
-                    return Ok((start as u32, length as u32));
+                    return Ok((start as u32, length as u32, true));
                 }
                 Some(b'\\') => {
                     self.at += 1;
@@ -346,7 +363,28 @@ impl Reader<'_> {
                 }
                 None => return Err(self.error("EOF while parsing a string")),
             }
+            let run = self.at;
+            self.at = run + plain_run(&self.text[run..]);
+            self.push_plain(run)?;
         }
+    }
+
+    /// Copies the plain run from `run` to the reader's place into the arena.
+    fn push_plain(&mut self, run: usize) -> Result<(), ReadError> {
+        if self.at == run {
+            return Ok(());
+        }
+        match self.utf8.and_then(|all| all.get(run..self.at)) {
+            Some(plain) => self.doc.text.push_str(plain),
+            None => match std::str::from_utf8(&self.text[run..self.at]) {
+                Ok(plain) => self.doc.text.push_str(plain),
+                Err(e) => {
+                    self.at = run + e.valid_up_to();
+                    return Err(self.error("invalid unicode code point"));
+                }
+            },
+        }
+        Ok(())
     }
 
     /// Decodes the escape after a backslash into the arena.
@@ -449,9 +487,7 @@ impl Reader<'_> {
         // ASCII digits and signs only: always UTF-8.
         let literal = std::str::from_utf8(&self.text[start..self.at]).unwrap_or("0");
         let (kind, bits) = primitive(literal, integer);
-        let a = self.doc.text.len() as u32;
-        self.doc.text.push_str(literal);
-        self.push(kind, a, literal.len() as u32, bits);
+        self.push(kind, start as u32, literal.len() as u32, bits);
         Ok(())
     }
 
@@ -503,8 +539,9 @@ fn key_fold(key: &str) -> u32 {
 }
 
 /// The text of the key at slot `at`.
-fn key_text<'t>(slots: &[Slot], text: &'t str, at: u32) -> &'t str {
+fn key_text<'t>(slots: &[Slot], (source, arena): (&'t str, &'t str), at: u32) -> &'t str {
     let slot = slots[at as usize];
     let from = slot.a as usize;
+    let text = if slot.c == DECODED { arena } else { source };
     text.get(from..from + slot.b as usize).unwrap_or_default()
 }

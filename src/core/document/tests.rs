@@ -520,7 +520,9 @@ mod reading {
             any::<bool>().prop_map(Value::Bool),
             any::<i64>().prop_map(Value::from),
             any::<u64>().prop_map(Value::from),
-            any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(Value::from),
             ".{0,12}".prop_map(Value::String),
             "[\"\\\\\u{1}\u{1f}a/é😀]{0,20}".prop_map(Value::String),
         ];

@@ -10,11 +10,18 @@ use crate::core::document::{ReadError, MAX_NUMBER_LENGTH};
 pub(super) fn payload(
     field: &str,
     raw: &RawValue,
-    outer: &[u8],
+    outer: &Bytes,
     depth_limit: usize,
 ) -> Result<Document, CheckError> {
     let text = raw.get().as_bytes();
-    Document::read(text, depth_limit).map_err(|e| match e {
+    let offset = (text.as_ptr() as usize)
+        .checked_sub(outer.as_ptr() as usize)
+        .filter(|&o| o + text.len() <= outer.len());
+    let shared = match offset {
+        Some(offset) => outer.slice(offset..offset + text.len()),
+        None => Bytes::copy_from_slice(text),
+    };
+    Document::read_shared(&shared, depth_limit).map_err(|e| match e {
         ReadError::TooDeep => CheckError::TooDeep {
             what: "payload",
             limit: depth_limit,
@@ -24,9 +31,6 @@ pub(super) fn payload(
             limit: MAX_NUMBER_LENGTH,
         },
         ReadError::Syntax { .. } => {
-            let offset = (text.as_ptr() as usize)
-                .checked_sub(outer.as_ptr() as usize)
-                .filter(|&o| o + text.len() <= outer.len());
             let at = match offset {
                 Some(offset) => e.describe(outer, offset),
                 None => e.describe(text, 0),

@@ -57,7 +57,7 @@ pub(super) fn batch(
 /// Reads a payload document (`instance` or `arguments`, named by `field`) from JSON text.
 pub(super) fn document(
     field: &str,
-    text: &[u8],
+    text: &Bytes,
     depth_limit: usize,
 ) -> Result<Document, CheckError> {
     let raw: &RawValue = whole(text, depth_limit, Some(field), PhantomData)?;

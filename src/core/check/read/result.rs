@@ -1,6 +1,7 @@
 //! An MCP `CallToolResult`: `structuredContent`, the text blocks of `content`, `isError`.
 
 use super::*;
+use crate::core::text_copy::TextCopy;
 
 /// Reads an MCP `CallToolResult`: `structuredContent`, the JSON-looking text blocks of
 /// `content`, and `isError`. Its other fields (`_meta`, ...) are read through.
@@ -31,7 +32,7 @@ impl<'de> Reader<'de> for ResultReader<'_> {
                     )
                 }
                 "content" => map
-                    .next_value_seed(Shape(ContentReader))?
+                    .next_value_seed(Shape(ContentReader { body: self.body }))?
                     .map(|(texts, has_text)| {
                         result.json_texts = texts;
                         result.has_text_block = has_text;
@@ -66,18 +67,20 @@ impl<'de> Reader<'de> for ResultReader<'_> {
     }
 }
 
-/// Reads `content`, keeping the text of each text block that holds a JSON object or array.
-struct ContentReader;
+/// Reads `content`, keeping the text of each text block that may hold a JSON value.
+struct ContentReader<'b> {
+    body: &'b Bytes,
+}
 
-impl<'de> Reader<'de> for ContentReader {
+impl<'de> Reader<'de> for ContentReader<'_> {
     /// The JSON-looking texts, and whether any block is a text block.
-    type Output = Result<(Vec<String>, bool), CheckError>;
+    type Output = Result<(Vec<TextCopy>, bool), CheckError>;
 
     fn array<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Output, A::Error> {
         let mut texts = Vec::new();
         let mut has_text = false;
         let mut problem = FirstError::default();
-        while let Some(block) = seq.next_element_seed(Shape(BlockReader))? {
+        while let Some(block) = seq.next_element_seed(Shape(BlockReader { body: self.body }))? {
             match block {
                 Ok(Block::Json(text)) => {
                     has_text = true;
@@ -105,7 +108,7 @@ impl<'de> Reader<'de> for ContentReader {
 /// One block of `content`, as far as drift and the 2026-07-28 text rule care.
 enum Block {
     /// A text block whose text may be JSON.
-    Json(String),
+    Json(TextCopy),
     /// A text block of prose.
     Text,
     /// Any other block (image, resource, ...).
@@ -113,9 +116,11 @@ enum Block {
 }
 
 /// Reads one content block.
-struct BlockReader;
+struct BlockReader<'b> {
+    body: &'b Bytes,
+}
 
-impl<'de> Reader<'de> for BlockReader {
+impl<'de> Reader<'de> for BlockReader<'_> {
     type Output = Result<Block, CheckError>;
 
     fn object<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Output, A::Error> {
@@ -131,12 +136,10 @@ impl<'de> Reader<'de> for BlockReader {
                         other.kind()
                     ))),
                 },
-                "text" => match map.next_value::<JsonText>()? {
-                    JsonText::Json(text) => json_text = Some(text),
-                    JsonText::Prose => {}
-                    JsonText::Wrong(kind) => problem.note(invalid(format!(
-                        "`result.content[].text` must be a string, not {kind}"
-                    ))),
+                "text" => match text_copy(map.next_value()?, self.body) {
+                    Ok(Some(copy)) => json_text = Some(copy),
+                    Ok(None) => json_text = None,
+                    Err(e) => problem.note(e),
                 },
                 _ => {
                     map.next_value::<IgnoredAny>()?;
@@ -157,33 +160,45 @@ impl<'de> Reader<'de> for BlockReader {
     }
 }
 
-/// A text block's `text`, kept only when it may be a JSON copy of the structured content (it
-/// starts, after white space, as a JSON value does); other prose is read and dropped without a
-/// copy.
-enum JsonText {
-    Json(String),
-    Prose,
-    Wrong(&'static str),
+/// A text block's `text`, kept (as sent, a slice of the request) only when it may be a JSON copy
+/// of the structured content: it starts, after white space, as a JSON value does. Other prose is
+/// passed over without a copy.
+fn text_copy(raw: &RawValue, body: &Bytes) -> Result<Option<TextCopy>, CheckError> {
+    let literal = raw.get();
+    let Some(content) = literal.strip_prefix('"').and_then(|l| l.strip_suffix('"')) else {
+        let kind = match literal.as_bytes().first() {
+            Some(b'{') => "an object",
+            Some(b'[') => "an array",
+            Some(b't' | b'f') => "a boolean",
+            Some(b'n') => "null",
+            _ => "a number",
+        };
+        return Err(invalid(format!(
+            "`result.content[].text` must be a string, not {kind}"
+        )));
+    };
+    let content = match within(body, content.as_bytes()) {
+        Some(range) => body.slice(range),
+        None => Bytes::copy_from_slice(content.as_bytes()),
+    };
+    let copy = TextCopy::new(content.clone()).map_err(|e| {
+        let offset = within(body, &content).map_or(0, |r| r.start);
+        let at = crate::core::document::ReadError::Syntax {
+            at: e.at,
+            message: e.message,
+        }
+        .describe(body, offset);
+        CheckError::MalformedJson(format!("`result.content[].text` is not valid JSON: {at}"))
+    })?;
+    let looks_like_json = matches!(
+        copy.first_visible(),
+        Some('{' | '[' | '"' | '-' | '0'..='9' | 't' | 'f' | 'n')
+    );
+    Ok(looks_like_json.then_some(copy))
 }
 
-impl<'de> Deserialize<'de> for JsonText {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        match Scalar::deserialize(d)? {
-            Scalar::Str(text) => {
-                // Starts as a JSON value does: an object, array, string, number or literal.
-                let start = text.trim_start().as_bytes().first().copied();
-                Ok(
-                    if matches!(
-                        start,
-                        Some(b'{' | b'[' | b'"' | b'-' | b'0'..=b'9' | b't' | b'f' | b'n')
-                    ) {
-                        JsonText::Json(text.into_owned())
-                    } else {
-                        JsonText::Prose
-                    },
-                )
-            }
-            other => Ok(JsonText::Wrong(other.kind())),
-        }
-    }
+/// Where `part` lies in `whole`, if it is a slice of it.
+fn within(whole: &[u8], part: &[u8]) -> Option<std::ops::Range<usize>> {
+    let start = (part.as_ptr() as usize).checked_sub(whole.as_ptr() as usize)?;
+    (start + part.len() <= whole.len()).then_some(start..start + part.len())
 }
