@@ -4,8 +4,6 @@
 //! (as decimals, never as floats), so `42.0` and `42` are the same value while `2^53 + 1` and
 //! `2^53` are not, and the first path where they differ is reported.
 
-use crate::core::text_copy::TextCopy;
-
 /// Whether two JSON texts are the same tokens: equal bytes once white space outside strings is
 /// set aside. Such texts read as the same value (or, if neither is JSON, as nothing); texts that
 /// differ here may still be equal values (key order, escapes, number forms), which
@@ -69,50 +67,6 @@ pub fn first_difference(a: &[u8], b: &[u8]) -> Option<Option<String>> {
     let b = Exact::parse(b)?;
     let mut path = String::new();
     Some(differ(&a, &b, &mut path).then_some(path))
-}
-
-/// [`same_tokens`] of a text copy as sent (its literal, escapes decoded as they are read) and a
-/// JSON text: no decoded copy is made.
-pub fn same_tokens_decoding(copy: &TextCopy, b: &[u8]) -> bool {
-    let mut a = copy.bytes().peekable();
-    let is_space = |c: u8| matches!(c, b' ' | b'\t' | b'\n' | b'\r');
-    let mut j = 0;
-    loop {
-        while a.next_if(|&c| is_space(c)).is_some() {}
-        while b.get(j).is_some_and(|&c| is_space(c)) {
-            j += 1;
-        }
-        match (a.next(), b.get(j)) {
-            (None, None) => return true,
-            (Some(x), Some(&y)) if x == y => {
-                j += 1;
-                if x != b'"' {
-                    continue;
-                }
-                // A string: byte for byte to its closing quote, white space included, and the
-                // byte after a backslash compared as it is.
-                loop {
-                    let (Some(x), Some(&y)) = (a.next(), b.get(j)) else {
-                        return false;
-                    };
-                    j += 1;
-                    if x != y {
-                        return false;
-                    }
-                    if x == b'"' {
-                        break;
-                    }
-                    if x == b'\\' {
-                        match (a.next(), b.get(j)) {
-                            (Some(x), Some(&y)) if x == y => j += 1,
-                            _ => return false,
-                        }
-                    }
-                }
-            }
-            _ => return false,
-        }
-    }
 }
 
 /// A JSON value with its numbers held exactly, as normalised decimals.
@@ -623,27 +577,34 @@ mod tests {
             crate::core::text_copy::TextCopy::new(bytes::Bytes::copy_from_slice(literal.as_bytes()))
                 .expect("a copy")
         };
-        let sent = br#"{"q":"a "b" c\d","n":[1,2]}"#;
+        let same = |copy: crate::core::text_copy::TextCopy, sent: &[u8]| {
+            same_tokens(copy.decoded().as_bytes(), sent)
+        };
+        let sent = br#"{"q":"a \"b\" c\\d","n":[1,2]}"#;
         // The copy's literal holds the JSON text with its quotes and backslashes escaped again.
-        assert!(same_tokens_decoding(
-            &copy(r#"{"q":"a \"b\" c\\d","n":[1,2]}"#),
+        assert!(same(
+            copy(r#"{\"q\":\"a \\\"b\\\" c\\\\d\",\"n\":[1,2]}"#),
             sent
         ));
-        assert!(same_tokens_decoding(
-            &copy(
-                r#"{
-  "q": "a \"b\" c\\d",
-  "n": [1, 2]
-}"#
+        assert!(same(
+            copy(r#"{\n  \"q\": \"a \\\"b\\\" c\\\\d\",\n  \"n\": [1, 2]\n}"#),
+            sent
+        ));
+        assert!(!same(
+            copy(r#"{\"q\":\"a \\\"b\\\" c\\\\d \",\"n\":[1,2]}"#),
+            sent
+        ));
+        assert!(!same(copy(r#"{\"q\":\"a"#), sent));
+        assert!(same(copy(r#"\u005b1, 2\u005d"#), b"[1,2]"));
+        assert_eq!(
+            first_difference(
+                copy(r#"{\"q\":\"a \\\"b\\\" c\\\\e\",\"n\":[1,2]}"#)
+                    .decoded()
+                    .as_bytes(),
+                sent
             ),
-            sent
-        ));
-        assert!(!same_tokens_decoding(
-            &copy(r#"{"q":"a \"b\" c\\d ","n":[1,2]}"#),
-            sent
-        ));
-        assert!(!same_tokens_decoding(&copy(r#"{"q":"a"#), sent));
-        assert!(same_tokens_decoding(&copy(r#"[1, 2]"#), b"[1,2]"));
+            Some(Some("/q".into()))
+        );
     }
 
     #[test]

@@ -391,6 +391,14 @@ pub(crate) fn guarded<T>(read: impl FnOnce() -> Result<T, CheckError>) -> Result
     })
 }
 
+thread_local! {
+    /// A text copy, decoded: one buffer per thread, reused from check to check.
+    static DECODED_COPY: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A decoding buffer larger than this is given back after its check.
+const MAX_KEPT_COPY_BYTES: usize = 1 << 20;
+
 /// A text block of `content` that parses as JSON and is a different JSON value from
 /// `structuredContent` (numbers compared exactly, by value), with where they first differ. A text
 /// holding a JSON scalar is compared only with a scalar `structuredContent`: beside an object it
@@ -407,12 +415,23 @@ fn text_drift(result: &ToolResult, structured: &Document) -> Option<Finding> {
             // Kept whenever the result was read from text; rebuilt from the document otherwise.
             Cow::Owned(serde_json::to_vec(&structured.to_value()).unwrap_or_default())
         });
-        // The same text, white space aside: the same value, with nothing to read.
-        if crate::core::drift::same_tokens_decoding(text, sent) {
-            continue;
-        }
-        let text = text.decoded();
-        if let Some(Some(path)) = crate::core::drift::first_difference(text.as_bytes(), sent) {
+        // The same text, white space aside: the same value, with nothing to read. The copy is
+        // decoded into this thread's buffer, which is kept for the next check.
+        let found = DECODED_COPY.with(|buffer| {
+            let mut buffer = buffer.borrow_mut();
+            buffer.clear();
+            text.decode_into(&mut buffer);
+            let found = if crate::core::drift::same_tokens(&buffer, sent) {
+                None
+            } else {
+                crate::core::drift::first_difference(&buffer, sent)
+            };
+            if buffer.capacity() > MAX_KEPT_COPY_BYTES {
+                *buffer = Vec::new();
+            }
+            found
+        });
+        if let Some(Some(path)) = found {
             let at = if path.is_empty() { "/" } else { path.as_str() };
             return Some(Finding {
                 kind: "text_drift",

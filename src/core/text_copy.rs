@@ -23,6 +23,10 @@ impl TextCopy {
     /// The literal's content `content` (a JSON string, already read as one, without its quotes),
     /// if its surrogate escapes come in pairs.
     pub fn new(content: Bytes) -> Result<TextCopy, LoneSurrogate> {
+        // Most copies hold no `\u` escape at all: one pass finds that out.
+        if memchr::memmem::find(&content, b"\\u").is_none() {
+            return Ok(TextCopy(content));
+        }
         let mut at = 0;
         while let Some(found) = memchr::memchr(b'\\', &content[at..]) {
             at += found + 1;
@@ -71,18 +75,53 @@ impl TextCopy {
         Unescaped(std::str::from_utf8(&self.0).unwrap_or_default().chars())
     }
 
-    /// The text's bytes (UTF-8), decoded.
-    pub fn bytes(&self) -> impl Iterator<Item = u8> + '_ {
-        self.chars().flat_map(|c| {
-            let mut buffer = [0u8; 4];
-            let length = c.encode_utf8(&mut buffer).len();
-            buffer.into_iter().take(length)
-        })
+    /// The text, decoded into a string of its own.
+    pub fn decoded(&self) -> String {
+        let mut out = Vec::with_capacity(self.0.len());
+        self.decode_into(&mut out);
+        String::from_utf8(out).unwrap_or_default()
     }
 
-    /// The text, decoded into a string of its own (for the cold paths).
-    pub fn decoded(&self) -> String {
-        self.chars().collect()
+    /// Appends the text's bytes, decoded (UTF-8), to `out`, in one pass.
+    pub fn decode_into(&self, out: &mut Vec<u8>) {
+        out.reserve(self.0.len());
+        let text = &self.0[..];
+        let mut i = 0;
+        while i < text.len() {
+            let b = text[i];
+            if b != b'\\' {
+                out.push(b);
+                i += 1;
+                continue;
+            }
+            let simple = match text.get(i + 1) {
+                Some(b'b') => Some(b'\x08'),
+                Some(b'f') => Some(b'\x0c'),
+                Some(b'n') => Some(b'\n'),
+                Some(b'r') => Some(b'\r'),
+                Some(b't') => Some(b'\t'),
+                Some(b'u') => None,
+                Some(&other) => Some(other),
+                None => return,
+            };
+            if let Some(byte) = simple {
+                out.push(byte);
+                i += 2;
+                continue;
+            }
+            // A `\u` escape (a surrogate pair is twelve bytes): decoded as a character.
+            let end = (i + 12).min(text.len());
+            let Ok(escape) = std::str::from_utf8(&text[i..end])
+                .or_else(|e| std::str::from_utf8(&text[i..i + e.valid_up_to()]))
+            else {
+                return;
+            };
+            let mut chars = Unescaped(escape.chars());
+            let c = chars.next().unwrap_or('\u{FFFD}');
+            let mut buffer = [0u8; 4];
+            out.extend_from_slice(c.encode_utf8(&mut buffer).as_bytes());
+            i += escape.len() - chars.0.as_str().len();
+        }
     }
 
     /// The first character that is not white space, decoded.
@@ -162,11 +201,8 @@ mod tests {
             let theirs: String = serde_json::from_str(literal).expect("a string");
             let ours = copy(literal).expect("a copy");
             assert_eq!(ours.decoded(), theirs, "{literal}");
-            assert_eq!(
-                ours.bytes().collect::<Vec<u8>>(),
-                theirs.as_bytes(),
-                "{literal}"
-            );
+            let chars: String = ours.chars().collect();
+            assert_eq!(chars, theirs, "{literal}");
         }
     }
 
@@ -206,5 +242,15 @@ mod tests {
             Some('d')
         );
         assert_eq!(copy(r#""  ""#).expect("ok").first_visible(), None);
+    }
+
+    proptest::proptest! {
+        /// Any string, written as serde_json writes it (escapes and all), decodes back to itself.
+        #[test]
+        fn any_string_decodes_back(text in "(.|[\"\\\\\n\t\u{1}\u{7f}é😀])*") {
+            let literal = serde_json::to_string(&text).expect("writes");
+            let ours = copy(&literal).expect("a copy");
+            proptest::prop_assert_eq!(ours.decoded(), text);
+        }
     }
 }
