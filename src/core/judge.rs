@@ -415,6 +415,11 @@ fn text_drift(result: &ToolResult, structured: &Document) -> Option<Finding> {
             // Kept whenever the result was read from text; rebuilt from the document otherwise.
             Cow::Owned(serde_json::to_vec(&structured.to_value()).unwrap_or_default())
         });
+        // structuredContent's own text, escaped into a string: the same value (the usual case,
+        // seen without decoding).
+        if text.is_escaped(sent) {
+            continue;
+        }
         // The same text, white space aside: the same value, with nothing to read. The copy is
         // decoded into this thread's buffer, which is kept for the next check.
         let found = DECODED_COPY.with(|buffer| {

@@ -88,11 +88,11 @@ impl TextCopy {
         let text = &self.0[..];
         let mut i = 0;
         while i < text.len() {
-            let b = text[i];
-            if b != b'\\' {
-                out.push(b);
-                i += 1;
-                continue;
+            let run = memchr::memchr(b'\\', &text[i..]).unwrap_or(text.len() - i);
+            out.extend_from_slice(&text[i..i + run]);
+            i += run;
+            if i == text.len() {
+                break;
             }
             let simple = match text.get(i + 1) {
                 Some(b'b') => Some(b'\x08'),
@@ -122,6 +122,29 @@ impl TextCopy {
             out.extend_from_slice(c.encode_utf8(&mut buffer).as_bytes());
             i += escape.len() - chars.0.as_str().len();
         }
+    }
+
+    /// Whether the text is exactly `json`, written as a JSON string (its quotes, backslashes and
+    /// control characters escaped the way serialisers write them), read without decoding: the
+    /// usual copy, one serialiser's output put in a string by the same serialiser.
+    pub fn is_escaped(&self, json: &[u8]) -> bool {
+        let copy = &self.0[..];
+        let mut i = 0;
+        let mut j = 0;
+        while let Some(run) = memchr::memchr2(b'"', b'\\', &json[j..]) {
+            let end = j + run;
+            if copy.get(i..i + run) != Some(&json[j..end]) {
+                return false;
+            }
+            i += run;
+            if copy.get(i) != Some(&b'\\') || copy.get(i + 1) != Some(&json[end]) {
+                return false;
+            }
+            i += 2;
+            j = end + 1;
+        }
+        // A control character in `json` never matches: the copy, a string's content, has none.
+        copy.get(i..) == Some(&json[j..])
     }
 
     /// The first character that is not white space, decoded.
@@ -204,6 +227,20 @@ mod tests {
             let chars: String = ours.chars().collect();
             assert_eq!(chars, theirs, "{literal}");
         }
+    }
+
+    #[test]
+    fn a_copy_that_is_the_text_escaped_is_seen_without_decoding() {
+        let json = br#"{"q":"a "b" c\d","n":[1,2]}"#;
+        let escaped =
+            serde_json::to_string(std::str::from_utf8(json).expect("utf-8")).expect("writes");
+        assert!(copy(&escaped).expect("a copy").is_escaped(json));
+        let spaced = serde_json::to_string("{\"q\": \"a \\\"b\\\" c\\\\d\", \"n\": [1, 2]}")
+            .expect("writes");
+        assert!(!copy(&spaced).expect("a copy").is_escaped(json));
+        assert!(!copy(r#""{}""#).expect("a copy").is_escaped(b"{} "));
+        assert!(copy(r#""""#).expect("a copy").is_escaped(b""));
+        assert!(!copy(r#""a\nb""#).expect("a copy").is_escaped(br"a\nb"));
     }
 
     #[test]
