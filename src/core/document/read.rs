@@ -498,14 +498,15 @@ impl Reader<'_> {
     }
 }
 
-/// The length of the run of `bytes` before a quote, a backslash or a control character: eight
-/// bytes at a time, each word tested for all three at once.
+/// The length of the run of `bytes` before a quote, a backslash or a control character. The first
+/// 16 bytes eight at a time, each word tested for all three at once (most strings end there);
+/// past them, the quote or backslash found by `memchr2`, then the run checked for control
+/// characters in one pass the compiler vectorises.
 fn plain_run(bytes: &[u8]) -> usize {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
-    let mut words = bytes.chunks_exact(8);
     let mut at = 0;
-    for word in words.by_ref() {
+    for word in bytes.chunks_exact(8).take(2) {
         let w = u64::from_le_bytes(word.try_into().unwrap_or_default());
         let quote = w ^ (ONES * u64::from(b'"'));
         let backslash = w ^ (ONES * u64::from(b'\\'));
@@ -520,11 +521,13 @@ fn plain_run(bytes: &[u8]) -> usize {
         }
         at += 8;
     }
-    let tail = words.remainder();
-    at + tail
-        .iter()
-        .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
-        .unwrap_or(tail.len())
+    let rest = &bytes[at..];
+    let stop = memchr::memchr2(b'"', b'\\', rest).unwrap_or(rest.len());
+    let run = &rest[..stop];
+    if run.iter().fold(false, |control, &b| control | (b < 0x20)) {
+        return at + run.iter().position(|&b| b < 0x20).unwrap_or(stop);
+    }
+    at + stop
 }
 
 /// A key folded to a few bits' worth: its length and its first and last bytes.

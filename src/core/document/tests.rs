@@ -570,3 +570,27 @@ mod reading {
         }
     }
 }
+
+#[test]
+fn a_string_ends_or_breaks_at_exactly_the_right_byte_whatever_its_length() {
+    for length in 0..70 {
+        for at in 0..length {
+            let mut text = vec![b'"'];
+            text.extend(std::iter::repeat_n(b'a', length));
+            text.push(b'"');
+            let mut control = text.clone();
+            control[1 + at] = 0x1f;
+            match Document::read(&control, 8) {
+                Err(ReadError::Syntax { at: found, message }) => {
+                    assert_eq!((found, message.starts_with("control")), (1 + at, true))
+                }
+                other => panic!("{length}/{at}: {other:?}"),
+            }
+            let mut escaped = text.clone();
+            escaped.splice(1 + at..1 + at, *b"\\n");
+            let doc = Document::read(&escaped, 8).expect("an escape anywhere");
+            let expected = format!("{}\n{}", "a".repeat(at), "a".repeat(length - at));
+            assert_eq!(doc.to_value(), Value::String(expected));
+        }
+    }
+}
