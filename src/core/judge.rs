@@ -406,7 +406,7 @@ const MAX_KEPT_COPY_BYTES: usize = 1 << 20;
 fn text_drift(result: &ToolResult, structured: &Document) -> Option<Finding> {
     let structured_is_scalar = structured.is_scalar();
     let mut sent: Option<Cow<'_, [u8]>> = result.structured_text.as_deref().map(Cow::Borrowed);
-    for text in &result.json_texts {
+    for text in result.json_texts.iter() {
         let scalar_text = !matches!(text.first_visible(), Some('{' | '['));
         if scalar_text && !structured_is_scalar {
             continue;

@@ -36,7 +36,7 @@ pub struct ToolResult {
     /// The text of each text block of `content` that may hold a JSON value (it starts as one
     /// does), as sent: the copies compared with `structuredContent` for drift. Other blocks are
     /// not kept.
-    pub json_texts: Vec<TextCopy>,
+    pub json_texts: TextCopies,
     /// `content` holds at least one text block (MCP 2026-07-28 asks for one beside a
     /// `structuredContent` that is not an object).
     pub has_text_block: bool,
@@ -44,6 +44,30 @@ pub struct ToolResult {
     /// may need comparing: a copy that is the same text, white space aside, is the same value.
     pub structured_text: Option<Bytes>,
     pub is_error: bool,
+}
+
+/// A result's text copies: most results have one, held without a list of its own (no allocation).
+#[derive(Debug, Clone, Default)]
+pub struct TextCopies {
+    first: Option<TextCopy>,
+    more: Vec<TextCopy>,
+}
+
+impl TextCopies {
+    pub fn push(&mut self, copy: TextCopy) {
+        match self.first {
+            None => self.first = Some(copy),
+            Some(_) => self.more.push(copy),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.first.is_none()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &TextCopy> {
+        self.first.iter().chain(&self.more)
+    }
 }
 
 /// What is being checked.

@@ -1,6 +1,7 @@
 //! An MCP `CallToolResult`: `structuredContent`, the text blocks of `content`, `isError`.
 
 use super::*;
+use crate::core::check::TextCopies;
 use crate::core::text_copy::TextCopy;
 
 /// Reads an MCP `CallToolResult`: `structuredContent`, the JSON-looking text blocks of
@@ -74,10 +75,10 @@ struct ContentReader<'b> {
 
 impl<'de> Reader<'de> for ContentReader<'_> {
     /// The JSON-looking texts, and whether any block is a text block.
-    type Output = Result<(Vec<TextCopy>, bool), CheckError>;
+    type Output = Result<(TextCopies, bool), CheckError>;
 
     fn array<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Output, A::Error> {
-        let mut texts = Vec::new();
+        let mut texts = TextCopies::default();
         let mut has_text = false;
         let mut problem = FirstError::default();
         while let Some(block) = seq.next_element_seed(Shape(BlockReader { body: self.body }))? {
@@ -97,7 +98,7 @@ impl<'de> Reader<'de> for ContentReader<'_> {
     fn wrong(self, found: &'static str) -> Self::Output {
         match found {
             // As if absent: no text copy to compare.
-            "null" => Ok((Vec::new(), false)),
+            "null" => Ok((TextCopies::default(), false)),
             _ => Err(invalid(format!(
                 "`result.content` must be an array of content blocks, not {found}"
             ))),
