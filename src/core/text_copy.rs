@@ -28,7 +28,10 @@ impl TextCopy {
             return Ok(TextCopy(content));
         }
         let mut at = 0;
-        while let Some(found) = memchr::memchr(b'\\', &content[at..]) {
+        while let Some(found) = content
+            .get(at..)
+            .and_then(|rest| memchr::memchr(b'\\', rest))
+        {
             at += found + 1;
             if content.get(at) != Some(&b'u') {
                 at += 1;
@@ -279,6 +282,25 @@ mod tests {
             Some('d')
         );
         assert_eq!(copy(r#""  ""#).expect("ok").first_visible(), None);
+    }
+
+    proptest::proptest! {
+        /// No bytes make the copy's checks or its decoding panic.
+        #[test]
+        fn any_bytes_are_handled(bytes in proptest::collection::vec(
+            proptest::prop_oneof![
+                proptest::strategy::Just(b'\\'), proptest::strategy::Just(b'u'),
+                proptest::strategy::Just(b'd'), proptest::strategy::Just(b'8'),
+                proptest::strategy::Just(b'"'), proptest::prelude::any::<u8>(),
+            ],
+            0..24,
+        )) {
+            if let Ok(copy) = TextCopy::new(Bytes::from(bytes.clone())) {
+                let _ = copy.decoded();
+                let _ = copy.first_visible();
+                let _ = copy.is_escaped(&bytes);
+            }
+        }
     }
 
     proptest::proptest! {
