@@ -39,6 +39,9 @@ pub struct Document {
     text: String,
     /// For objects of more than [`INDEXED_MEMBERS`] members: their key slots, sorted by key.
     index: Vec<u32>,
+    /// Which objects have an index, and where it starts in `index`: (object slot, start), by
+    /// object slot.
+    indexed: Vec<(u32, u32)>,
     /// Values (not keys) in the document.
     pub nodes: u64,
     pub depth: usize,
@@ -49,9 +52,6 @@ pub struct Document {
 /// Objects with more members than this get a sorted index, so a lookup is a binary search
 /// rather than a scan; a scan of fewer is faster than a search.
 const INDEXED_MEMBERS: u32 = 16;
-
-/// No index for this object.
-const NO_INDEX: u64 = u64::MAX;
 
 /// A string or key whose text is in the arena (it had escapes), not in the source.
 const DECODED: u64 = 1;
@@ -66,7 +66,8 @@ struct Slot {
     /// Strings, keys, numbers: the text's length. Arrays and objects: the slot after their last.
     b: u32,
     /// Numbers: the primitive's bits. Strings and keys: [`DECODED`] when the text is in the
-    /// arena. Objects: where their index starts, or [`NO_INDEX`].
+    /// arena. Arrays and objects: where their text starts and ends in the source (start in the
+    /// high 32 bits), for an error's instance.
     c: u64,
 }
 
@@ -158,6 +159,21 @@ impl Document {
             Kind::Array | Kind::Object => slot.b,
             _ => at + 1,
         }
+    }
+
+    /// The JSON text of the array or object at `slot`, as sent.
+    fn span(&self, slot: Slot) -> &[u8] {
+        let (start, end) = ((slot.c >> 32) as usize, (slot.c & 0xFFFF_FFFF) as usize);
+        self.source.as_bytes().get(start..end).unwrap_or_default()
+    }
+
+    /// Where the index of the object at `at` starts, if it has one.
+    fn index_of(&self, at: u32) -> Option<usize> {
+        let found = self
+            .indexed
+            .binary_search_by_key(&at, |&(object, _)| object)
+            .ok()?;
+        Some(self.indexed[found].1 as usize)
     }
 
     fn number(&self, slot: Slot) -> Number<'_> {

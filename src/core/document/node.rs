@@ -2,9 +2,10 @@
 //! validators built with `jsonschema::options_for::<DocumentJson>()` judge a document in place.
 
 use super::number::Number;
-use super::{Document, Kind, NO_INDEX};
+use super::{Document, Kind, INDEXED_MEMBERS};
 use jsonschema::json::{Array, Json, Node, NodeIdentity, Object};
 use jsonschema::JsonType;
+use jsonschema_value::LazyInstance;
 use serde_json::Value;
 use std::borrow::Cow;
 
@@ -64,8 +65,8 @@ impl<'a> NodeRef<'a> {
         if slot.kind != Kind::Object {
             return None;
         }
-        if slot.c != NO_INDEX {
-            let start = slot.c as usize;
+        if slot.a > INDEXED_MEMBERS {
+            let start = doc.index_of(self.at)?;
             let index = doc.index.get(start..start + slot.a as usize)?;
             let found = index
                 .binary_search_by(|&k| doc.text_of(doc.slot(k)).cmp(key))
@@ -193,11 +194,45 @@ impl<'a> Node<'a, DocumentJson> for NodeRef<'a> {
         Cow::Owned(self.value())
     }
 
+    /// An error's instance, built only when the error is read (its message, mostly): from the
+    /// text of an array or object as sent, or from a string's or number's text.
+    fn lazy_value(&self) -> LazyInstance<'a> {
+        let doc = self.doc;
+        let slot = doc.slot(self.at);
+        let (bytes, tag): (&'a [u8], u32) = match slot.kind {
+            Kind::Array | Kind::Object => (doc.span(slot), LAZY_JSON),
+            Kind::Unsigned | Kind::Signed | Kind::Float => {
+                (doc.text_of(slot).as_bytes(), LAZY_JSON)
+            }
+            Kind::String => (doc.text_of(slot).as_bytes(), LAZY_STRING),
+            _ => return LazyInstance::Ready(Cow::Owned(self.value())),
+        };
+        LazyInstance::Deferred {
+            bytes,
+            tag,
+            make: lazy_instance,
+            cell: std::sync::OnceLock::new(),
+        }
+    }
+
     fn identity(&self) -> Option<NodeIdentity> {
         Some(NodeIdentity::tagged(
             std::ptr::from_ref(self.doc) as usize,
             self.at,
         ))
+    }
+}
+
+/// A deferred instance's text is JSON (an array's, an object's, a number's).
+const LAZY_JSON: u32 = 0;
+/// A deferred instance's text is a string's, decoded.
+const LAZY_STRING: u32 = 1;
+
+/// Builds a deferred instance from its text.
+fn lazy_instance(bytes: &[u8], tag: u32) -> Value {
+    match tag {
+        LAZY_STRING => Value::String(String::from_utf8_lossy(bytes).into_owned()),
+        _ => serde_json::from_slice(bytes).unwrap_or(Value::Null),
     }
 }
 

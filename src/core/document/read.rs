@@ -7,7 +7,7 @@
 //! exactly, as its literal.
 
 use super::number::primitive;
-use super::{Document, Kind, Slot, DECODED, INDEXED_MEMBERS, NO_INDEX};
+use super::{Document, Kind, Slot, DECODED, INDEXED_MEMBERS};
 use bytes::Bytes;
 use bytestring::ByteString;
 use std::fmt;
@@ -96,6 +96,8 @@ pub(super) fn read(source: &Bytes, depth_limit: usize) -> Result<Document, ReadE
     if reader.at != text.len() {
         return Err(reader.error("trailing characters"));
     }
+    // Objects are indexed as they end (inner ones first): put them in slot order.
+    reader.doc.indexed.sort_unstable();
     if checked.is_none() {
         let at = std::str::from_utf8(text)
             .err()
@@ -178,6 +180,7 @@ impl Reader<'_> {
     }
 
     fn array(&mut self, depth: usize) -> Result<(), ReadError> {
+        let start = self.at;
         self.at += 1;
         let at = self.push(Kind::Array, 0, 0, 0);
         let mut count = 0u32;
@@ -204,12 +207,14 @@ impl Reader<'_> {
         let slot = &mut self.doc.slots[at as usize];
         slot.a = count;
         slot.b = end;
+        slot.c = span(start, self.at);
         Ok(())
     }
 
     fn object(&mut self, depth: usize) -> Result<(), ReadError> {
+        let start = self.at;
         self.at += 1;
-        let at = self.push(Kind::Object, 0, 0, NO_INDEX);
+        let at = self.push(Kind::Object, 0, 0, 0);
         let mut count = 0u32;
         let mut distinct = 0u32;
         // A small object's keys, folded into 64 bits: a key whose bit is new is a new key, so only
@@ -257,15 +262,15 @@ impl Reader<'_> {
             }
         }
         let end = self.doc.slots.len() as u32;
-        let (distinct, index) = if count > INDEXED_MEMBERS {
+        let distinct = if count > INDEXED_MEMBERS {
             self.index_members(at, end)
         } else {
-            (distinct, NO_INDEX)
+            distinct
         };
         let slot = &mut self.doc.slots[at as usize];
         slot.a = distinct;
         slot.b = end;
-        slot.c = index;
+        slot.c = span(start, self.at);
         Ok(())
     }
 
@@ -287,8 +292,8 @@ impl Reader<'_> {
     }
 
     /// Indexes the members of a large object by key, passing over every member whose key is
-    /// given again later. Returns the distinct member count and where the index starts.
-    fn index_members(&mut self, object: u32, end: u32) -> (u32, u64) {
+    /// given again later. Returns the distinct member count.
+    fn index_members(&mut self, object: u32, end: u32) -> u32 {
         let doc = &mut self.doc;
         let start = doc.index.len();
         let mut key = object + 1;
@@ -324,7 +329,8 @@ impl Reader<'_> {
             }
         }
         index.truncate(kept);
-        ((kept - start) as u32, start as u64)
+        doc.indexed.push((object, start as u32));
+        (kept - start) as u32
     }
 
     /// Reads a string (the reader is at its opening quote): where its text is and its length,
@@ -539,6 +545,11 @@ fn key_fold(key: &str) -> u32 {
         .wrapping_mul(7)
         .wrapping_add(u32::from(first))
         .wrapping_add(u32::from(last).wrapping_mul(13))
+}
+
+/// A container's text, from `start` to `end` in the source, packed in a slot.
+fn span(start: usize, end: usize) -> u64 {
+    ((start as u64) << 32) | end as u64
 }
 
 /// The text of the key at slot `at`.

@@ -339,7 +339,7 @@ fn const_enum_and_unique_items_compare_by_value() {
 }
 
 /// Both paths, the document representation and serde_json's `Value`, give the same verdicts:
-/// valid or not, and each error's keyword, instance path and schema path.
+/// valid or not, and each error's keyword, instance path, schema path and message.
 mod both_paths {
     use super::*;
     use proptest::prelude::*;
@@ -413,7 +413,7 @@ mod both_paths {
         })
     }
 
-    type Errors = Vec<(String, String, String)>;
+    type Errors = Vec<(String, String, String, String)>;
 
     fn errors<'a>(iter: impl Iterator<Item = jsonschema::ValidationError<'a>>) -> Errors {
         let mut found: Errors = iter
@@ -422,6 +422,8 @@ mod both_paths {
                     e.kind().keyword().to_owned(),
                     e.instance_path().as_str().to_owned(),
                     e.schema_path().as_str().to_owned(),
+                    // The message, which shows the instance (built lazily on our side).
+                    e.to_string(),
                 )
             })
             .collect();
