@@ -18,7 +18,6 @@ use crate::core::verdict::{
     ValidationFailure, Verdict,
 };
 use crate::core::Limits;
-use std::borrow::Cow;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
@@ -405,16 +404,13 @@ const MAX_KEPT_COPY_BYTES: usize = 1 << 20;
 /// is prose that happens to parse (a count, a word), not a copy.
 fn text_drift(result: &ToolResult, structured: &Document) -> Option<Finding> {
     let structured_is_scalar = structured.is_scalar();
-    let mut sent: Option<Cow<'_, [u8]>> = result.structured_text.as_deref().map(Cow::Borrowed);
+    // structuredContent's own text, as sent: a copy that is the same text is the same value.
+    let sent = structured.text();
     for text in result.json_texts.iter() {
         let scalar_text = !matches!(text.first_visible(), Some('{' | '['));
         if scalar_text && !structured_is_scalar {
             continue;
         }
-        let sent = sent.get_or_insert_with(|| {
-            // Kept whenever the result was read from text; rebuilt from the document otherwise.
-            Cow::Owned(serde_json::to_vec(&structured.to_value()).unwrap_or_default())
-        });
         // structuredContent's own text, escaped into a string: the same value (the usual case,
         // seen without decoding).
         if text.is_escaped(sent) {

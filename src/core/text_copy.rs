@@ -8,7 +8,11 @@ use std::str::Chars;
 /// The content of a JSON string literal (between its quotes), escapes not decoded: valid UTF-8,
 /// no raw control character, and (checked by [`TextCopy::new`]) surrogate escapes in pairs.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TextCopy(Bytes);
+pub struct TextCopy {
+    content: Bytes,
+    /// The first character that is not white space, decoded: read once, when the copy is made.
+    first_visible: Option<char>,
+}
 
 /// Where a string literal's `\u` escapes break the pairing of surrogates, and how (serde_json's
 /// words).
@@ -25,7 +29,7 @@ impl TextCopy {
     pub fn new(content: Bytes) -> Result<TextCopy, LoneSurrogate> {
         // Most copies hold no `\u` escape at all: one pass finds that out.
         if memchr::memmem::find(&content, b"\\u").is_none() {
-            return Ok(TextCopy(content));
+            return Ok(TextCopy::checked(content));
         }
         let mut at = 0;
         while let Some(found) = content
@@ -65,30 +69,58 @@ impl TextCopy {
                 _ => {}
             }
         }
-        Ok(TextCopy(content))
+        Ok(TextCopy::checked(content))
+    }
+
+    /// A copy whose surrogates were found paired.
+    fn checked(content: Bytes) -> TextCopy {
+        // Decoded from the start until something visible: white space at the start is short, so
+        // only a prefix is looked at (a prefix ending inside a character is cut back to the last
+        // whole one, and grown if it held only white space).
+        let mut window = 64;
+        let first_visible = loop {
+            let prefix = &content[..window.min(content.len())];
+            let text = std::str::from_utf8(prefix)
+                .or_else(|e| std::str::from_utf8(&prefix[..e.valid_up_to()]))
+                .unwrap_or_default();
+            let found = Unescaped(text.chars()).find(|c| !c.is_whitespace());
+            // U+FFFD may be an escape the prefix cut short: looked at again in a longer one.
+            if found.is_some_and(|c| c != '\u{FFFD}') || window >= content.len() {
+                break found;
+            }
+            window *= 4;
+        };
+        TextCopy {
+            content,
+            first_visible,
+        }
     }
 
     /// The literal's content, as sent.
     pub fn as_sent(&self) -> &[u8] {
-        &self.0
+        &self.content
     }
 
     /// The text, decoded.
     pub fn chars(&self) -> Unescaped<'_> {
-        Unescaped(std::str::from_utf8(&self.0).unwrap_or_default().chars())
+        Unescaped(
+            std::str::from_utf8(&self.content)
+                .unwrap_or_default()
+                .chars(),
+        )
     }
 
     /// The text, decoded into a string of its own.
     pub fn decoded(&self) -> String {
-        let mut out = Vec::with_capacity(self.0.len());
+        let mut out = Vec::with_capacity(self.content.len());
         self.decode_into(&mut out);
         String::from_utf8(out).unwrap_or_default()
     }
 
     /// Appends the text's bytes, decoded (UTF-8), to `out`, in one pass.
     pub fn decode_into(&self, out: &mut Vec<u8>) {
-        out.reserve(self.0.len());
-        let text = &self.0[..];
+        out.reserve(self.content.len());
+        let text = &self.content[..];
         let mut i = 0;
         while i < text.len() {
             let run = memchr::memchr(b'\\', &text[i..]).unwrap_or(text.len() - i);
@@ -131,7 +163,7 @@ impl TextCopy {
     /// control characters escaped the way serialisers write them), read without decoding: the
     /// usual copy, one serialiser's output put in a string by the same serialiser.
     pub fn is_escaped(&self, json: &[u8]) -> bool {
-        let copy = &self.0[..];
+        let copy = &self.content[..];
         let mut i = 0;
         let mut j = 0;
         while let Some(run) = memchr::memchr2(b'"', b'\\', &json[j..]) {
@@ -152,7 +184,7 @@ impl TextCopy {
 
     /// The first character that is not white space, decoded.
     pub fn first_visible(&self) -> Option<char> {
-        self.chars().find(|c| !c.is_whitespace())
+        self.first_visible
     }
 }
 
@@ -269,6 +301,10 @@ mod tests {
 
     #[test]
     fn the_first_visible_character_is_decoded() {
+        let far = format!(r#""{}\u005b1]""#, " ".repeat(60));
+        assert_eq!(copy(&far).expect("ok").first_visible(), Some('['));
+        let farther = format!(r#""{}x""#, "\\n".repeat(200));
+        assert_eq!(copy(&farther).expect("ok").first_visible(), Some('x'));
         assert_eq!(
             copy(r#"" \n\t {\"a\":1}""#).expect("ok").first_visible(),
             Some('{')

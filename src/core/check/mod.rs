@@ -40,9 +40,6 @@ pub struct ToolResult {
     /// `content` holds at least one text block (MCP 2026-07-28 asks for one beside a
     /// `structuredContent` that is not an object).
     pub has_text_block: bool,
-    /// `structuredContent`'s JSON text as sent (a slice of the request), kept when a text copy
-    /// may need comparing: a copy that is the same text, white space aside, is the same value.
-    pub structured_text: Option<Bytes>,
     pub is_error: bool,
 }
 

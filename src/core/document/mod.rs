@@ -116,6 +116,11 @@ impl Document {
         NodeRef::new(self, 0)
     }
 
+    /// The JSON text the document was read from, as sent (a slice of the request).
+    pub fn text(&self) -> &[u8] {
+        self.source.as_bytes()
+    }
+
     /// The root is an object.
     pub fn is_object(&self) -> bool {
         self.slots.first().is_some_and(|s| s.kind == Kind::Object)

@@ -14,11 +14,9 @@ pub(super) fn payload(
     depth_limit: usize,
 ) -> Result<Document, CheckError> {
     let text = raw.get().as_bytes();
-    let offset = (text.as_ptr() as usize)
-        .checked_sub(outer.as_ptr() as usize)
-        .filter(|&o| o + text.len() <= outer.len());
-    let shared = match offset {
-        Some(offset) => outer.slice(offset..offset + text.len()),
+    let range = within(outer, text);
+    let shared = match &range {
+        Some(range) => outer.slice(range.clone()),
         None => Bytes::copy_from_slice(text),
     };
     Document::read_shared(&shared, depth_limit).map_err(|e| match e {
@@ -31,8 +29,8 @@ pub(super) fn payload(
             limit: MAX_NUMBER_LENGTH,
         },
         ReadError::Syntax { .. } => {
-            let at = match offset {
-                Some(offset) => e.describe(outer, offset),
+            let at = match range {
+                Some(range) => e.describe(outer, range.start),
                 None => e.describe(text, 0),
             };
             CheckError::MalformedJson(format!("`{field}` is not valid JSON: {at}"))

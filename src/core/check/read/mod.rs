@@ -89,6 +89,13 @@ fn whole<'de, S: DeserializeSeed<'de>>(
     Ok(value)
 }
 
+/// Where `part` lies in `whole`, if it is a slice of it (a value read from a body is a slice of
+/// that body).
+fn within(whole: &[u8], part: &[u8]) -> Option<std::ops::Range<usize>> {
+    let start = (part.as_ptr() as usize).checked_sub(whole.as_ptr() as usize)?;
+    (start + part.len() <= whole.len()).then_some(start..start + part.len())
+}
+
 /// Keeps the first problem met while an object or array is read on; later ones are not reported
 /// (as a parser stops at its first).
 #[derive(Default)]

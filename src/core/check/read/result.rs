@@ -20,18 +20,13 @@ impl<'de> Reader<'de> for ResultReader<'_> {
         let mut problem = FirstError::default();
         while let Some(Key(key)) = map.next_key()? {
             let read = match key.as_ref() {
-                // Its text is kept too (a slice of the request), for the drift check's fast path:
-                // a text copy that is the same text needs no comparison value by value.
-                "structuredContent" => {
-                    let raw: &'de RawValue = map.next_value()?;
-                    payload("result.structuredContent", raw, self.body, self.depth_limit).map(
-                        |doc| {
-                            result.structured_content = Some(doc);
-                            result.structured_text =
-                                Some(self.body.slice_ref(raw.get().as_bytes()));
-                        },
-                    )
-                }
+                "structuredContent" => payload(
+                    "result.structuredContent",
+                    map.next_value()?,
+                    self.body,
+                    self.depth_limit,
+                )
+                .map(|doc| result.structured_content = Some(doc)),
                 "content" => map
                     .next_value_seed(Shape(ContentReader { body: self.body }))?
                     .map(|(texts, has_text)| {
@@ -178,17 +173,17 @@ fn text_copy(raw: &RawValue, body: &Bytes) -> Result<Option<TextCopy>, CheckErro
             "`result.content[].text` must be a string, not {kind}"
         )));
     };
-    let content = match within(body, content.as_bytes()) {
-        Some(range) => body.slice(range),
+    let range = within(body, content.as_bytes());
+    let content = match &range {
+        Some(range) => body.slice(range.clone()),
         None => Bytes::copy_from_slice(content.as_bytes()),
     };
-    let copy = TextCopy::new(content.clone()).map_err(|e| {
-        let offset = within(body, &content).map_or(0, |r| r.start);
+    let copy = TextCopy::new(content).map_err(|e| {
         let at = crate::core::document::ReadError::Syntax {
             at: e.at,
             message: e.message,
         }
-        .describe(body, offset);
+        .describe(body, range.map_or(0, |r| r.start));
         CheckError::MalformedJson(format!("`result.content[].text` is not valid JSON: {at}"))
     })?;
     let looks_like_json = matches!(
@@ -196,10 +191,4 @@ fn text_copy(raw: &RawValue, body: &Bytes) -> Result<Option<TextCopy>, CheckErro
         Some('{' | '[' | '"' | '-' | '0'..='9' | 't' | 'f' | 'n')
     );
     Ok(looks_like_json.then_some(copy))
-}
-
-/// Where `part` lies in `whole`, if it is a slice of it.
-fn within(whole: &[u8], part: &[u8]) -> Option<std::ops::Range<usize>> {
-    let start = (part.as_ptr() as usize).checked_sub(whole.as_ptr() as usize)?;
-    (start + part.len() <= whole.len()).then_some(start..start + part.len())
 }
