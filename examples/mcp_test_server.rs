@@ -271,12 +271,27 @@ fn report(variant: &str) -> CallToolResult {
     }
 }
 
+/// A `sized` tool's result of about `bytes` bytes, shaped as tools send them: records in
+/// `structuredContent`, and their JSON copy in a text block (one long string dense with escaped
+/// quotes).
+fn sized_result(bytes: usize) -> String {
+    let mut rows = Vec::new();
+    let mut structured = json!({"id": 7, "email": "ada@example.com", "rows": []});
+    while serde_json::to_string(&structured).map_or(0, |s| s.len()) * 2 < bytes {
+        let n = rows.len();
+        rows.push(
+            json!({"n": n, "label": format!("row {n}"), "ok": n % 3 != 0, "score": n as f64 / 8.0}),
+        );
+        structured["rows"] = json!(rows);
+    }
+    let copy = serde_json::to_string(&structured).unwrap_or_default();
+    json!({"content": [{"type": "text", "text": copy}], "structuredContent": structured})
+        .to_string()
+}
+
 /// The raw server: one canned answer per request, written as exact bytes.
 fn serve_raw(result_bytes: usize) -> std::io::Result<()> {
-    let filler = "x".repeat(result_bytes.saturating_sub(120));
-    let sized = format!(
-        r#"{{"content":[{{"type":"text","text":"ok"}}],"structuredContent":{{"id":7,"email":"ada@example.com","note":"{filler}"}}}}"#
-    );
+    let sized = sized_result(result_bytes);
     let tools = r#"{"tools":[
         {"name":"big","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}},
         {"name":"wrong","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}},
@@ -291,7 +306,8 @@ fn serve_raw(result_bytes: usize) -> std::io::Result<()> {
         {"name":"doubled","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}},
         {"name":"twice","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}},
         {"name":"sneaky","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}},
-        {"name":"batched","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}}
+        {"name":"batched","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}},
+        {"name":"lenient","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}}
     ]}"#
     .replace(['\n', ' '], "");
     let stdin = std::io::stdin();
@@ -401,6 +417,16 @@ fn serve_raw(result_bytes: usize) -> std::io::Result<()> {
                         r#"{{"jsonrpc":"2.0","id":{id},"result":{},"result":{}}}"#,
                         task_result("twice-good"),
                         task_result("twice")
+                    )?;
+                    out.flush()?;
+                    continue;
+                }
+                // `NaN`, which is not JSON, yet Python's `json` reads it (as a float, which
+                // breaks the schema).
+                "lenient" => {
+                    writeln!(
+                        out,
+                        r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[{{"type":"text","text":"{{\"n\": NaN}}"}}],"structuredContent":{{"n":NaN}}}}}}"#
                     )?;
                     out.flush()?;
                     continue;

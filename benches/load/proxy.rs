@@ -1,5 +1,6 @@
 //! The proxy leg: `tools/call` round trips over stdio, straight to an MCP server and through
-//! `schemagate proxy` in front of the same server, with results of 1 KB and 64 KB. The server is
+//! `schemagate proxy` in front of the same server, with results of 1 KB and 64 KB (records in
+//! `structuredContent` and their JSON copy in a text block, as tools send them). The server is
 //! examples/mcp_test_server.rs in `--raw` mode (it answers each call with the same pre-built
 //! bytes); the client is this process, writing pre-built requests and reading answers by line, as
 //! an MCP host does. Latency is one call at a time; the rate is with 64 calls in flight.

@@ -3,6 +3,7 @@
 //! answered in the server's place with a tool execution error carrying the verdict.
 
 use super::envelope::Message;
+use super::scan::Unread;
 use super::session::{Call, ListPage, Pending, TaskRead, Untracked};
 use super::{meta_protocol, reply, Boundary, Direction, Link, Relayed};
 use crate::core::check::{Check, Payload, PayloadKind, SchemaSource};
@@ -328,7 +329,7 @@ impl Boundary {
                         protocol: Cow<'a, str>,
                     }
                     if let Some(v) = result
-                        .and_then(|r| serde_json::from_str::<Initialized<'_>>(r.get()).ok())
+                        .and_then(|r| r.parse::<Initialized<'_>>())
                         .and_then(|i| ProtocolVersion::parse(&i.protocol).ok())
                     {
                         self.session.set_protocol(v);
@@ -386,8 +387,8 @@ impl Boundary {
     /// a cancelled call no longer followed, or one sent twice) where the server is untrusted.
     /// Its tool is unknown, so it cannot be judged: the client gets a JSON-RPC error for that id
     /// instead.
-    fn unfollowed(&self, id: &RawValue, result: Option<&RawValue>) -> Option<Vec<u8>> {
-        let result = result?.get().as_bytes();
+    fn unfollowed(&self, id: &RawValue, result: Option<Unread<'_>>) -> Option<Vec<u8>> {
+        let result = result?.bytes();
         memchr::memmem::find(result, b"structuredContent")?;
         let [structured] = super::envelope::members(result, ["structuredContent"])?;
         structured?;
@@ -417,7 +418,7 @@ impl Boundary {
         line: &Bytes,
         text: &[u8],
         id: &RawValue,
-        result: Option<&RawValue>,
+        result: Option<Unread<'_>>,
         call: &Call,
         task_asked: bool,
     ) -> io::Result<()> {
@@ -441,7 +442,7 @@ impl Boundary {
                 .forward(link, Direction::ToClient, Relayed::Forwarded, text)
                 .await;
         }
-        let body = line.slice_ref(result.get().as_bytes());
+        let body = line.slice_ref(result.bytes());
         let replacement = self.judge_result(call, id.get(), body).await;
         self.session.concluded(&call.tool, replacement.is_some());
         match replacement {
@@ -491,8 +492,8 @@ impl Boundary {
 /// Whether a `tools/call` result is final: `resultType` absent or `"complete"`, or whatever it
 /// says, carrying a tool result's `content` or `structuredContent` (a client of an older revision
 /// reads those whatever `resultType` says, so they never pass unjudged).
-fn is_final(result: &RawValue) -> bool {
-    let text = result.get().as_bytes();
+fn is_final(result: Unread<'_>) -> bool {
+    let text = result.bytes();
     if memchr::memmem::find(text, b"\"resultType\"").is_none() {
         return true;
     }
@@ -518,25 +519,25 @@ fn is_final(result: &RawValue) -> bool {
 mod tests {
     use super::*;
 
-    fn raw(text: &str) -> Box<RawValue> {
-        RawValue::from_string(text.to_owned()).expect("valid JSON")
+    fn raw(text: &str) -> Unread<'_> {
+        Unread::new(text.as_bytes())
     }
 
     #[test]
     fn only_complete_results_are_final() {
-        assert!(is_final(&raw(r#"{"content":[],"structuredContent":{}}"#)));
-        assert!(is_final(&raw(r#"{"resultType":"complete","content":[]}"#)));
-        assert!(!is_final(&raw(
+        assert!(is_final(raw(r#"{"content":[],"structuredContent":{}}"#)));
+        assert!(is_final(raw(r#"{"resultType":"complete","content":[]}"#)));
+        assert!(!is_final(raw(
             r#"{"resultType":"input_required","inputRequests":{}}"#
         )));
-        assert!(!is_final(&raw(r#"{"resultType":"task","task":{}}"#)));
+        assert!(!is_final(raw(r#"{"resultType":"task","task":{}}"#)));
         // Whatever it says, what carries a tool result is judged as one.
-        assert!(is_final(&raw(
+        assert!(is_final(raw(
             r#"{"resultType":"input_required","inputRequests":{},"structuredContent":{"n":1}}"#
         )));
-        assert!(is_final(&raw(r#"{"resultType":"task","content":[]}"#)));
+        assert!(is_final(raw(r#"{"resultType":"task","content":[]}"#)));
         // A string that merely mentions the key is not the key.
-        assert!(is_final(&raw(
+        assert!(is_final(raw(
             r#"{"content":[{"type":"text","text":"\"resultType\""}]}"#
         )));
     }

@@ -1,12 +1,17 @@
-//! The JSON-RPC envelope of a message: read without copying (its `params`, `result` and `error`
-//! stay slices of the line), so traffic the boundary does not act on costs one pass of the parser.
+//! The JSON-RPC envelope of a message, found without parsing what it carries: its `params`,
+//! `result` and `error` are found by structure ([`scan`]) and stay slices of the line, so
+//! traffic the boundary does not act on is never parsed, and a tool result is parsed once, by
+//! the check.
 
+use super::scan::{self, Unread};
 use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use std::borrow::Cow;
 use std::fmt;
 
-/// A JSON-RPC 2.0 message, as far as the boundary reads it.
+/// A JSON-RPC 2.0 message, as far as the boundary reads it. `id` and `method` are parsed (and
+/// a message whose `id` or `method` is not JSON is no message); `params` of a request or a
+/// notification too; a response's `result` is left unread.
 #[derive(Debug)]
 pub enum Message<'a> {
     Request {
@@ -20,60 +25,29 @@ pub enum Message<'a> {
     },
     Response {
         id: Option<&'a RawValue>,
-        result: Option<&'a RawValue>,
+        result: Option<Unread<'a>>,
     },
 }
 
 /// The envelope's members, in [`members`] order.
 const ENVELOPE: [&str; 5] = ["id", "method", "params", "result", "error"];
 
-/// Reads the members `names` of the JSON object `text`, each as its JSON text (`null` as absent),
-/// or `None` when `text` is not a JSON object. A member repeated counts once, its last value:
-/// that is the one JavaScript's `JSON.parse`, Python's `json` and serde_json's `Value` keep, so
-/// what the boundary judges is what the peer will read (a reader that refused repeated members
-/// would leave the message unread, and relayed unjudged).
+/// Finds the members `names` of the JSON object `text`, each as its unread JSON text (`null` as
+/// absent), or `None` when `text` is not structured as a JSON object. A member repeated counts
+/// once, its last value: that is the one JavaScript's `JSON.parse`, Python's `json` and
+/// serde_json's `Value` keep, so what the boundary judges is what the peer will read (a reader
+/// that refused repeated members would leave the message unread, and relayed unjudged).
 pub fn members<'a, const N: usize>(
     text: &'a [u8],
     names: [&'static str; N],
-) -> Option<[Option<&'a RawValue>; N]> {
-    let mut de = serde_json::Deserializer::from_slice(text);
-    let found = MembersSeed(names).deserialize(&mut de).ok()?;
-    de.end().ok()?;
-    Some(found)
-}
-
-struct MembersSeed<const N: usize>([&'static str; N]);
-
-impl<'de, const N: usize> DeserializeSeed<'de> for MembersSeed<N> {
-    type Value = [Option<&'de RawValue>; N];
-
-    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_map(self)
-    }
-}
-
-impl<'de, const N: usize> Visitor<'de> for MembersSeed<N> {
-    type Value = [Option<&'de RawValue>; N];
-
-    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-        f.write_str("a JSON object")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut found = [None; N];
-        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-            match self.0.iter().position(|name| *name == key.as_ref()) {
-                Some(i) => {
-                    let value: &'de RawValue = map.next_value()?;
-                    found[i] = (value.get() != "null").then_some(value);
-                }
-                None => {
-                    map.next_value::<IgnoredAny>()?;
-                }
-            }
+) -> Option<[Option<Unread<'a>>; N]> {
+    let mut found = [None; N];
+    scan::object(text, |key, value| {
+        if let Some(i) = names.iter().position(|name| name.as_bytes() == key) {
+            found[i] = (!value.is_null()).then_some(value);
         }
-        Ok(found)
-    }
+    })?;
+    Some(found)
 }
 
 /// What a line holds.
@@ -105,14 +79,33 @@ pub fn parse(line: &[u8]) -> Parsed<'_> {
 pub fn message(text: &[u8]) -> Option<Message<'_>> {
     let [id, method, params, result, error] = members(text, ENVELOPE)?;
     let method = match method {
-        Some(m) => Some(serde_json::from_str::<Cow<'_, str>>(m.get()).ok()?),
+        Some(m) => Some(m.parse::<Cow<'_, str>>()?),
+        None => None,
+    };
+    let id = match id {
+        Some(id) => Some(id.parse::<&RawValue>()?),
         None => None,
     };
     match (method, id) {
-        (Some(method), Some(id)) => Some(Message::Request { id, method, params }),
-        (Some(method), None) => Some(Message::Notification { method, params }),
+        (Some(method), Some(id)) => Some(Message::Request {
+            id,
+            method,
+            params: parsed(params)?,
+        }),
+        (Some(method), None) => Some(Message::Notification {
+            method,
+            params: parsed(params)?,
+        }),
         (None, id) if result.is_some() || error.is_some() => Some(Message::Response { id, result }),
         _ => None,
+    }
+}
+
+/// A request's `params`, parsed: `Some(None)` when absent, `None` when not JSON.
+fn parsed(params: Option<Unread<'_>>) -> Option<Option<&RawValue>> {
+    match params {
+        Some(p) => Some(Some(p.parse()?)),
+        None => Some(None),
     }
 }
 
@@ -217,6 +210,13 @@ mod tests {
         assert_eq!(kind(r#"{"hello":"world"}"#), "not json-rpc");
         assert_eq!(kind(r#"{"id":1,"method":"x""#), "not json-rpc");
         assert_eq!(kind(r#"{"id":1,"method":7}"#), "not json-rpc");
+        assert_eq!(
+            kind(r#"{"id":1,"method":"x","params":[tru]}"#),
+            "not json-rpc"
+        );
+        assert_eq!(kind(r#"{"id":{,"result":{}}"#), "not json-rpc");
+        // A result is not parsed here: the check that reads it refuses it if it is not JSON.
+        assert_eq!(kind(r#"{"id":1,"result":{"n":NaN}}"#), "response 1");
     }
 
     #[test]
@@ -227,15 +227,15 @@ mod tests {
             panic!("a response")
         };
         assert_eq!(id.map(RawValue::get), Some("1"));
-        assert_eq!(result.map(RawValue::get), Some(r#"{"n":"x"}"#));
+        assert_eq!(result.map(Unread::text), Some(r#"{"n":"x"}"#));
         // An escaped key is the same key.
         let line = br#"{"jsonrpc":"2.0","id":2,"result":{"n":1},"res\u0075lt":{"n":"y"}}"#;
         let Parsed::One(Message::Response { result, .. }) = parse(line) else {
             panic!("a response")
         };
-        assert_eq!(result.map(RawValue::get), Some(r#"{"n":"y"}"#));
+        assert_eq!(result.map(Unread::text), Some(r#"{"n":"y"}"#));
         let [a, b] = members(br#"{"a":1,"b":null,"a":[2]}"#, ["a", "b"]).expect("an object");
-        assert_eq!(a.map(RawValue::get), Some("[2]"));
+        assert_eq!(a.map(Unread::text), Some("[2]"));
         assert!(b.is_none(), "null reads as absent");
         assert!(members(b"[1]", ["a"]).is_none());
     }

@@ -3,6 +3,7 @@
 //! and asked for by the boundary itself when a call arrives before the contract is known or
 //! after the tools changed.
 
+use super::scan::Unread;
 use super::session::{ListPage, Listing, Pending};
 use super::{meta_protocol, Boundary, Direction, Link, Outgoing, PROTOCOL_META_KEY};
 use crate::core::domain::ProtocolVersion;
@@ -66,7 +67,7 @@ impl Boundary {
         link: &impl Link,
         line: &Bytes,
         id: &RawValue,
-        result: Option<&RawValue>,
+        result: Option<Unread<'_>>,
         page: ListPage,
     ) -> io::Result<()> {
         let ListPage {
@@ -87,7 +88,7 @@ impl Boundary {
             #[serde(borrow, default, rename = "nextCursor")]
             next_cursor: Option<Cow<'a, str>>,
         }
-        let page: Option<Page<'_>> = serde_json::from_str(result.get()).ok();
+        let page: Option<Page<'_>> = result.parse();
         let next_cursor = page
             .as_ref()
             .and_then(|p| p.next_cursor.as_deref())
@@ -100,7 +101,7 @@ impl Boundary {
             merge: !first_page,
             protocol_version: protocol,
         };
-        let body = line.slice_ref(result.get().as_bytes());
+        let body = line.slice_ref(result.bytes());
         match self
             .gate
             .register(&self.caller, self.config.server.clone(), body, how)

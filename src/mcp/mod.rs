@@ -20,6 +20,7 @@ mod envelope;
 mod learn;
 mod metrics;
 mod reply;
+mod scan;
 mod session;
 mod task;
 mod task_records;

@@ -9,6 +9,7 @@
 //! withheld where the server is untrusted.
 
 use super::envelope::members;
+use super::scan::Unread;
 use super::session::{Call, Pending, TaskRead};
 use super::{reply, Boundary, Direction, Link, Relayed};
 use crate::core::check::PayloadKind;
@@ -46,20 +47,20 @@ pub struct Created<'a> {
 /// reads it (its last value).
 #[derive(Default)]
 struct Wire<'a> {
-    result_type: Option<&'a RawValue>,
-    task_id: Option<&'a RawValue>,
-    ttl: Option<&'a RawValue>,
-    ttl_ms: Option<&'a RawValue>,
-    result: Option<&'a RawValue>,
-    task: Option<&'a RawValue>,
-    content: Option<&'a RawValue>,
-    structured: Option<&'a RawValue>,
+    result_type: Option<Unread<'a>>,
+    task_id: Option<Unread<'a>>,
+    ttl: Option<Unread<'a>>,
+    ttl_ms: Option<Unread<'a>>,
+    result: Option<Unread<'a>>,
+    task: Option<Unread<'a>>,
+    content: Option<Unread<'a>>,
+    structured: Option<Unread<'a>>,
 }
 
 impl<'a> Wire<'a> {
-    fn read(text: &'a str) -> Option<Self> {
+    fn read(text: &'a [u8]) -> Option<Self> {
         let [result_type, task_id, ttl, ttl_ms, result, task, content, structured] = members(
-            text.as_bytes(),
+            text,
             [
                 "resultType",
                 "taskId",
@@ -84,18 +85,18 @@ impl<'a> Wire<'a> {
     }
 
     fn task_id(&self) -> Option<Cow<'a, str>> {
-        serde_json::from_str(self.task_id?.get()).ok()
+        self.task_id?.parse()
     }
 
     /// `ttlMs` (2026-07-28) or `ttl` (2025-11-25), in milliseconds; `null` or absent: no limit.
     fn ttl(&self) -> Option<Duration> {
-        let ms: f64 = self.ttl_ms.or(self.ttl)?.get().parse().ok()?;
+        let ms: f64 = self.ttl_ms.or(self.ttl)?.parse()?;
         (ms.is_finite() && ms >= 0.0).then(|| Duration::from_secs_f64((ms / 1000.0).min(1e12)))
     }
 
     fn says(&self, result_type: &str) -> bool {
         self.result_type
-            .and_then(|t| serde_json::from_str::<Cow<'_, str>>(t.get()).ok())
+            .and_then(|t| t.parse::<Cow<'_, str>>())
             .is_some_and(|t| t == result_type)
     }
 }
@@ -103,9 +104,9 @@ impl<'a> Wire<'a> {
 /// The task a `tools/call` answer's `result` creates, if it is a task created: `resultType:
 /// "task"` with a `taskId` (2026-07-28), or, for a call that asked for a task, a `task` with a
 /// `taskId` (2025-11-25).
-pub fn created(result: &RawValue, task_asked: bool) -> Option<Created<'_>> {
-    let text = result.get();
-    if !task_asked && memchr::memmem::find(text.as_bytes(), b"\"resultType\"").is_none() {
+pub fn created(result: Unread<'_>, task_asked: bool) -> Option<Created<'_>> {
+    let text = result.bytes();
+    if !task_asked && memchr::memmem::find(text, b"\"resultType\"").is_none() {
         return None;
     }
     let wire = Wire::read(text)?;
@@ -123,7 +124,7 @@ pub fn created(result: &RawValue, task_asked: bool) -> Option<Created<'_>> {
     if !(is_task || task_asked) {
         return None;
     }
-    let nested = Wire::read(wire.task?.get())?;
+    let nested = Wire::read(wire.task?.bytes())?;
     Some(Created {
         task_id: nested.task_id()?,
         ttl: nested.ttl(),
@@ -149,7 +150,7 @@ impl Boundary {
     /// the call that created it if this session saw that.
     pub(super) fn task_read(&self, read: TaskRead, params: Option<&RawValue>) -> Pending {
         let task_id: Box<str> = params
-            .and_then(|p| Wire::read(p.get()))
+            .and_then(|p| Wire::read(p.get().as_bytes()))
             .and_then(|w| w.task_id())
             .map(Into::into)
             .unwrap_or_default();
@@ -171,14 +172,14 @@ impl Boundary {
         line: &Bytes,
         text: &[u8],
         id: &RawValue,
-        result: Option<&RawValue>,
+        result: Option<Unread<'_>>,
         read: TaskRead,
         task_id: &str,
         call: Option<Call>,
     ) -> io::Result<()> {
         let carried = match (read, result) {
             (TaskRead::Result, Some(result)) => Some(result),
-            (TaskRead::Get, Some(result)) => self.task_state(Wire::read(result.get()), task_id),
+            (TaskRead::Get, Some(result)) => self.task_state(Wire::read(result.bytes()), task_id),
             // A JSON-RPC error is not a tool result.
             (_, None) => None,
         };
@@ -187,7 +188,7 @@ impl Boundary {
                 .forward(link, Direction::ToClient, Relayed::Forwarded, text)
                 .await;
         };
-        let body = line.slice_ref(carried.get().as_bytes());
+        let body = line.slice_ref(carried.bytes());
         let replacement = self
             .task_result(call.as_ref(), task_id, id.get(), body)
             .await;
@@ -198,7 +199,7 @@ impl Boundary {
         };
         let answer = match read {
             TaskRead::Result => reply::answer(id, &replacement),
-            TaskRead::Get => splice(text, carried.get().as_bytes(), &replacement),
+            TaskRead::Get => splice(text, carried.bytes(), &replacement),
         };
         self.answer(link, Direction::ToClient, Relayed::Replaced, &answer)
             .await
@@ -213,7 +214,7 @@ impl Boundary {
         text: &[u8],
         params: &RawValue,
     ) -> io::Result<()> {
-        let wire = Wire::read(params.get());
+        let wire = Wire::read(params.get().as_bytes());
         let task_id: Box<str> = wire
             .as_ref()
             .and_then(Wire::task_id)
@@ -225,14 +226,14 @@ impl Boundary {
                 .await;
         };
         let call = self.session.task(&task_id);
-        let body = line.slice_ref(carried.get().as_bytes());
+        let body = line.slice_ref(carried.bytes());
         let call_id = serde_json::to_string(&*task_id).unwrap_or_default();
         match self
             .task_result(call.as_ref(), &task_id, &call_id, body)
             .await
         {
             Some(replacement) => {
-                let message = splice(text, carried.get().as_bytes(), &replacement);
+                let message = splice(text, carried.bytes(), &replacement);
                 // A notification is not answered: it is passed on, its result replaced.
                 self.counts.count(Direction::ToClient, Relayed::Replaced);
                 link.send(Direction::ToClient, super::Outgoing::Own(&message))
@@ -247,7 +248,7 @@ impl Boundary {
 
     /// Reads a task's state (a `tasks/get` answer, a status notification): a `ttl` it changes is
     /// noted; the `result` it holds, whatever its `status` says, is returned to be judged.
-    fn task_state<'a>(&self, wire: Option<Wire<'a>>, task_id: &str) -> Option<&'a RawValue> {
+    fn task_state<'a>(&self, wire: Option<Wire<'a>>, task_id: &str) -> Option<Unread<'a>> {
         let wire = wire?;
         if wire.ttl.is_some() || wire.ttl_ms.is_some() {
             self.session.task_ttl_changed(task_id, wire.ttl());
@@ -322,15 +323,15 @@ fn splice(text: &[u8], part: &[u8], with: &[u8]) -> Vec<u8> {
 mod tests {
     use super::*;
 
-    fn raw(text: &str) -> Box<RawValue> {
-        RawValue::from_string(text.to_owned()).expect("valid JSON")
+    fn raw(text: &str) -> Unread<'_> {
+        Unread::new(text.as_bytes())
     }
 
     #[test]
     fn tasks_created_are_read_in_both_revisions() {
         let old = raw(r#"{"task":{"taskId":"t-1","status":"working","ttl":60000}}"#);
         assert_eq!(
-            created(&old, true),
+            created(old, true),
             Some(Created {
                 task_id: "t-1".into(),
                 ttl: Some(Duration::from_secs(60)),
@@ -338,13 +339,13 @@ mod tests {
             })
         );
         assert_eq!(
-            created(&old, false),
+            created(old, false),
             None,
             "only a call that asked makes a task"
         );
         let new = raw(r#"{"resultType":"task","taskId":"t-2","status":"working","ttlMs":null}"#);
         assert_eq!(
-            created(&new, false),
+            created(new, false),
             Some(Created {
                 task_id: "t-2".into(),
                 ttl: None,
@@ -352,13 +353,13 @@ mod tests {
             })
         );
         let both = raw(r#"{"task":{"taskId":"t-3"},"structuredContent":{}}"#);
-        assert!(created(&both, true).is_some_and(|c| c.carries_result));
+        assert!(created(both, true).is_some_and(|c| c.carries_result));
         assert_eq!(
-            created(&raw(r#"{"content":[],"structuredContent":{}}"#), false),
+            created(raw(r#"{"content":[],"structuredContent":{}}"#), false),
             None
         );
         assert_eq!(
-            created(&raw(r#"{"resultType":"task","taskId":7}"#), false),
+            created(raw(r#"{"resultType":"task","taskId":7}"#), false),
             None
         );
     }

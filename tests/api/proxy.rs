@@ -419,7 +419,7 @@ async fn passed_bytes_are_forwarded_exactly_and_what_cannot_be_relayed_is_answer
     let metrics_listen = format!("127.0.0.1:{port}");
     let mut raw = Raw::start(&[
         "--max-message-bytes",
-        "2048",
+        "4096",
         "--metrics-listen",
         &metrics_listen,
     ]);
@@ -486,14 +486,14 @@ async fn passed_bytes_are_forwarded_exactly_and_what_cannot_be_relayed_is_answer
     // the next one is served.
     let long = format!(
         r#"{{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{{"name":"big","arguments":{{"blob":"{}"}}}}}}"#,
-        "x".repeat(5000)
+        "x".repeat(6000)
     );
     let refused: Value = serde_json::from_str(&raw.ask(&long).await).expect("JSON");
     assert_eq!(refused["id"], 6);
     assert_eq!(refused["error"]["code"], -32600);
     assert!(refused["error"]["message"]
         .as_str()
-        .is_some_and(|m| m.contains("--max-message-bytes (2048)")));
+        .is_some_and(|m| m.contains("--max-message-bytes (4096)")));
     let after = raw
         .ask(r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"big","arguments":{}}}"#)
         .await;
@@ -880,6 +880,13 @@ async fn a_hostile_server_gets_no_broken_result_past_an_untrusted_proxy_by_any_r
             "a repeated result member",
             &[(
                 r#"{"jsonrpc":"2.0","id":13,"method":"tools/call","params":{"name":"twice","arguments":{}}}"#,
+                1,
+            )],
+        ),
+        (
+            "a result that is not JSON (NaN), which a lenient client reads",
+            &[(
+                r#"{"jsonrpc":"2.0","id":15,"method":"tools/call","params":{"name":"lenient","arguments":{}}}"#,
                 1,
             )],
         ),
