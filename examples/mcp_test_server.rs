@@ -8,8 +8,14 @@
 //!
 //! By default it is an `rmcp` server (the official Rust SDK) with tools whose results conform
 //! or not as their `variant` argument asks, a tool without an outputSchema, a tool whose
-//! outputSchema schemagate refuses, one that asks the client's model for a summary (sampling), and one that changes
-//! the tool list; `tools/list` answers in pages of two.
+//! outputSchema schemagate refuses, one that asks the client's model for a summary (sampling), one
+//! that sends progress notifications before its result, and one that changes the tool list;
+//! `tools/list` answers in pages of two.
+//!
+//! `--http ADDR` serves it on MCP's Streamable HTTP transport instead (rmcp's server, at
+//! `http://ADDR/mcp`; ADDR may have port 0: the address bound is the first line written to
+//! stdout), for `schemagate gateway`; with `--json`, answers that need no stream come as
+//! `application/json` rather than as server-sent events.
 //!
 //! `--raw` makes it a plain JSON-RPC server that writes exact bytes, for what an SDK server would
 //! not send: integers past 2^53, a result that breaks its schema in ways the SDK would refuse to
@@ -113,6 +119,16 @@ impl TestServer {
                 "type": "object",
                 "properties": {"rows": {"type": "integer"}},
                 "required": ["rows"]
+            }))),
+            Tool::new_with_raw(
+                "count",
+                Some(Cow::Borrowed("Counts to three, with a progress notification at each step, before its result.")),
+                object(json!({"type": "object"})),
+            )
+            .with_raw_output_schema(object(json!({
+                "type": "object",
+                "properties": {"counted": {"const": 3}},
+                "required": ["counted"]
             }))),
             Tool::new_with_raw(
                 "change_tools",
@@ -223,6 +239,20 @@ impl ServerHandler for TestServer {
                     return Ok(CreateTaskResult::new(task).into());
                 }
                 report(variant)
+            }
+            "count" => {
+                // Three progress notifications (when the call asked for them), then the result.
+                if let Some(token) = context.meta.get_progress_token() {
+                    for step in 1..=3 {
+                        let progress = rmcp::model::ProgressNotificationParam::new(
+                            token.clone(),
+                            f64::from(step),
+                        )
+                        .with_total(3.0);
+                        let _ = context.peer.notify_progress(progress).await;
+                    }
+                }
+                CallToolResult::structured(json!({"counted": 3}))
             }
             "change_tools" => {
                 self.changed.store(true, Ordering::Relaxed);
@@ -466,6 +496,25 @@ fn serve_raw(result_bytes: usize) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The rmcp server on Streamable HTTP at `http://ADDR/mcp`, until killed.
+async fn serve_http(addr: &str, json: bool) -> anyhow::Result<()> {
+    use rmcp::transport::streamable_http_server::{
+        session::local::LocalSessionManager, StreamableHttpServerConfig, StreamableHttpService,
+    };
+    let mut config = StreamableHttpServerConfig::default();
+    config.json_response = json;
+    let server = TestServer::default();
+    let service: StreamableHttpService<TestServer, LocalSessionManager> =
+        StreamableHttpService::new(move || Ok(server.clone()), Default::default(), config);
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let mut out = std::io::stdout();
+    writeln!(out, "http://{}/mcp", listener.local_addr()?)?;
+    out.flush()?;
+    let router = axum::Router::new().nest_service("/mcp", service);
+    axum::serve(listener, router).await?;
+    Ok(())
+}
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -481,6 +530,13 @@ async fn main() -> anyhow::Result<()> {
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
             other => Ok(other?),
         };
+    }
+    if let Some(addr) = args
+        .iter()
+        .position(|a| a == "--http")
+        .and_then(|i| args.get(i + 1))
+    {
+        return serve_http(addr, args.iter().any(|a| a == "--json")).await;
     }
     let service = TestServer::default()
         .serve(rmcp::transport::stdio())

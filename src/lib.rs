@@ -27,7 +27,9 @@
 //!   rules, behind a [`mcp::Boundary`] that any transport feeds.
 //! - [`net`]: what socket adapters share: connection limits and timeouts, TLS, the admin server.
 //! - The adapters, which depend on the layers above and never on each other: [`rest`] and
-//!   [`grpc`] (the service's two ports) and [`stdio`] (`schemagate proxy`, the MCP wire on stdio).
+//!   [`grpc`] (the service's two ports), [`stdio`] (`schemagate proxy`, the MCP wire on stdio) and
+//!   [`gateway`] (`schemagate gateway`, the MCP wire on Streamable HTTP, in front of remote
+//!   servers).
 //! - [`serve`]: `schemagate serve`, start-up and drain.
 //! - [`config`]: the command line, turned into each layer's own configuration.
 //!
@@ -38,6 +40,7 @@
 
 pub mod config;
 pub mod core;
+pub mod gateway;
 pub mod grpc;
 pub mod mcp;
 pub mod net;

@@ -48,6 +48,18 @@ async fn run(Cli { command }: Cli) -> anyhow::Result<()> {
             .await?;
             std::process::exit(code)
         }
+        Command::Gateway(args) => {
+            init_logs(&args.log)?;
+            let listener = tokio::net::TcpListener::bind(args.listen)
+                .await
+                .with_context(|| format!("cannot listen on {} (--listen)", args.listen))?;
+            schemagate::gateway::run(
+                args.gateway_config()?,
+                listener,
+                schemagate::ops::shutdown::signal(),
+            )
+            .await
+        }
         Command::Serve(args) => {
             init_logs(&args.log)?;
             let http = tokio::net::TcpListener::bind(args.listen)

@@ -106,7 +106,7 @@ pub(crate) fn abuse_leg(cores: usize, seconds: f64, corpus: &corpus::Corpus) -> 
     let unread_batch = Bytes::from(json!({ "items": vec![unread_item; 10_000] }).to_string());
     let phases = client_rt.block_on(async {
         // Register the corpus's tools.
-        let http = reqwest::Client::new();
+        let http = crate::http_client::client();
         for (server, list) in corpus.tools["servers"].as_object().expect("servers") {
             http.put(format!("http://{http_addr}/v1/servers/{server}/tools"))
                 .body(list.to_string())

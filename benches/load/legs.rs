@@ -301,7 +301,7 @@ impl TransportRun<'_> {
         let client_rt = runtime("sg-client", self.cores, pin.then_some(self.client_cpus))?;
         client_rt.block_on(async {
             let base = format!("http://{}", server.http);
-            let http = reqwest::Client::new();
+            let http = crate::http_client::client();
             wait_ready(&http, server.http).await;
             for (server, list) in self.corpus.tools["servers"].as_object().expect("servers") {
                 let mut put = http
@@ -349,7 +349,7 @@ impl TransportRun<'_> {
         if redis.is_some() {
             let other = ServerProcess::start(&argv, pin.then_some(self.server_cpus))?;
             client_rt.block_on(async {
-                wait_ready(&reqwest::Client::new(), other.http).await;
+                wait_ready(&crate::http_client::client(), other.http).await;
                 crate::registry::propagation_leg(
                     server.http,
                     other.http,

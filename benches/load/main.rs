@@ -39,6 +39,8 @@
 
 #[path = "../support/corpus.rs"]
 mod corpus;
+#[path = "../support/http_client.rs"]
+mod http_client;
 #[path = "../support/mcp_test_server.rs"]
 mod mcp_test_server;
 #[path = "../support/redis_server.rs"]

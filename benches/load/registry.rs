@@ -21,7 +21,7 @@ pub(crate) async fn propagation_leg(
     token: Option<&str>,
     rounds: usize,
 ) -> anyhow::Result<()> {
-    let http = reqwest::Client::new();
+    let http = crate::http_client::client();
     let authorised = |r: reqwest::RequestBuilder| match token {
         Some(t) => r.bearer_auth(t),
         None => r,

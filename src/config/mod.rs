@@ -2,14 +2,17 @@
 //! documented defaults, each one a newcomer can run with. Flags become each layer's own
 //! configuration here; no layer imports this module.
 
+mod gateway;
 mod proxy;
 mod serve;
 
+pub use gateway::GatewayArgs;
 pub use proxy::ProxyArgs;
 pub use serve::ServeArgs;
 
 use crate::core::policy::Policy;
 use crate::core::Limits;
+use crate::net::listen::{connections_from_fd_limit, ConnectionLimits, Http2Limits};
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::Path;
@@ -88,6 +91,10 @@ pub enum Command {
     /// COMMAND [ARGS...]` relays between the client on this process's stdin/stdout and the
     /// server, checking tool-call arguments and results against the contract it lists.
     Proxy(Box<ProxyArgs>),
+    /// Stand in front of remote MCP servers (Streamable HTTP): `schemagate gateway --route
+    /// NAME=URL ...` serves `http://ADDR/mcp/NAME` and relays each route to its upstream,
+    /// checking tool-call arguments and results against the contract it lists.
+    Gateway(Box<GatewayArgs>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -182,5 +189,23 @@ fn load_policy(path: Option<&Path>) -> anyhow::Result<Policy> {
     match path {
         Some(path) => Policy::from_file(path).context("loading --policy"),
         None => Ok(Policy::default()),
+    }
+}
+
+/// Connection limits at the service's defaults (the commands that do not take them as flags).
+fn default_connection_limits() -> ConnectionLimits {
+    let keepalive = Duration::from_secs(DEFAULT_HTTP2_KEEPALIVE_SECS);
+    ConnectionLimits {
+        max_connections: connections_from_fd_limit(),
+        header_read_timeout: Duration::from_secs(DEFAULT_HEADER_READ_TIMEOUT_SECS),
+        idle_timeout: Duration::from_secs(DEFAULT_IDLE_TIMEOUT_SECS),
+        write_timeout: Duration::from_secs(DEFAULT_WRITE_TIMEOUT_SECS),
+        http2: Http2Limits {
+            max_concurrent_streams: DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS,
+            stream_window: DEFAULT_HTTP2_STREAM_WINDOW,
+            connection_window: DEFAULT_HTTP2_CONNECTION_WINDOW,
+            keepalive_interval: keepalive,
+            keepalive_timeout: keepalive,
+        },
     }
 }

@@ -3,9 +3,9 @@
 use super::*;
 use crate::core::auth::Auth;
 use crate::core::gate::{GateConfig, QueueLimits};
+use crate::core::metrics::Transport;
 use crate::core::schema::cache::CacheConfig;
 use crate::mcp::BoundaryConfig;
-use crate::net::listen::{connections_from_fd_limit, ConnectionLimits, Http2Limits};
 use crate::stdio::StdioConfig;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -66,11 +66,12 @@ impl ProxyArgs {
                 max_message_bytes: self.max_message_bytes,
                 max_in_flight: self.max_calls_in_flight,
                 contract_wait: Duration::from_millis(self.contract_wait_ms),
+                transport: Transport::Proxy,
             },
             command: self.command.clone(),
             shutdown_grace: Duration::from_secs(self.shutdown_grace_secs.max(1)),
             metrics_listen: self.metrics_listen,
-            admin_limits: admin_limits(),
+            admin_limits: default_connection_limits(),
             poll_secs: self.policy_poll_interval,
         })
     }
@@ -115,23 +116,5 @@ impl ProxyArgs {
             max_receiving_bytes: DEFAULT_MAX_RECEIVING_BYTES.max(self.max_message_bytes),
             auth: Auth::new(None, Vec::new())?,
         })
-    }
-}
-
-/// The metrics listener's connection limits: the service's defaults.
-fn admin_limits() -> ConnectionLimits {
-    let keepalive = Duration::from_secs(DEFAULT_HTTP2_KEEPALIVE_SECS);
-    ConnectionLimits {
-        max_connections: connections_from_fd_limit(),
-        header_read_timeout: Duration::from_secs(DEFAULT_HEADER_READ_TIMEOUT_SECS),
-        idle_timeout: Duration::from_secs(DEFAULT_IDLE_TIMEOUT_SECS),
-        write_timeout: Duration::from_secs(DEFAULT_WRITE_TIMEOUT_SECS),
-        http2: Http2Limits {
-            max_concurrent_streams: DEFAULT_HTTP2_MAX_CONCURRENT_STREAMS,
-            stream_window: DEFAULT_HTTP2_STREAM_WINDOW,
-            connection_window: DEFAULT_HTTP2_CONNECTION_WINDOW,
-            keepalive_interval: keepalive,
-            keepalive_timeout: keepalive,
-        },
     }
 }

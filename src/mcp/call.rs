@@ -9,7 +9,7 @@ use super::{meta_protocol, reply, Boundary, Direction, Link, Relayed};
 use crate::core::check::{Check, Payload, PayloadKind, SchemaSource};
 use crate::core::domain::{ProtocolVersion, Tier};
 use crate::core::error::CheckError;
-use crate::core::metrics::{Attempt, Transport};
+use crate::core::metrics::Attempt;
 use crate::core::verdict::{Action, Outcome, Verdict};
 use bytes::Bytes;
 use serde::de::IgnoredAny;
@@ -228,7 +228,7 @@ impl Boundary {
         );
         let size = payload_text.len();
         self.gate
-            .check_one(&self.caller, size, Transport::Proxy, move |limits| {
+            .check_one(&self.caller, size, self.config.transport, move |limits| {
                 Ok(Check {
                     server: Some(server),
                     tool: Some(tool),

@@ -1,7 +1,7 @@
 //! What the MCP relay counts: every message read, by the way it crossed
 //! (`direction`) and what became of it (`kind`), in `schemagate_proxy_messages_total`.
 
-use crate::core::metrics::{Metrics, PROXY_MESSAGES_TOTAL};
+use crate::core::metrics::{Metrics, Transport, PROXY_MESSAGES_TOTAL};
 use metrics::Counter;
 
 /// Which way a message crossed the boundary, the `direction` of
@@ -64,20 +64,24 @@ impl Relayed {
     }
 }
 
-/// `schemagate_proxy_messages_total`, by direction and kind, made (at zero) when a session
-/// starts.
+/// `schemagate_proxy_messages_total` of one transport, by direction and kind, made (at zero)
+/// when the first session of a server starts.
 pub struct MessageMetrics {
     messages: [[Counter; Relayed::ALL.len()]; Direction::ALL.len()],
 }
 
 impl MessageMetrics {
-    pub fn new(metrics: &Metrics) -> Self {
+    pub fn new(metrics: &Metrics, transport: Transport) -> Self {
         Self {
             messages: Direction::ALL.map(|direction| {
                 Relayed::ALL.map(|what| {
                     metrics.counter(
                         PROXY_MESSAGES_TOTAL,
-                        &[("direction", direction.as_str()), ("kind", what.as_str())],
+                        &[
+                            ("transport", transport.as_str()),
+                            ("direction", direction.as_str()),
+                            ("kind", what.as_str()),
+                        ],
                     )
                 })
             }),

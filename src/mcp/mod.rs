@@ -1,5 +1,5 @@
 //! The MCP rules, with no transport: what schemagate does with each message of an MCP session,
-//! whichever wire carries it (the stdio proxy today, the Streamable HTTP gateway next).
+//! whichever wire carries it (the stdio proxy, the Streamable HTTP gateway).
 //!
 //! A [`Boundary`] is one session's rules: it learns the server's contract from `tools/list`
 //! answers ([`learn`]), checks `tools/call` arguments before the server sees them and results
@@ -29,14 +29,18 @@ pub use metrics::Direction;
 use metrics::{MessageMetrics, Relayed};
 /// Where a replaced result carries its verdict: the key in its `_meta`.
 pub use reply::VERDICT_META_KEY;
+/// JSON-RPC error codes a transport answers with itself (see [`error_answer`]).
+pub use reply::{INVALID_REQUEST, PARSE_ERROR, UPSTREAM_FAILED};
 
 use crate::core::auth::Caller;
 use crate::core::gate::Gate;
+use crate::core::metrics::Transport;
 use bytes::Bytes;
 use envelope::{Message, Parsed};
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use session::{Pending, Session};
+use session::ContractStatus;
+use session::{ListPage, Pending, Session};
 use std::borrow::Cow;
 use std::future::Future;
 use std::io;
@@ -57,6 +61,8 @@ pub struct BoundaryConfig {
     pub max_in_flight: usize,
     /// How long a call waits for the contract the boundary asked the server for.
     pub contract_wait: Duration,
+    /// The transport the session runs on, as the metrics name it.
+    pub transport: Transport,
 }
 
 /// A message the boundary hands its transport, and what it is.
@@ -80,24 +86,78 @@ pub trait Link: Send + Sync {
     ) -> impl Future<Output = io::Result<()>> + Send;
 }
 
+/// What every session of one server shares: whether its contract is current (one listing
+/// serves them all), and its message counters.
+pub struct Shared {
+    contract: Arc<ContractStatus>,
+    counts: MessageMetrics,
+}
+
+impl Shared {
+    /// For the sessions of a server on `transport`; its message series exist from now on, at
+    /// zero.
+    pub fn new(gate: &Gate, transport: Transport) -> Self {
+        Self {
+            contract: Arc::default(),
+            counts: MessageMetrics::new(gate.metrics(), transport),
+        }
+    }
+}
+
 /// One MCP session's rules, between a client and the server `config.server`.
 pub struct Boundary {
     gate: Arc<Gate>,
     caller: Arc<Caller>,
     config: BoundaryConfig,
     session: Session,
-    counts: MessageMetrics,
+    shared: Arc<Shared>,
 }
 
 impl Boundary {
-    /// The rules of a new session; its message series exist from now on, at zero.
+    /// The rules of a new session, the server's only one; its message series exist from now
+    /// on, at zero.
     pub fn new(gate: Arc<Gate>, caller: Arc<Caller>, config: BoundaryConfig) -> Self {
+        let shared = Arc::new(Shared::new(&gate, config.transport));
+        Self::sharing(gate, caller, config, shared)
+    }
+
+    /// The rules of a new session of a server with others: a listing any of them registers
+    /// makes the contract current for all, and a `list_changed` read in any makes it stale for
+    /// all.
+    pub fn sharing(
+        gate: Arc<Gate>,
+        caller: Arc<Caller>,
+        config: BoundaryConfig,
+        shared: Arc<Shared>,
+    ) -> Self {
         Self {
-            counts: MessageMetrics::new(gate.metrics()),
-            session: Session::new(config.max_in_flight),
+            session: Session::new(config.max_in_flight, Arc::clone(&shared.contract)),
+            shared,
             gate,
             caller,
             config,
+        }
+    }
+
+    /// The revision the transport says the session speaks (Streamable HTTP names it in a
+    /// header of every request), for a session that has not seen its `initialize`.
+    pub fn assume_protocol(&self, protocol: crate::core::domain::ProtocolVersion) {
+        if self.session.protocol().is_none() {
+            self.session.set_protocol(protocol);
+        }
+    }
+
+    /// `request`, sent to the server, will never be answered (the transport failed, or the
+    /// server refused it without a JSON-RPC answer): it is no longer followed, and calls waiting
+    /// for a listing it asked for go on.
+    pub fn unanswered(&self, request: &[u8]) {
+        let Some(Message::Request { id, .. }) = envelope::message(request) else {
+            return;
+        };
+        if let Some(Pending::ToolsList(ListPage { ours: true, .. })) =
+            self.session.answered(id.get())
+        {
+            self.session.listing_ended(false, true);
         }
     }
 
@@ -113,7 +173,7 @@ impl Boundary {
         kind: Relayed,
         bytes: &[u8],
     ) -> io::Result<()> {
-        self.counts.count(direction, kind);
+        self.shared.counts.count(direction, kind);
         link.send(direction, Outgoing::Forward(bytes)).await
     }
 
@@ -126,7 +186,7 @@ impl Boundary {
         kind: Relayed,
         message: &[u8],
     ) -> io::Result<()> {
-        self.counts.count(read, kind);
+        self.shared.counts.count(read, kind);
         link.send(Direction::ToClient, Outgoing::Own(message)).await
     }
 
@@ -222,7 +282,7 @@ impl Boundary {
         head: &[u8],
         len: usize,
     ) -> io::Result<()> {
-        self.counts.count(direction, Relayed::Oversized);
+        self.shared.counts.count(direction, Relayed::Oversized);
         let head = envelope::head(head);
         let limit = self.config.max_message_bytes;
         tracing::warn!(
@@ -255,6 +315,41 @@ impl Boundary {
             link.send(Direction::ToServer, Outgoing::Own(&answer)).await
         }
     }
+}
+
+/// What one message sent on its own (a Streamable HTTP POST's body) is, read from its envelope
+/// alone: what a transport needs to know of it before the rules see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Framing {
+    /// A request: `id` its JSON-RPC id, as JSON text; `method` its method.
+    Request { id: String, method: String },
+    /// A notification, or an answer to a request of the server.
+    Other,
+    /// A JSON array: a JSON-RPC batch.
+    Batch,
+    /// Not JSON, or JSON that is not a JSON-RPC message.
+    NotJsonRpc,
+}
+
+/// Reads `bytes`' envelope (see [`Framing`]).
+pub fn framing(bytes: &[u8]) -> Framing {
+    match envelope::parse(bytes) {
+        Parsed::One(Message::Request { id, method, .. }) => Framing::Request {
+            id: id.get().to_owned(),
+            method: method.into_owned(),
+        },
+        Parsed::One(_) => Framing::Other,
+        Parsed::Batch(_) => Framing::Batch,
+        Parsed::NotJsonRpc => Framing::NotJsonRpc,
+    }
+}
+
+/// A JSON-RPC error answer schemagate writes itself: `id` the request's id as JSON text
+/// (`None`: the request could not be read), `code` and `message`. For transports that answer
+/// before the rules see a message (a body not JSON-RPC, an upstream down).
+pub fn error_answer(id: Option<&str>, code: i64, message: &str) -> Vec<u8> {
+    let id = id.and_then(|id| RawValue::from_string(id.to_owned()).ok());
+    reply::error(id.as_deref(), code, message)
 }
 
 #[derive(Deserialize)]

@@ -20,6 +20,11 @@ pub const TOO_MANY_IN_FLIGHT: i64 = -32000;
 /// An implementation-defined server error: an answer carrying a tool result that no followed
 /// call awaits, withheld under untrusted.
 pub const WITHHELD: i64 = -32001;
+/// An implementation-defined server error: the upstream server could not be reached, or did not
+/// answer in time (Streamable HTTP).
+pub const UPSTREAM_FAILED: i64 = -32002;
+/// JSON-RPC's "Parse error": a message that is not JSON.
+pub const PARSE_ERROR: i64 = -32700;
 
 #[derive(Serialize)]
 struct ToolError<'a, V: Serialize> {

@@ -1,6 +1,7 @@
 //! What the MCP rules remember of one session: the requests whose answers it must read (by
-//! JSON-RPC id), the revision spoken, whether the server's contract is current, and the tools whose
-//! last call was rejected (so the next call is a retry). Every collection here is bounded.
+//! JSON-RPC id), the revision spoken, and the tools whose last call was rejected (so the next call
+//! is a retry); and, in a [`ContractStatus`] the sessions of one server may share, whether the
+//! server's contract is current. Every collection here is bounded.
 
 use super::task_records::TaskRecords;
 use crate::core::domain::ProtocolVersion;
@@ -85,6 +86,8 @@ pub enum Listing {
 
 #[derive(Debug, Default)]
 struct Contract {
+    /// Tools listed whose registration failed: their results cannot be checked.
+    unenforceable: HashSet<String>,
     /// A complete listing was registered since the start or the last `list_changed`.
     current: bool,
     /// The boundary asked for a listing since then.
@@ -99,9 +102,6 @@ struct State {
     protocol: Option<ProtocolVersion>,
     /// Rejections in a row, per tool.
     rejections: HashMap<String, u32>,
-    /// Tools listed whose registration failed: their results cannot be checked.
-    unenforceable: HashSet<String>,
-    contract: Contract,
     next_id: u64,
     /// Calls the client cancelled, still followed so that an answer the server sends anyway is
     /// checked like any other; oldest first, at most `max_in_flight` (a server that honours the
@@ -112,22 +112,47 @@ struct State {
     tasks: TaskRecords<Call>,
 }
 
-/// One session's state, shared by both directions.
-pub struct Session {
-    state: Mutex<State>,
+/// Whether a server's contract is current, and the calls waiting for it: one per session, or one
+/// shared by every session of a server (the gateway's sessions of one route, and its requests
+/// that carry no session), so that one listing serves them all.
+#[derive(Debug)]
+pub struct ContractStatus {
+    state: Mutex<Contract>,
     /// Bumped each time a listing ends (registered in full, or given up): calls waiting for the
     /// contract wake up.
     listed: watch::Sender<u64>,
+}
+
+impl Default for ContractStatus {
+    fn default() -> Self {
+        Self {
+            state: Mutex::default(),
+            listed: watch::Sender::new(0),
+        }
+    }
+}
+
+impl ContractStatus {
+    fn state(&self) -> MutexGuard<'_, Contract> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// One session's state, shared by both directions.
+pub struct Session {
+    state: Mutex<State>,
+    contract: std::sync::Arc<ContractStatus>,
     max_in_flight: usize,
     /// Makes the boundary's own request ids unlike any a client would choose.
     nonce: u64,
 }
 
 impl Session {
-    pub fn new(max_in_flight: usize) -> Self {
+    /// A session whose contract status is `contract` (its own, or its server's).
+    pub fn new(max_in_flight: usize, contract: std::sync::Arc<ContractStatus>) -> Self {
         Self {
             state: Mutex::default(),
-            listed: watch::Sender::new(0),
+            contract,
             max_in_flight,
             nonce: std::collections::hash_map::RandomState::new()
                 .build_hasher()
@@ -260,46 +285,45 @@ impl Session {
 
     /// A listed tool could not be registered: its results cannot be checked.
     pub fn mark_unenforceable(&self, tool: &str) {
-        let mut state = self.state();
+        let mut state = self.contract.state();
         if state.unenforceable.len() < MAX_TRACKED_TOOLS {
             state.unenforceable.insert(tool.to_owned());
         }
     }
 
     pub fn is_unenforceable(&self, tool: &str) -> bool {
-        self.state().unenforceable.contains(tool)
+        self.contract.state().unenforceable.contains(tool)
     }
 
     /// The server said its tools changed: the contract is stale until the next full listing.
     pub fn list_changed(&self) {
-        let mut state = self.state();
-        state.contract.current = false;
-        state.contract.asked = false;
+        let mut contract = self.contract.state();
+        contract.current = false;
+        contract.asked = false;
     }
 
     /// A listing's first page replaces the contract: names marked unenforceable are forgotten.
     pub fn listing_started(&self) {
-        self.state().unenforceable.clear();
+        self.contract.state().unenforceable.clear();
     }
 
     /// A listing ended: `complete` when its last page was registered. Wakes calls waiting.
     pub fn listing_ended(&self, complete: bool, ours: bool) {
         {
-            let mut state = self.state();
+            let mut contract = self.contract.state();
             if complete {
-                state.contract.current = true;
+                contract.current = true;
             }
             if ours {
-                state.contract.listing = false;
+                contract.listing = false;
             }
         }
-        self.listed.send_modify(|n| *n += 1);
+        self.contract.listed.send_modify(|n| *n += 1);
     }
 
     /// Whether to ask for the contract before checking a call.
     pub fn listing(&self) -> Listing {
-        let mut state = self.state();
-        let contract = &mut state.contract;
+        let mut contract = self.contract.state();
         if contract.current {
             Listing::Current
         } else if contract.listing {
@@ -309,7 +333,7 @@ impl Session {
         } else {
             contract.asked = true;
             contract.listing = true;
-            drop(state);
+            drop(contract);
             Listing::Ask(self.our_id())
         }
     }
@@ -331,7 +355,7 @@ impl Session {
 
     /// Changes to the listing count, for a call to wait on.
     pub fn watch_listings(&self) -> watch::Receiver<u64> {
-        self.listed.subscribe()
+        self.contract.listed.subscribe()
     }
 }
 
@@ -341,7 +365,7 @@ mod tests {
 
     #[test]
     fn a_call_after_a_rejection_is_a_retry_until_one_conforms() {
-        let session = Session::new(10);
+        let session = Session::new(10, Default::default());
         assert_eq!(session.attempt("get"), 1);
         session.concluded("get", true);
         assert_eq!(session.attempt("get"), 2);
@@ -354,7 +378,7 @@ mod tests {
 
     #[test]
     fn requests_followed_are_bounded_and_answered_once() {
-        let session = Session::new(2);
+        let session = Session::new(2, Default::default());
         let call = |n: u32| Pending::ToolsCall {
             call: Call {
                 tool: "t".into(),
@@ -387,7 +411,7 @@ mod tests {
 
     #[test]
     fn cancelled_calls_followed_are_bounded_oldest_first() {
-        let session = Session::new(2);
+        let session = Session::new(2, Default::default());
         let call = Pending::ToolsCall {
             call: Call {
                 tool: "t".into(),
@@ -406,7 +430,7 @@ mod tests {
 
     #[test]
     fn the_contract_is_asked_for_once_until_the_tools_change() {
-        let session = Session::new(10);
+        let session = Session::new(10, Default::default());
         let Listing::Ask(id) = session.listing() else {
             panic!("a session with no contract asks for one")
         };

@@ -235,7 +235,9 @@ impl Boundary {
             Some(replacement) => {
                 let message = splice(text, carried.bytes(), &replacement);
                 // A notification is not answered: it is passed on, its result replaced.
-                self.counts.count(Direction::ToClient, Relayed::Replaced);
+                self.shared
+                    .counts
+                    .count(Direction::ToClient, Relayed::Replaced);
                 link.send(Direction::ToClient, super::Outgoing::Own(&message))
                     .await
             }

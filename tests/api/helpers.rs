@@ -48,7 +48,7 @@ pub async fn spawn_app_with(extra: &[&str]) -> TestApp {
     TestApp {
         http_addr,
         grpc_addr,
-        client: reqwest::Client::builder()
+        client: crate::http_client::builder()
             .timeout(Duration::from_secs(30))
             .build()
             .expect("client"),

@@ -172,7 +172,7 @@ async fn a_declared_length_over_the_limit_is_413_before_any_body_arrives() {
 #[tokio::test]
 async fn an_oversized_body_over_h2c_is_413() {
     let app = spawn_app_with(&["--max-body-bytes", "1000"]).await;
-    let h2c = reqwest::Client::builder()
+    let h2c = crate::http_client::builder()
         .http2_prior_knowledge()
         .build()
         .expect("client");

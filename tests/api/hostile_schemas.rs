@@ -326,7 +326,7 @@ async fn payloads_are_read_by_the_same_rules_over_rest_and_grpc() {
 #[tokio::test]
 async fn malformed_protobuf_is_invalid_argument() {
     let app = spawn_app().await;
-    let http2 = reqwest::Client::builder()
+    let http2 = crate::http_client::builder()
         .http2_prior_knowledge()
         .build()
         .expect("client");

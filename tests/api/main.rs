@@ -2,6 +2,8 @@
 //! loopback ports through [`helpers`].
 
 mod helpers;
+#[path = "../../benches/support/http_client.rs"]
+mod http_client;
 #[path = "../../benches/support/mcp_test_server.rs"]
 mod mcp_test_server;
 #[path = "../../benches/support/redis_server.rs"]
@@ -11,6 +13,7 @@ mod auth;
 mod bad_input;
 mod checks;
 mod deploy_manifests;
+mod gateway;
 mod grpc;
 mod hostile_load;
 mod hostile_schemas;

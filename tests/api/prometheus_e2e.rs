@@ -69,7 +69,7 @@ async fn start_prometheus(target: std::net::SocketAddr) -> Option<Prometheus> {
         base: format!("http://127.0.0.1:{port}"),
         _dir: dir,
     };
-    let client = reqwest::Client::new();
+    let client = crate::http_client::client();
     let started = Instant::now();
     loop {
         if let Ok(r) = client
@@ -92,7 +92,7 @@ async fn start_prometheus(target: std::net::SocketAddr) -> Option<Prometheus> {
 impl Prometheus {
     /// Runs an instant query; returns the API's whole answer.
     async fn query(&self, promql: &str) -> Value {
-        reqwest::Client::new()
+        crate::http_client::client()
             .get(format!("{}/api/v1/query", self.base))
             .query(&[("query", promql)])
             .send()

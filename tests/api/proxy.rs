@@ -28,18 +28,18 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 const VERDICT: &str = "dev.schemagate/verdict";
 
 /// The test MCP server, brought up to date once per run.
-fn test_server() -> PathBuf {
+pub(crate) fn test_server() -> PathBuf {
     static PATH: OnceLock<PathBuf> = OnceLock::new();
     PATH.get_or_init(|| crate::mcp_test_server::build().expect("build the test MCP server"))
         .clone()
 }
 
-fn schemagate() -> &'static str {
+pub(crate) fn schemagate() -> &'static str {
     env!("CARGO_BIN_EXE_schemagate")
 }
 
 /// A loopback port free now (for --metrics-listen).
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("bind a port")
@@ -64,12 +64,12 @@ fn proxy_command(flags: &[&str], server_args: &[&str]) -> Command {
 
 /// An SDK client that answers sampling requests.
 #[derive(Clone)]
-struct Host {
+pub(crate) struct Host {
     info: ClientConfig,
 }
 
 impl Host {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let mut info = ClientConfig::default();
         info.capabilities = ClientCapabilities::builder()
             .enable_sampling()
@@ -118,7 +118,7 @@ async fn sdk_client(
     }
 }
 
-async fn call(
+pub(crate) async fn call(
     client: &RunningService<RoleClient, Host>,
     tool: &str,
     args: Value,
@@ -132,7 +132,7 @@ async fn call(
         .unwrap_or_else(|e| panic!("calling {tool} through the proxy: {e}"))
 }
 
-fn text_of(result: &CallToolResult) -> String {
+pub(crate) fn text_of(result: &CallToolResult) -> String {
     result
         .content
         .iter()
@@ -141,7 +141,7 @@ fn text_of(result: &CallToolResult) -> String {
         .join("\n")
 }
 
-fn verdict_of(result: &CallToolResult) -> Value {
+pub(crate) fn verdict_of(result: &CallToolResult) -> Value {
     result
         .meta
         .as_ref()
@@ -150,8 +150,8 @@ fn verdict_of(result: &CallToolResult) -> Value {
         .unwrap_or(Value::Null)
 }
 
-async fn metrics_text(port: u16) -> String {
-    reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
+pub(crate) async fn metrics_text(port: u16) -> String {
+    crate::http_client::get(format!("http://127.0.0.1:{port}/metrics"))
         .await
         .expect("GET /metrics from the proxy")
         .text()
@@ -177,7 +177,7 @@ async fn an_sdk_client_gets_conforming_results_unchanged_and_the_rest_as_tool_er
         .list_all_tools()
         .await
         .expect("tools/list through the proxy");
-    assert_eq!(tools.len(), 6, "every page reaches the client");
+    assert_eq!(tools.len(), 7, "every page reaches the client");
 
     let valid = call(&client, "get_customer", json!({"id": 7})).await;
     assert_eq!(valid.is_error, Some(false));
@@ -288,14 +288,14 @@ async fn an_sdk_client_gets_conforming_results_unchanged_and_the_rest_as_tool_er
     assert_eq!(
         metric(
             &text,
-            r#"schemagate_proxy_messages_total{direction="to_client",kind="replaced"}"#
+            r#"schemagate_proxy_messages_total{transport="proxy",direction="to_client",kind="replaced"}"#
         ),
         3.0
     );
     assert_eq!(
         metric(
             &text,
-            r#"schemagate_proxy_messages_total{direction="to_server",kind="answered"}"#
+            r#"schemagate_proxy_messages_total{transport="proxy",direction="to_server",kind="answered"}"#
         ),
         1.0
     );
@@ -505,19 +505,19 @@ async fn passed_bytes_are_forwarded_exactly_and_what_cannot_be_relayed_is_answer
     let text = metrics_text(port).await;
     for (series, expected) in [
         (
-            r#"schemagate_proxy_messages_total{direction="to_server",kind="not_json_rpc"}"#,
+            r#"schemagate_proxy_messages_total{transport="proxy",direction="to_server",kind="not_json_rpc"}"#,
             1.0,
         ),
         (
-            r#"schemagate_proxy_messages_total{direction="to_client",kind="not_json_rpc"}"#,
+            r#"schemagate_proxy_messages_total{transport="proxy",direction="to_client",kind="not_json_rpc"}"#,
             1.0,
         ),
         (
-            r#"schemagate_proxy_messages_total{direction="to_server",kind="oversized"}"#,
+            r#"schemagate_proxy_messages_total{transport="proxy",direction="to_server",kind="oversized"}"#,
             1.0,
         ),
         (
-            r#"schemagate_proxy_messages_total{direction="to_client",kind="replaced"}"#,
+            r#"schemagate_proxy_messages_total{transport="proxy",direction="to_client",kind="replaced"}"#,
             2.0,
         ),
     ] {

@@ -32,7 +32,7 @@ async fn sigterm_drains_checks_in_flight() {
         .spawn()
         .expect("start schemagate");
     let mut server = Server(child);
-    let client = reqwest::Client::new();
+    let client = crate::http_client::client();
     let base = format!("http://127.0.0.1:{http}");
     let started = Instant::now();
     while client.get(format!("{base}/healthz")).send().await.is_err() {

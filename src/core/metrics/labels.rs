@@ -40,12 +40,19 @@ impl RegistryOp {
 pub enum Transport {
     Rest,
     Grpc,
-    /// `schemagate proxy`, on the MCP wire.
+    /// `schemagate proxy`, on the MCP wire over stdio.
     Proxy,
+    /// `schemagate gateway`, on the MCP wire over Streamable HTTP.
+    Gateway,
 }
 
 impl Transport {
-    pub const ALL: [Transport; 3] = [Transport::Rest, Transport::Grpc, Transport::Proxy];
+    pub const ALL: [Transport; 4] = [
+        Transport::Rest,
+        Transport::Grpc,
+        Transport::Proxy,
+        Transport::Gateway,
+    ];
 
     /// Its place in [`Transport::ALL`].
     pub fn index(self) -> usize {
@@ -57,6 +64,7 @@ impl Transport {
             Transport::Rest => "rest",
             Transport::Grpc => "grpc",
             Transport::Proxy => "proxy",
+            Transport::Gateway => "gateway",
         }
     }
 }

@@ -130,9 +130,7 @@ pub struct Metrics {
     tools: LabelFolder,
     paths: LabelFolder,
     targets: RwLock<HashMap<PairKey, Arc<TargetMetrics>>>,
-    pub duration_rest: Histogram,
-    pub duration_grpc: Histogram,
-    pub duration_proxy: Histogram,
+    durations: [Histogram; Transport::ALL.len()],
     pub cache_hits: Counter,
     pub cache_misses: Counter,
     pub cache_evictions: Counter,
@@ -274,9 +272,7 @@ impl Metrics {
             folded_fields: folded(FIELD_FAILURES_TOTAL),
             other_field: OnceLock::new(),
             registry: OnceLock::new(),
-            duration_rest: histogram(VALIDATION_DURATION_SECONDS, transport(Transport::Rest)),
-            duration_grpc: histogram(VALIDATION_DURATION_SECONDS, transport(Transport::Grpc)),
-            duration_proxy: histogram(VALIDATION_DURATION_SECONDS, transport(Transport::Proxy)),
+            durations: Transport::ALL.map(|t| histogram(VALIDATION_DURATION_SECONDS, transport(t))),
             cache_hits: counter(CACHE_HITS_TOTAL, vec![]),
             cache_misses: counter(CACHE_MISSES_TOTAL, vec![]),
             cache_evictions: counter(CACHE_EVICTIONS_TOTAL, vec![]),
@@ -352,11 +348,7 @@ impl Metrics {
     }
 
     pub fn duration(&self, transport: Transport) -> &Histogram {
-        match transport {
-            Transport::Rest => &self.duration_rest,
-            Transport::Grpc => &self.duration_grpc,
-            Transport::Proxy => &self.duration_proxy,
-        }
+        &self.durations[transport.index()]
     }
 
     /// The resolved series for a server and tool (`None` labels as `_none`).

@@ -1,0 +1,149 @@
+//! Flags of `schemagate gateway`, and the configuration of the Streamable HTTP adapter they make.
+
+use super::*;
+use crate::core::auth::Auth;
+use crate::core::gate::{GateConfig, QueueLimits};
+use crate::core::metrics::Transport;
+use crate::core::schema::cache::CacheConfig;
+use crate::gateway::{GatewayConfig, Route, SessionLimits, UpstreamConfig};
+use crate::mcp::BoundaryConfig;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+pub const DEFAULT_GATEWAY_LISTEN: &str = "127.0.0.1:8090";
+/// Seconds an upstream has to begin its answer: a tool answered as JSON begins it only once the
+/// tool is done.
+pub const DEFAULT_UPSTREAM_TIMEOUT_SECS: u64 = 300;
+pub const DEFAULT_UPSTREAM_CONNECT_TIMEOUT_SECS: u64 = 10;
+pub const DEFAULT_MAX_SESSIONS: u64 = 100_000;
+pub const DEFAULT_SESSION_IDLE_SECS: u64 = 3600;
+
+/// Flags of `schemagate gateway`.
+#[derive(Debug, Clone, Parser)]
+#[command(name = "gateway")]
+pub struct GatewayArgs {
+    /// Address clients connect to (`http://ADDR/mcp/NAME`).
+    #[arg(long, env = "SCHEMAGATE_GATEWAY_LISTEN", default_value = DEFAULT_GATEWAY_LISTEN)]
+    pub listen: SocketAddr,
+    /// An upstream MCP server: NAME=URL (repeat for more). NAME is the path clients use
+    /// (`/mcp/NAME`) and the server's name for the policy, the registry and the metrics; URL its
+    /// Streamable HTTP endpoint.
+    #[arg(long = "route", value_name = "NAME=URL", required = true)]
+    pub routes: Vec<Route>,
+    /// Trust policy file (TOML), as for `serve`. Without it every server is untrusted.
+    #[arg(long, env = "SCHEMAGATE_POLICY")]
+    pub policy: Option<PathBuf>,
+    /// Re-read the policy file when its content changes, every this many seconds (0: never).
+    #[arg(long, env = "SCHEMAGATE_POLICY_POLL_INTERVAL", default_value_t = DEFAULT_POLICY_POLL_SECS)]
+    pub policy_poll_interval: u64,
+    /// Serve GET /metrics (and /healthz) on this address too.
+    #[arg(long, env = "SCHEMAGATE_METRICS_LISTEN")]
+    pub metrics_listen: Option<SocketAddr>,
+    /// Longest message relayed in either direction, in bytes: a longer POST gets 413, a longer
+    /// answer (or event) from the upstream is replaced by a JSON-RPC error.
+    #[arg(long, env = "SCHEMAGATE_MAX_MESSAGE_BYTES", default_value_t = DEFAULT_MAX_MESSAGE_BYTES)]
+    pub max_message_bytes: usize,
+    /// Requests in flight per session whose answers are followed; past it, a new call is
+    /// answered with a JSON-RPC error rather than sent unchecked.
+    #[arg(long, env = "SCHEMAGATE_MAX_CALLS_IN_FLIGHT", default_value_t = DEFAULT_MAX_CALLS_IN_FLIGHT)]
+    pub max_calls_in_flight: usize,
+    /// How long a call waits for the server's tools/list, when the gateway has to ask for it.
+    #[arg(long, env = "SCHEMAGATE_CONTRACT_WAIT_MS", default_value_t = DEFAULT_CONTRACT_WAIT_MS)]
+    pub contract_wait_ms: u64,
+    /// Seconds an upstream has to begin its answer before the client gets 504.
+    #[arg(long, env = "SCHEMAGATE_UPSTREAM_TIMEOUT_SECS", default_value_t = DEFAULT_UPSTREAM_TIMEOUT_SECS)]
+    pub upstream_timeout_secs: u64,
+    /// Seconds to connect to an upstream before the client gets 502.
+    #[arg(long, env = "SCHEMAGATE_UPSTREAM_CONNECT_TIMEOUT_SECS", default_value_t = DEFAULT_UPSTREAM_CONNECT_TIMEOUT_SECS)]
+    pub upstream_connect_timeout_secs: u64,
+    /// Extra certificate authorities (PEM) trusted for https upstreams, beside the system's.
+    #[arg(long, env = "SCHEMAGATE_UPSTREAM_CA")]
+    pub upstream_ca: Option<PathBuf>,
+    /// Most MCP sessions held at once (the least recently used is forgotten past it).
+    #[arg(long, env = "SCHEMAGATE_MAX_SESSIONS", default_value_t = DEFAULT_MAX_SESSIONS)]
+    pub max_sessions: u64,
+    /// Seconds a session is held unused before it is forgotten.
+    #[arg(long, env = "SCHEMAGATE_SESSION_IDLE_SECS", default_value_t = DEFAULT_SESSION_IDLE_SECS)]
+    pub session_idle_secs: u64,
+    /// Seconds requests in flight get to finish once the gateway is signalled.
+    #[arg(long, env = "SCHEMAGATE_SHUTDOWN_GRACE_SECS", default_value_t = DEFAULT_SHUTDOWN_GRACE_SECS)]
+    pub shutdown_grace_secs: u64,
+    /// The limits a check and its schema are held to, as for `serve`.
+    #[command(flatten)]
+    pub limits: CheckLimitArgs,
+    /// Threads for CPU work (compiles, large checks); 0 means one per core.
+    #[arg(long, env = "SCHEMAGATE_WORKER_THREADS", default_value_t = 0)]
+    pub worker_threads: usize,
+    #[command(flatten)]
+    pub log: LogArgs,
+}
+
+impl GatewayArgs {
+    /// What `schemagate gateway` runs with.
+    pub fn gateway_config(&self) -> anyhow::Result<GatewayConfig> {
+        anyhow::ensure!(
+            self.max_message_bytes >= 1024,
+            "--max-message-bytes must be at least 1024"
+        );
+        anyhow::ensure!(
+            self.max_calls_in_flight > 0,
+            "--max-calls-in-flight must be at least 1"
+        );
+        anyhow::ensure!(
+            self.upstream_timeout_secs > 0 && self.upstream_connect_timeout_secs > 0,
+            "--upstream-timeout-secs and --upstream-connect-timeout-secs must be at least 1"
+        );
+        anyhow::ensure!(self.max_sessions > 0, "--max-sessions must be at least 1");
+        let body_read_timeout = Duration::from_secs(DEFAULT_BODY_READ_TIMEOUT_SECS);
+        Ok(GatewayConfig {
+            gate: GateConfig {
+                limits: self.limits.limits(
+                    self.max_message_bytes,
+                    DEFAULT_MAX_BATCH_ITEMS,
+                    body_read_timeout,
+                )?,
+                cache: CacheConfig {
+                    max_bytes: DEFAULT_CACHE_MAX_BYTES,
+                    idle: Duration::from_secs(DEFAULT_CACHE_IDLE_SECS),
+                },
+                label_limit: DEFAULT_LABEL_LIMIT,
+                series_limit: DEFAULT_SERIES_LIMIT,
+                max_registered_tools: DEFAULT_MAX_REGISTERED_TOOLS,
+                max_schema_text_bytes: DEFAULT_MAX_SCHEMA_TEXT_BYTES,
+                registry: None,
+                policy: load_policy(self.policy.as_deref())?,
+                policy_path: self.policy.clone(),
+                worker_threads: self.worker_threads,
+                queue: QueueLimits {
+                    max_checks: DEFAULT_MAX_QUEUED_CHECKS,
+                    max_bytes: DEFAULT_MAX_QUEUED_BYTES.max(self.max_message_bytes),
+                },
+                max_receiving_bytes: DEFAULT_MAX_RECEIVING_BYTES.max(self.max_message_bytes),
+                auth: Auth::new(None, Vec::new())?,
+            },
+            boundary: BoundaryConfig {
+                // Each route's name, per route.
+                server: String::new(),
+                max_message_bytes: self.max_message_bytes,
+                max_in_flight: self.max_calls_in_flight,
+                contract_wait: Duration::from_millis(self.contract_wait_ms),
+                transport: Transport::Gateway,
+            },
+            routes: self.routes.clone(),
+            upstream: UpstreamConfig {
+                timeout: Duration::from_secs(self.upstream_timeout_secs),
+                connect_timeout: Duration::from_secs(self.upstream_connect_timeout_secs),
+                ca: self.upstream_ca.clone(),
+            },
+            sessions: SessionLimits {
+                max_sessions: self.max_sessions,
+                idle: Duration::from_secs(self.session_idle_secs.max(1)),
+            },
+            body_read_timeout,
+            connections: default_connection_limits(),
+            metrics_listen: self.metrics_listen,
+            poll_secs: self.policy_poll_interval,
+            shutdown_grace: Duration::from_secs(self.shutdown_grace_secs),
+        })
+    }
+}

@@ -1,0 +1,177 @@
+//! `schemagate gateway`: the Streamable HTTP adapter. It stands in front of remote MCP servers
+//! (one [`Route`] each) and relays MCP's Streamable HTTP transport between their clients and
+//! them: a client's POST ([`exchange`]) goes to the upstream through the MCP rules
+//! ([`crate::mcp::Boundary`], one per session, [`sessions`]), and the upstream's answer, JSON or
+//! server-sent events ([`sse`]), comes back through them, event by event; GET (the server's
+//! stream) and DELETE (a session's end) are relayed the same way. What to do with each message
+//! is the rules'; this module only moves bytes, over [`upstream`]'s client and the routes of
+//! [`service`].
+
+mod exchange;
+mod routes;
+mod service;
+mod sessions;
+pub mod sse;
+mod upstream;
+
+pub use routes::{BadRoute, Route};
+pub use sessions::SessionLimits;
+pub use upstream::UpstreamConfig;
+
+use crate::core::auth::Caller;
+use crate::core::gate::{Gate, GateConfig};
+use crate::core::metrics::Transport;
+use crate::mcp::{Boundary, BoundaryConfig, Shared};
+use crate::net::admin;
+use crate::net::listen::{ConnectionLimits, Connections};
+use crate::net::Protocols;
+use sessions::Sessions;
+use std::collections::HashMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use upstream::Upstream;
+
+/// Everything `schemagate gateway` needs, built from its flags.
+#[derive(Debug)]
+pub struct GatewayConfig {
+    /// The core: policy, limits, no shared registry, no tokens.
+    pub gate: GateConfig,
+    /// The rules of every session; `server` is each route's name.
+    pub boundary: BoundaryConfig,
+    pub routes: Vec<Route>,
+    pub upstream: UpstreamConfig,
+    pub sessions: SessionLimits,
+    /// Longest wait for a client's message to arrive whole.
+    pub body_read_timeout: Duration,
+    /// The limits every connection is served under.
+    pub connections: ConnectionLimits,
+    /// Where to serve `/metrics` and `/healthz` apart, if anywhere.
+    pub metrics_listen: Option<SocketAddr>,
+    /// How often the policy file is polled for changes (0: only on SIGHUP).
+    pub poll_secs: u64,
+    /// How long requests in flight get to finish once the listener closes.
+    pub shutdown_grace: Duration,
+}
+
+/// The gateway's state, shared by every request.
+pub(crate) struct Gateway {
+    gate: Arc<Gate>,
+    upstream: Upstream,
+    sessions: Sessions,
+    routes: HashMap<String, Arc<RouteState>>,
+    /// The route names, sorted (for a 404's message).
+    names: String,
+    max_message_bytes: usize,
+    body_read_timeout: Duration,
+}
+
+/// One route and what its sessions share.
+pub(crate) struct RouteState {
+    route: Route,
+    /// Its place in the configuration (the session table's key).
+    index: usize,
+    config: BoundaryConfig,
+    shared: Arc<Shared>,
+}
+
+impl Gateway {
+    /// The rules of a new session on `route`.
+    fn boundary(&self, route: &RouteState) -> Arc<Boundary> {
+        Arc::new(Boundary::sharing(
+            Arc::clone(&self.gate),
+            Caller::open(),
+            route.config.clone(),
+            Arc::clone(&route.shared),
+        ))
+    }
+}
+
+/// Runs `schemagate gateway` on `listener` until `shutdown`; then stops accepting and lets the
+/// requests in flight finish (for up to the grace period).
+pub async fn run(
+    config: GatewayConfig,
+    listener: TcpListener,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        !config.routes.is_empty(),
+        "no route: give at least one --route NAME=URL"
+    );
+    let gate = Gate::new(config.gate)?;
+    let token = CancellationToken::new();
+    let _stop = token.clone().drop_guard();
+    gate.watch_files(config.poll_secs, true, &token);
+    if let Some(addr) = config.metrics_listen {
+        admin::serve(
+            addr,
+            Arc::clone(&gate),
+            config.connections.clone(),
+            Transport::Gateway,
+            token.clone(),
+        )
+        .await?;
+    }
+    let mut routes = HashMap::new();
+    for (index, route) in config.routes.into_iter().enumerate() {
+        let state = RouteState {
+            config: BoundaryConfig {
+                server: route.name.clone(),
+                transport: Transport::Gateway,
+                ..config.boundary.clone()
+            },
+            shared: Arc::new(Shared::new(&gate, Transport::Gateway)),
+            index,
+            route,
+        };
+        anyhow::ensure!(
+            !routes.contains_key(&state.route.name),
+            "--route {}: given twice",
+            state.route.name
+        );
+        routes.insert(state.route.name.clone(), Arc::new(state));
+    }
+    let mut names: Vec<&str> = routes.keys().map(String::as_str).collect();
+    names.sort_unstable();
+    let names = names.join(", ");
+    for route in routes.values() {
+        tracing::info!(route = %route.route.name, upstream = %route.route.url, "route");
+    }
+    let gateway = Arc::new(Gateway {
+        upstream: Upstream::new(&config.upstream)?,
+        sessions: Sessions::new(config.sessions),
+        max_message_bytes: config.boundary.max_message_bytes,
+        body_read_timeout: config.body_read_timeout,
+        names,
+        routes,
+        gate: Arc::clone(&gate),
+    });
+    let addr = listener.local_addr()?;
+    tracing::info!(%addr, "schemagate gateway is serving");
+    let connections = Connections::new(config.connections, Arc::clone(gate.metrics()));
+    let stop = token.clone();
+    tokio::spawn(async move {
+        shutdown.await;
+        tracing::info!("shutting down: closing the listener, finishing requests in flight");
+        stop.cancel();
+    });
+    let served = connections.serve(
+        listener,
+        service::router(gateway),
+        Protocols::Http1AndHttp2,
+        Transport::Gateway,
+        None,
+        token.clone(),
+    );
+    tokio::pin!(served);
+    tokio::select! {
+        result = &mut served => result?,
+        () = async { token.cancelled().await; tokio::time::sleep(config.shutdown_grace).await } => {
+            tracing::warn!("grace period over; stopping with requests still in flight");
+        }
+    }
+    Ok(())
+}

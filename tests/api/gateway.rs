@@ -1,0 +1,407 @@
+//! `schemagate gateway` between real MCP peers on Streamable HTTP: the official Rust SDK
+//! (`rmcp`) as client and as server (examples/mcp_test_server.rs `--http`), answering with
+//! server-sent events or JSON; and plain HTTP where exact statuses and bytes matter. The gateway
+//! is the built `schemagate` binary.
+
+#![allow(deprecated)]
+
+use crate::helpers::metric;
+use crate::proxy::{
+    call, free_port, metrics_text, schemagate, test_server, text_of, verdict_of, Host,
+};
+use rmcp::model::ProtocolVersion;
+use rmcp::service::RunningService;
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt};
+use serde_json::{json, Value};
+use std::process::Stdio;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+/// The test MCP server on Streamable HTTP (`json`: answers as JSON where it can), and its URL.
+async fn upstream(json: bool) -> (Child, String) {
+    let mut command = Command::new(test_server());
+    command
+        .args(["--http", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .kill_on_drop(true);
+    if json {
+        command.arg("--json");
+    }
+    let mut child = command.spawn().expect("spawn the test MCP server");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    let url = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
+        .await
+        .expect("the server's address within 10 s")
+        .expect("read")
+        .expect("a line");
+    (child, url)
+}
+
+/// A running `schemagate gateway` and its ports.
+struct Gateway {
+    _child: Child,
+    port: u16,
+    metrics_port: u16,
+}
+
+impl Gateway {
+    /// The gateway with `routes` (NAME=URL) and `flags`, once it answers /healthz.
+    async fn start(routes: &[String], flags: &[&str]) -> Self {
+        let port = free_port();
+        let metrics_port = free_port();
+        let mut command = Command::new(schemagate());
+        command
+            .arg("gateway")
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
+            .args(["--contract-wait-ms", "3000"])
+            .args(flags)
+            .env("SCHEMAGATE_LOG_LEVEL", "warn")
+            .env_remove("SCHEMAGATE_POLICY")
+            .kill_on_drop(true);
+        for route in routes {
+            command.args(["--route", route]);
+        }
+        let child = command.spawn().expect("spawn schemagate gateway");
+        let health = format!("http://127.0.0.1:{port}/healthz");
+        for _ in 0..200 {
+            if let Ok(response) = crate::http_client::get(&health).await {
+                if response.status() == 200 {
+                    return Self {
+                        _child: child,
+                        port,
+                        metrics_port,
+                    };
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("schemagate gateway did not answer /healthz within 5 s");
+    }
+
+    fn url(&self, route: &str) -> String {
+        format!("http://127.0.0.1:{}/mcp/{route}", self.port)
+    }
+}
+
+/// An SDK client connected to `url`; `lifecycle` as the proxy's tests (None: initialize).
+async fn client(
+    url: &str,
+    lifecycle: Option<ClientLifecycleMode>,
+) -> RunningService<RoleClient, Host> {
+    // rmcp's HTTP client (reqwest 0.13, built with rustls but no crypto provider, as schemagate
+    // builds it) takes the process's default provider.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let transport = StreamableHttpClientTransport::from_uri(url.to_owned());
+    match lifecycle {
+        None => Host::new()
+            .serve(transport)
+            .await
+            .expect("initialize through the gateway"),
+        Some(mode) => Host::new()
+            .serve_with_lifecycle(transport, mode)
+            .await
+            .expect("discover through the gateway"),
+    }
+}
+
+fn discover() -> Option<ClientLifecycleMode> {
+    Some(ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    })
+}
+
+/// A gateway series of server `crm` under untrusted.
+fn validations(tool: &str, payload: &str, attempt: &str, outcome: &str) -> String {
+    format!(
+        r#"schemagate_validations_total{{server="crm",tool="{tool}",tier="untrusted",payload="{payload}",attempt="{attempt}",outcome="{outcome}"}}"#
+    )
+}
+
+/// What every gateway test checks of a client: conforming results unchanged, the rest replaced
+/// with the verdict, arguments stopped before the server.
+async fn results_are_checked(client: &RunningService<RoleClient, Host>) {
+    // No tools/list from the client: the gateway asks the upstream itself.
+    let valid = call(client, "get_customer", json!({"id": 7})).await;
+    assert_eq!(valid.is_error, Some(false), "{}", text_of(&valid));
+    assert_eq!(
+        valid.structured_content,
+        Some(json!({"id": 7, "email": "ada@example.com", "name": "Ada"}))
+    );
+    assert!(valid.meta.is_none(), "a passed result is the server's");
+
+    let invalid = call(
+        client,
+        "get_customer",
+        json!({"id": 7, "variant": "invalid"}),
+    )
+    .await;
+    assert_eq!(invalid.is_error, Some(true));
+    assert!(
+        invalid.structured_content.is_none(),
+        "the payload is withheld"
+    );
+    let verdict = verdict_of(&invalid);
+    assert_eq!(verdict["outcome"], "invalid");
+    assert_eq!(verdict["action"], "reject");
+    assert!(text_of(&invalid).contains("withheld the result of tool \"get_customer\""));
+
+    let bad_args = call(client, "get_customer", json!({"id": "seven"})).await;
+    assert_eq!(bad_args.is_error, Some(true));
+    assert!(text_of(&bad_args).contains("did not send this call to the server"));
+    assert_eq!(verdict_of(&bad_args)["errors"][0]["instance_path"], "/id");
+}
+
+#[tokio::test]
+async fn a_session_over_server_sent_events_gets_results_checked_and_sampling_relayed() {
+    let (_server, url) = upstream(false).await;
+    let gateway = Gateway::start(&[format!("crm={url}")], &[]).await;
+    let client = client(&gateway.url("crm"), None).await;
+    results_are_checked(&client).await;
+
+    // The upstream asks the client's model during the call (on the call's event stream); the
+    // client's answer is a POST of its own, relayed to the upstream.
+    let summary = call(&client, "summarize", json!({})).await;
+    assert_eq!(summary.is_error, Some(false), "{}", text_of(&summary));
+    assert_eq!(
+        summary.structured_content,
+        Some(json!({"summary": "the proxy relayed a sampling request", "model": "host-model"}))
+    );
+    client.cancel().await.expect("end the session");
+
+    let text = metrics_text(gateway.metrics_port).await;
+    for (payload, attempt, outcome, count) in [
+        ("result", "first", "valid", 1.0),
+        ("result", "first", "invalid", 1.0),
+        ("arguments", "retry", "invalid", 1.0),
+    ] {
+        let series = validations("get_customer", payload, attempt, outcome);
+        assert_eq!(metric(&text, &series), count, "{series}");
+    }
+    assert_eq!(
+        metric(
+            &text,
+            r#"schemagate_proxy_messages_total{transport="gateway",direction="to_client",kind="replaced"}"#
+        ),
+        1.0
+    );
+    assert_eq!(
+        metric(
+            &text,
+            r#"schemagate_validation_duration_seconds_count{transport="gateway"}"#
+        ),
+        7.0,
+        "the arguments and results of two get_customer calls and of summarize, and the arguments of the call stopped"
+    );
+}
+
+#[tokio::test]
+async fn a_client_without_sessions_gets_json_answers_checked() {
+    let (_server, url) = upstream(true).await;
+    let gateway = Gateway::start(&[format!("crm={url}")], &[]).await;
+    let client = client(&gateway.url("crm"), discover()).await;
+    results_are_checked(&client).await;
+    client.cancel().await.expect("close");
+}
+
+/// A POST of `body` to `url` as an MCP client sends it; the status, content type and body.
+async fn post(url: &str, body: &str) -> (u16, String, String) {
+    let response = crate::http_client::client()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(body.to_owned())
+        .send()
+        .await
+        .expect("POST to the gateway");
+    let status = response.status().as_u16();
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    (status, content_type, response.text().await.expect("body"))
+}
+
+fn error_of(body: &str) -> Value {
+    let answer: Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"));
+    answer["error"].clone()
+}
+
+#[tokio::test]
+async fn what_cannot_be_relayed_gets_a_status_and_a_json_rpc_error_that_says_why() {
+    let (_server, url) = upstream(true).await;
+    // A route whose upstream is down: a port nothing listens on.
+    let down = format!("down=http://127.0.0.1:{}/mcp", free_port());
+    let gateway = Gateway::start(
+        &[format!("crm={url}"), down],
+        &["--max-message-bytes", "4096"],
+    )
+    .await;
+    let call = r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"get_customer","arguments":{"id":1}}}"#;
+
+    let (status, _, body) = post(&gateway.url("nope"), call).await;
+    assert_eq!(status, 404);
+    let error = error_of(&body);
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("crm, down"),
+        "the 404 names the routes: {error}"
+    );
+
+    let (status, _, body) = post(&gateway.url("down"), call).await;
+    assert_eq!(status, 502);
+    let answer: Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(answer["id"], 5, "the error answers the request");
+    let message = answer["error"]["message"].as_str().unwrap_or("");
+    assert!(message.contains("route down"), "{message}");
+
+    let (status, _, body) = post(&gateway.url("crm"), "{not json").await;
+    assert_eq!(status, 400);
+    assert_eq!(error_of(&body)["code"], -32700);
+
+    let (status, _, body) = post(&gateway.url("crm"), &format!("[{call}]")).await;
+    assert_eq!(status, 400);
+    assert!(error_of(&body)["message"]
+        .as_str()
+        .unwrap_or("")
+        .contains("batch"));
+
+    let big = format!(
+        r#"{{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"{}"}}}}}}"#,
+        "x".repeat(5000)
+    );
+    let (status, _, body) = post(&gateway.url("crm"), &big).await;
+    assert_eq!(status, 413);
+    assert!(error_of(&body)["message"]
+        .as_str()
+        .unwrap_or("")
+        .contains("--max-message-bytes"));
+
+    let put = crate::http_client::client()
+        .put(gateway.url("crm"))
+        .body(call)
+        .send()
+        .await
+        .expect("PUT");
+    assert_eq!(put.status(), 405);
+
+    // After all that, the route still serves.
+    let client = client(&gateway.url("crm"), discover()).await;
+    let valid = crate::proxy::call(&client, "get_customer", json!({"id": 2})).await;
+    assert_eq!(valid.is_error, Some(false), "{}", text_of(&valid));
+    client.cancel().await.expect("close");
+}
+
+/// A POST in session `session` (2025-11-25) of `body` to `url`: status, session header, body.
+async fn post_in(url: &str, session: Option<&str>, body: &str) -> (u16, Option<String>, String) {
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(body.to_owned());
+    if let Some(session) = session {
+        request = request
+            .header("mcp-session-id", session)
+            .header("mcp-protocol-version", "2025-11-25");
+    }
+    let response = request.send().await.expect("POST");
+    let status = response.status().as_u16();
+    let issued = response
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    (status, issued, response.text().await.expect("body"))
+}
+
+/// The messages of an event stream: each event's data, in order.
+fn messages(stream: &str) -> Vec<String> {
+    stream
+        .split("\n\n")
+        .filter_map(|event| {
+            let data: Vec<&str> = event
+                .lines()
+                .filter_map(|line| line.strip_prefix("data:"))
+                .map(|d| d.strip_prefix(' ').unwrap_or(d))
+                .collect();
+            (!data.is_empty() && data.iter().any(|d| !d.trim().is_empty())).then(|| data.join("\n"))
+        })
+        .collect()
+}
+
+/// A 2025-11-25 session begun at `url`: its id.
+async fn initialize(url: &str) -> String {
+    let (status, session, _) = post_in(
+        url,
+        None,
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#,
+    )
+    .await;
+    assert_eq!(status, 200);
+    let session = session.expect("the upstream issues a session");
+    let (status, _, _) = post_in(
+        url,
+        Some(&session),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+    )
+    .await;
+    assert_eq!(status, 202, "a notification is accepted");
+    session
+}
+
+#[tokio::test]
+async fn events_pass_in_order_as_sent_and_delete_ends_the_session() {
+    let (_server, url) = upstream(false).await;
+    let gateway = Gateway::start(&[format!("crm={url}")], &[]).await;
+    let call = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"count","arguments":{},"_meta":{"progressToken":"p"}}}"#;
+
+    // The same session and call, straight to the upstream and through the gateway.
+    let mut streams = Vec::new();
+    for target in [url.clone(), gateway.url("crm")] {
+        let session = initialize(&target).await;
+        let (status, _, body) = post_in(&target, Some(&session), call).await;
+        assert_eq!(status, 200, "{body}");
+        streams.push((session, messages(&body)));
+    }
+    let (_, direct) = &streams[0];
+    let (session, through) = &streams[1];
+    assert_eq!(
+        through.len(),
+        4,
+        "three progress notifications and the result: {through:?}"
+    );
+    for (i, message) in through[..3].iter().enumerate() {
+        let progress: Value = serde_json::from_str(message).expect("JSON");
+        assert_eq!(progress["method"], "notifications/progress");
+        assert_eq!(progress["params"]["progress"], json!(i as f64 + 1.0));
+    }
+    let answer: Value = serde_json::from_str(&through[3]).expect("JSON");
+    assert_eq!(answer["result"]["structuredContent"], json!({"counted": 3}));
+    assert_eq!(
+        through, direct,
+        "every message through the gateway is the upstream's, byte for byte"
+    );
+
+    // DELETE ends the session at the upstream; the session is gone for the client after it.
+    let deleted = reqwest::Client::new()
+        .delete(gateway.url("crm"))
+        .header("mcp-session-id", session.as_str())
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .expect("DELETE");
+    assert!(deleted.status().is_success(), "{}", deleted.status());
+    let (status, _, _) = post_in(&gateway.url("crm"), Some(session), call).await;
+    assert_eq!(status, 404, "the upstream no longer knows the session");
+
+    // A session id never issued is forwarded, and the upstream's answer is the client's.
+    let (status, _, _) = post_in(&gateway.url("crm"), Some("never-issued"), call).await;
+    assert_eq!(status, 404);
+}
