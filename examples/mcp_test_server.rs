@@ -17,6 +17,9 @@
 //! stdout), for `schemagate gateway`; with `--json`, answers that need no stream come as
 //! `application/json` rather than as server-sent events.
 //!
+//! `--raw --http ADDR [--sse] [--result-bytes N]` is the gateway benchmark's upstream: every
+//! `tools/call` answered with the same pre-built result, as JSON or as one server-sent event.
+//!
 //! `--raw` makes it a plain JSON-RPC server that writes exact bytes, for what an SDK server would
 //! not send: integers past 2^53, a result that breaks its schema in ways the SDK would refuse to
 //! serialise, a line that is not JSON, `resultType: input_required`, an answer sent after the
@@ -496,6 +499,91 @@ fn serve_raw(result_bytes: usize) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The raw server on Streamable HTTP at `http://ADDR/mcp` (the gateway's benchmark): no sessions;
+/// `initialize` and `tools/list` (the `sized` and `headers` tools) answered, each call of `sized`
+/// with the same pre-built result of about `result_bytes`, as JSON or (`sse`) as one
+/// server-sent event; `headers` answers with the credentials headers it got; `plain`, `compressed`,
+/// `garbage` and `bom` answer as a broken or hostile server might (text/plain, a
+/// Content-Encoding, a cut-off body, a byte order mark before a result that breaks its schema);
+/// notifications and answers get 202.
+async fn serve_raw_http(addr: &str, result_bytes: usize, sse: bool) -> anyhow::Result<()> {
+    use axum::http::{header, StatusCode};
+    use axum::response::IntoResponse;
+    let sized: Arc<str> = sized_result(result_bytes).into();
+    let tools: Arc<str> = r#"{"tools":[{"name":"sized","inputSchema":{"type":"object","properties":{"id":{"type":"integer"}}},"outputSchema":{"type":"object","properties":{"id":{"type":"integer"},"email":{"type":"string","format":"email"},"note":{"type":"string"}},"required":["id","email"]}},{"name":"headers","inputSchema":{"type":"object"},"outputSchema":{"type":"object"}},{"name":"plain","inputSchema":{"type":"object"},"outputSchema":{"type":"object","required":["n"]}},{"name":"compressed","inputSchema":{"type":"object"},"outputSchema":{"type":"object","required":["n"]}},{"name":"garbage","inputSchema":{"type":"object"},"outputSchema":{"type":"object","required":["n"]}},{"name":"bom","inputSchema":{"type":"object"},"outputSchema":{"type":"object","required":["n"]}}]}"#.into();
+    let answer = move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
+        let (sized, tools) = (Arc::clone(&sized), Arc::clone(&tools));
+        async move {
+            let Ok(request) = serde_json::from_slice::<Value>(&body) else {
+                return StatusCode::BAD_REQUEST.into_response();
+            };
+            let id = request["id"].to_string();
+            if request.get("id").is_none() || request.get("method").is_none() {
+                return StatusCode::ACCEPTED.into_response();
+            }
+            let result = match request["method"].as_str().unwrap_or("") {
+                "initialize" => r#"{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"raw","version":"1"}}"#.to_owned(),
+                "tools/list" => tools.to_string(),
+                "tools/call" if request["params"]["name"] == "headers" => {
+                    let seen = |name: &str| {
+                        headers
+                            .get(name)
+                            .and_then(|v| v.to_str().ok())
+                            .map_or(Value::Null, |v| json!(v))
+                    };
+                    let seen = json!({
+                        "authorization": seen("authorization"),
+                        "proxy_authorization": seen("proxy-authorization"),
+                        "mcp_name": seen("mcp-name"),
+                    });
+                    json!({"content": [{"type": "text", "text": seen.to_string()}], "structuredContent": seen}).to_string()
+                }
+                // What a hostile or broken server might answer a call with.
+                "tools/call" if request["params"]["name"] == "plain" => {
+                    return ([(header::CONTENT_TYPE, "text/plain")], "done").into_response();
+                }
+                "tools/call" if request["params"]["name"] == "compressed" => {
+                    let message = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[],"structuredContent":{{"m":1}}}}}}"#);
+                    return (
+                        [
+                            (header::CONTENT_TYPE, "application/json"),
+                            (header::CONTENT_ENCODING, "br"),
+                        ],
+                        message,
+                    )
+                        .into_response();
+                }
+                "tools/call" if request["params"]["name"] == "garbage" => {
+                    return ([(header::CONTENT_TYPE, "application/json")], "{\"jsonrpc\":").into_response();
+                }
+                "tools/call" if request["params"]["name"] == "bom" => {
+                    let message = format!("\u{feff}{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{\"content\":[],\"structuredContent\":{{\"m\":1}}}}}}");
+                    return ([(header::CONTENT_TYPE, "application/json")], message).into_response();
+                }
+                "tools/call" => sized.to_string(),
+                _ => return StatusCode::NOT_FOUND.into_response(),
+            };
+            let message = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#);
+            if sse {
+                (
+                    [(header::CONTENT_TYPE, "text/event-stream")],
+                    format!("event: message\ndata: {message}\n\n"),
+                )
+                    .into_response()
+            } else {
+                ([(header::CONTENT_TYPE, "application/json")], message).into_response()
+            }
+        }
+    };
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let mut out = std::io::stdout();
+    writeln!(out, "http://{}/mcp", listener.local_addr()?)?;
+    out.flush()?;
+    let router = axum::Router::new().route("/mcp", axum::routing::post(answer));
+    axum::serve(listener, router).await?;
+    Ok(())
+}
+
 /// The rmcp server on Streamable HTTP at `http://ADDR/mcp`, until killed.
 async fn serve_http(addr: &str, json: bool) -> anyhow::Result<()> {
     use rmcp::transport::streamable_http_server::{
@@ -518,6 +606,20 @@ async fn serve_http(addr: &str, json: bool) -> anyhow::Result<()> {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if let (true, Some(addr)) = (
+        args.iter().any(|a| a == "--raw"),
+        args.iter()
+            .position(|a| a == "--http")
+            .and_then(|i| args.get(i + 1)),
+    ) {
+        let result_bytes = args
+            .iter()
+            .position(|a| a == "--result-bytes")
+            .and_then(|i| args.get(i + 1))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(1024);
+        return serve_raw_http(addr, result_bytes, args.iter().any(|a| a == "--sse")).await;
+    }
     if args.iter().any(|a| a == "--raw") {
         let result_bytes = args
             .iter()

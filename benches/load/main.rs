@@ -7,14 +7,15 @@
 //!
 //! Flags (after `--`; `--help` lists them): `--corpus DIR` (`tools.json` + `results.jsonl`),
 //! `--seconds N` (each leg's length, default 3), `--only GROUPS` (comma-separated: `in-process`,
-//! `rest`, `grpc`, `proxy`, `memory`, `abuse`), `--skip-memory`, `--memory-only`, `--abuse-only`, `--pin` (server threads on the
+//! `rest`, `grpc`, `proxy`, `gateway`, `memory`, `abuse`), `--skip-memory`, `--memory-only`, `--abuse-only`, `--pin` (server threads on the
 //! first half of the cores, client threads on the other half; off by default, since on two cores
 //! it leaves the server one), `--with-token` (authentication on) and `--with-redis` (the
 //! registry in a redis-server the harness starts, plus the registration and propagation
 //! figures of [`registry`]).
 //!
 //! The rooms: [`opts`] (flags and leg groups), [`server`] (the server process the transport legs
-//! run against), [`proxy`] (the MCP proxy over stdio), [`alloc`] (allocation counting), [`cpu`]
+//! run against), [`proxy`] (the MCP proxy over stdio), [`gateway`] (the MCP gateway on
+//! Streamable HTTP), [`alloc`] (allocation counting), [`cpu`]
 //! (CPU and resident size from /proc), [`http1`] and [`grpc`] (the pre-built clients), [`legs`]
 //! (every leg, in process and over the transports, and the memory curves), [`report`] (figures
 //! and targets).
@@ -52,6 +53,7 @@ mod service;
 mod abuse;
 mod alloc;
 mod cpu;
+mod gateway;
 mod grpc;
 mod http1;
 mod legs;
@@ -258,6 +260,9 @@ fn main() -> anyhow::Result<()> {
 
     if opts.wants(Group::Proxy) && !opts.memory_only {
         proxy::proxy_leg(opts.seconds)?;
+    }
+    if opts.wants(Group::Gateway) && !opts.memory_only {
+        gateway::gateway_leg(opts.seconds)?;
     }
     if opts.wants(Group::Abuse) && !opts.memory_only {
         // A fresh process, so that resident sizes start from a fresh heap.

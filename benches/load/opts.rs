@@ -14,7 +14,7 @@ pub(crate) struct Opts {
     #[arg(long, default_value_t = 3.0)]
     pub(crate) seconds: f64,
     /// Only these leg groups (comma-separated): in-process, rest (or rest-single, rest-batch),
-    /// grpc (or grpc-unary, grpc-batch, grpc-stream), memory, abuse.
+    /// grpc (or grpc-unary, grpc-batch, grpc-stream), proxy, gateway, memory, abuse.
     #[arg(long, value_delimiter = ',')]
     pub(crate) only: Option<Vec<String>>,
     /// Only the memory curves (each in a fresh process).
@@ -58,6 +58,7 @@ pub(crate) enum Group {
     Memory,
     Abuse,
     Proxy,
+    Gateway,
 }
 
 impl Group {
@@ -80,6 +81,7 @@ impl Group {
             Group::Memory => "memory",
             Group::Abuse => "abuse",
             Group::Proxy => "proxy",
+            Group::Gateway => "gateway",
         }
     }
 }

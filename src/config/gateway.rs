@@ -1,7 +1,6 @@
 //! Flags of `schemagate gateway`, and the configuration of the Streamable HTTP adapter they make.
 
 use super::*;
-use crate::core::auth::Auth;
 use crate::core::gate::{GateConfig, QueueLimits};
 use crate::core::metrics::Transport;
 use crate::core::schema::cache::CacheConfig;
@@ -30,6 +29,10 @@ pub struct GatewayArgs {
     /// Streamable HTTP endpoint.
     #[arg(long = "route", value_name = "NAME=URL", required = true)]
     pub routes: Vec<Route>,
+    /// Tokens (sent as `Proxy-Authorization: Bearer TOKEN`, scope `check`, server globs
+    /// matching the route's name) and TLS for the listener.
+    #[command(flatten)]
+    pub access: AccessArgs,
     /// Trust policy file (TOML), as for `serve`. Without it every server is untrusted.
     #[arg(long, env = "SCHEMAGATE_POLICY")]
     pub policy: Option<PathBuf>,
@@ -119,8 +122,11 @@ impl GatewayArgs {
                     max_bytes: DEFAULT_MAX_QUEUED_BYTES.max(self.max_message_bytes),
                 },
                 max_receiving_bytes: DEFAULT_MAX_RECEIVING_BYTES.max(self.max_message_bytes),
-                auth: Auth::new(None, Vec::new())?,
+                auth: self
+                    .access
+                    .auth(&[self.listen], "call every route's tools through it")?,
             },
+            tls: self.access.tls_files(),
             boundary: BoundaryConfig {
                 // Each route's name, per route.
                 server: String::new(),

@@ -2,10 +2,12 @@
 //! documented defaults, each one a newcomer can run with. Flags become each layer's own
 //! configuration here; no layer imports this module.
 
+mod access;
 mod gateway;
 mod proxy;
 mod serve;
 
+pub use access::AccessArgs;
 pub use gateway::GatewayArgs;
 pub use proxy::ProxyArgs;
 pub use serve::ServeArgs;

@@ -1,12 +1,11 @@
 //! Flags of `schemagate serve`, and the configuration of the service they make.
 
 use super::*;
-use crate::core::auth::{Auth, TokenSpec};
+use crate::core::auth::Auth;
 use crate::core::gate::{GateConfig, QueueLimits};
 use crate::core::registry::redis::{redacted, RedisConfig};
 use crate::core::schema::cache::CacheConfig;
 use crate::net::listen::{connections_from_fd_limit, ConnectionLimits, Http2Limits};
-use crate::net::tls::TlsFiles;
 use crate::serve::ServeConfig;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -28,31 +27,9 @@ pub struct ServeArgs {
     /// SIGHUP or POST /v1/admin/reload-policy).
     #[arg(long, env = "SCHEMAGATE_POLICY_POLL_INTERVAL", default_value_t = DEFAULT_POLICY_POLL_SECS)]
     pub policy_poll_interval: u64,
-    /// Token file (TOML, `[[tokens]]` with name, sha256, scopes, servers): requests then need
-    /// `Authorization: Bearer TOKEN` (gRPC: `authorization` metadata) with the scope of what they
-    /// ask. Reloaded like the policy (SIGHUP, content changes, POST /v1/admin/reload-tokens).
-    #[arg(long, env = "SCHEMAGATE_AUTH_TOKENS")]
-    pub auth_tokens: Option<PathBuf>,
-    /// A token given inline, `NAME:SHA256:SCOPES[:SERVERS]` (scopes and server globs
-    /// comma-separated); repeat the flag, or separate them by spaces in the variable.
-    #[arg(long = "auth-token", env = "SCHEMAGATE_AUTH_TOKEN", value_delimiter = ' ', value_parser = TokenSpec::parse_inline)]
-    pub auth_token: Vec<TokenSpec>,
-    /// Serve without tokens on a non-loopback address (anyone who can reach the ports may then
-    /// check, register tools and reload the policy).
-    #[arg(long, env = "SCHEMAGATE_ALLOW_UNAUTHENTICATED")]
-    pub allow_unauthenticated: bool,
-    /// TLS certificate chain (PEM) for both ports; with --tls-key. Reloaded when the file
-    /// changes (every --policy-poll-interval seconds) and on SIGHUP.
-    #[arg(long, env = "SCHEMAGATE_TLS_CERT", requires = "tls_key")]
-    pub tls_cert: Option<PathBuf>,
-    /// TLS private key (PEM) for --tls-cert.
-    #[arg(long, env = "SCHEMAGATE_TLS_KEY", requires = "tls_cert")]
-    pub tls_key: Option<PathBuf>,
-    /// CA certificates (PEM) that client certificates must chain to: clients must then present
-    /// one (mutual TLS). A certificate whose DNS name is a token's name authenticates as that
-    /// token when the request carries no bearer token.
-    #[arg(long, env = "SCHEMAGATE_TLS_CLIENT_CA", requires = "tls_cert")]
-    pub tls_client_ca: Option<PathBuf>,
+    /// Tokens, and TLS for both ports.
+    #[command(flatten)]
+    pub access: AccessArgs,
     /// With tokens configured, require the `metrics` scope for GET /metrics (probes stay open).
     #[arg(long, env = "SCHEMAGATE_METRICS_REQUIRE_TOKEN")]
     pub metrics_require_token: bool,
@@ -176,7 +153,7 @@ impl ServeArgs {
     pub fn serve_config(&self) -> anyhow::Result<ServeConfig> {
         Ok(ServeConfig {
             gate: self.gate_config()?,
-            tls: self.tls_files(),
+            tls: self.access.tls_files(),
             connections: self.connection_limits(),
             grpc_max_message_bytes: self.grpc_max_message_bytes,
             poll_secs: self.policy_poll_interval,
@@ -278,41 +255,16 @@ impl ServeArgs {
         }))
     }
 
-    /// TLS for both ports, when --tls-cert is given.
-    fn tls_files(&self) -> Option<TlsFiles> {
-        let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) else {
-            return None;
-        };
-        Some(TlsFiles {
-            cert: cert.clone(),
-            key: key.clone(),
-            client_ca: self.tls_client_ca.clone(),
-        })
-    }
-
     /// The tokens, and whether serving without them is allowed here: with no tokens, only on
     /// loopback addresses unless --allow-unauthenticated.
     fn auth(&self) -> anyhow::Result<Auth> {
-        let auth = Auth::new(self.auth_tokens.clone(), self.auth_token.clone())
-            .context("loading --auth-tokens / --auth-token")?
-            .with_metrics_token(self.metrics_require_token);
-        if !auth.is_enabled() {
-            let public: Vec<String> = [self.listen, self.grpc_listen]
-                .iter()
-                .filter(|a| !a.ip().is_loopback())
-                .map(ToString::to_string)
-                .collect();
-            if !public.is_empty() && !self.allow_unauthenticated {
-                anyhow::bail!(
-                    "refusing to serve without authentication on {} (not loopback): give tokens with --auth-tokens FILE (or --auth-token), or pass --allow-unauthenticated to accept that anyone who reaches the port may check, register tools and reload the policy",
-                    public.join(" and ")
-                );
-            }
-            tracing::warn!(
-                "no tokens configured (--auth-tokens): any client that reaches the ports may check, register tools and reload the policy"
-            );
-        }
-        Ok(auth)
+        Ok(self
+            .access
+            .auth(
+                &[self.listen, self.grpc_listen],
+                "check, register tools and reload the policy",
+            )?
+            .with_metrics_token(self.metrics_require_token))
     }
 
     /// The limits every connection is served under (raises the open-file limit when

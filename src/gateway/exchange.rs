@@ -8,8 +8,11 @@
 //! The client's answer takes its head (status, headers, and whether it is JSON, an event stream,
 //! or the upstream's bytes relayed as they are) from the first of: the upstream's answer to the
 //! client's own message, or a message schemagate writes in the server's place (a call whose
-//! arguments are rejected is answered without the upstream). It ends when every task that may
-//! still write into it has ended.
+//! arguments are rejected is answered without the upstream). It ends when the task relaying the
+//! client's message and the pump of the upstream's answer to it have both ended ([`Open`]). The
+//! answer to a request of the rules' own (a listing) is read to its end whatever the client
+//! does, and none of it goes into a JSON answer; in an event stream it goes without event ids,
+//! which belong to the stream the client may resume.
 
 use super::sse::{self, Event, Next};
 use super::upstream::{self, Failure};
@@ -27,6 +30,8 @@ use tokio::sync::{mpsc, oneshot};
 pub const MCP_SESSION_ID: &str = "mcp-session-id";
 /// Bytes of an oversized JSON answer kept to find its message's `id`.
 const HEAD_BYTES: usize = 4096;
+/// The UTF-8 byte order mark.
+const BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// What the client's answer is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -87,6 +92,14 @@ pub struct Exchange {
     forwarded: HeaderMap,
     /// The session the client named (`Mcp-Session-Id`), if any.
     session: Option<Box<str>>,
+    /// That session is not held here: it is held once the upstream answers it with success.
+    adopt: bool,
+    /// The client's method: POST, GET or DELETE.
+    method: Method,
+    /// The client's message is a request (an answer is owed to it).
+    expects_answer: bool,
+    /// Who sent the request (the session table's key holds it).
+    caller: Box<str>,
     /// The client's message (a POST's body).
     request: Bytes,
     /// Set with the head, once.
@@ -95,7 +108,32 @@ pub struct Exchange {
     forwarded_once: AtomicBool,
     /// A JSON answer's message has been written (a JSON answer holds one).
     json_written: AtomicBool,
-    body: mpsc::Sender<Bytes>,
+    /// The client's answer, until it ends (see [`Open`]).
+    sink: Mutex<Option<mpsc::Sender<Bytes>>>,
+}
+
+/// What an exchange needs of the client's request.
+pub struct ClientRequest<'a> {
+    pub method: Method,
+    pub headers: &'a HeaderMap,
+    /// The message (empty for GET and DELETE).
+    pub message: Bytes,
+    /// The message is a request.
+    pub expects_answer: bool,
+    /// Who sent it.
+    pub caller: &'a str,
+    /// The session it names is not held here (a fresh one was made for it).
+    pub adopt: bool,
+}
+
+/// Keeps the client's answer open while held: by the task relaying the client's message, and by
+/// the pump of the upstream's answer to it. The answer ends when the last is dropped.
+struct Open(Arc<Exchange>);
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.sink.lock().unwrap_or_else(|e| e.into_inner()).take();
+    }
 }
 
 struct Decided {
@@ -104,15 +142,15 @@ struct Decided {
 }
 
 impl Exchange {
-    /// An exchange for the client's `request` (empty for GET and DELETE) on `route`, in the
-    /// session `boundary`, and the answer it builds.
+    /// An exchange for the client's `request` on `route`, in the session `boundary`, and the
+    /// answer it builds.
     pub fn new(
         gateway: Arc<Gateway>,
         route: Arc<RouteState>,
         boundary: Arc<Boundary>,
-        client_headers: &HeaderMap,
-        request: Bytes,
+        request: ClientRequest<'_>,
     ) -> (Arc<Exchange>, Answer) {
+        let client_headers = request.headers;
         let (head_tx, head) = oneshot::channel();
         // A few messages of slack: past them a client that does not read holds the upstream back.
         let (body_tx, body) = mpsc::channel(16);
@@ -126,45 +164,57 @@ impl Exchange {
             boundary,
             forwarded: upstream::to_upstream(client_headers),
             session,
-            request,
+            adopt: request.adopt,
+            method: request.method,
+            expects_answer: request.expects_answer,
+            caller: request.caller.into(),
+            request: request.message,
             decided: Mutex::new(Decided {
                 head: Some(head_tx),
                 mode: None,
             }),
             forwarded_once: AtomicBool::new(false),
             json_written: AtomicBool::new(false),
-            body: body_tx,
+            sink: Mutex::new(Some(body_tx)),
         });
         (exchange, Answer { head, body })
     }
 
-    /// Hands the client's message to the rules (in a task of its own).
-    pub fn post(self: Arc<Self>) {
+    /// Relays the client's message (in a task of its own): a POST's through the rules, a GET or
+    /// DELETE straight to the upstream, whose answer comes back through the rules.
+    pub fn start(self: Arc<Self>) {
         tokio::spawn(async move {
-            let link = Relay::of(&self, Some(self.request.clone()));
+            let open = Arc::new(Open(Arc::clone(&self)));
+            if self.method != Method::POST {
+                let sent = self
+                    .gateway
+                    .upstream
+                    .send(
+                        self.method.clone(),
+                        &self.route.route.url,
+                        self.forwarded.clone(),
+                        None,
+                    )
+                    .await;
+                match sent {
+                    Ok(response) => self.answered(response, None, Some(&open)),
+                    Err(failure) => self.failed(&failure, None),
+                }
+                return;
+            }
             let request = self.request.clone();
+            let link = Relay {
+                exchange: &self,
+                open: Some(&open),
+                source: Some(request.clone()),
+                event: None,
+            };
             if let Err(e) = self
                 .boundary
                 .relay(&link, Direction::ToServer, &request)
                 .await
             {
                 tracing::debug!(route = %self.route.route.name, error = %e, "the client's message was not relayed in full");
-            }
-        });
-    }
-
-    /// Sends the client's GET (the server's stream) or DELETE (the session's end) to the upstream
-    /// and relays its answer (in a task of its own).
-    pub fn open(self: Arc<Self>, method: Method) {
-        tokio::spawn(async move {
-            let sent = self
-                .gateway
-                .upstream
-                .send(method, &self.route.route.url, self.forwarded.clone(), None)
-                .await;
-            match sent {
-                Ok(response) => self.answered(response, None, true),
-                Err(failure) => self.failed(&failure, None),
             }
         });
     }
@@ -189,18 +239,27 @@ impl Exchange {
         self.decided.lock().unwrap_or_else(|e| e.into_inner()).mode
     }
 
-    /// Writes `chunk` into the client's answer; fails once the client has gone.
+    /// The client's answer, while it is open.
+    fn sink(&self) -> Option<mpsc::Sender<Bytes>> {
+        self.sink.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Writes `chunk` into the client's answer; fails once the client has gone (or the answer
+    /// has ended).
     async fn write(&self, chunk: Bytes) -> io::Result<()> {
-        self.body
+        let gone = || io::Error::new(io::ErrorKind::BrokenPipe, "the client has gone");
+        self.sink()
+            .ok_or_else(gone)?
             .send(chunk)
             .await
-            .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the client has gone"))
+            .map_err(|_| gone())
     }
 
     /// A message for the client: `source` the bytes it was cut from (so a message relayed as
     /// received is not copied), `event` the event it came in (whose `id` and `event` a
     /// rewritten message keeps), `side` whether it came on the answer to a request of the
-    /// rules' own.
+    /// rules' own (then it goes only into an event stream, without event fields, and a client
+    /// gone does not stop the reading of that answer).
     async fn to_client(
         &self,
         message: Outgoing<'_>,
@@ -211,17 +270,25 @@ impl Exchange {
         let bytes = match message {
             Outgoing::Forward(bytes) | Outgoing::Own(bytes) => bytes,
         };
-        let mode = match (self.mode(), side) {
-            (Some(mode), _) => mode,
-            (None, false) => self.decide(|| Head::json(StatusCode::OK)),
-            (None, true) => {
-                tracing::warn!(
+        let mode = match self.mode() {
+            Some(mode) => mode,
+            None if !side => self.decide(|| Head::json(StatusCode::OK)),
+            None => Mode::Raw,
+        };
+        if side {
+            if mode != Mode::Sse {
+                tracing::debug!(
                     route = %self.route.route.name,
-                    "a message the upstream sent while answering schemagate's own request, before the client's answer began, was not relayed"
+                    "a message on the answer to schemagate's own request was not relayed: the client's answer is not an event stream"
                 );
                 return Ok(());
             }
-        };
+            let mut out = Vec::with_capacity(bytes.len() + 32);
+            sse::write(None, None, bytes, &mut out);
+            // The client gone or not, the answer to the rules' request is read to its end.
+            let _ = self.write(out.into()).await;
+            return Ok(());
+        }
         let owned = || match source {
             Some(source) if within(source, bytes) => source.slice_ref(bytes),
             _ => Bytes::copy_from_slice(bytes),
@@ -270,9 +337,16 @@ impl Exchange {
 
     /// A message for the upstream: the client's own (the first message relayed as received),
     /// or one the rules wrote (a listing they ask for, an error answer to a server request).
-    async fn to_upstream(self: &Arc<Self>, message: Outgoing<'_>) -> io::Result<()> {
+    async fn to_upstream(
+        self: &Arc<Self>,
+        message: Outgoing<'_>,
+        open: Option<&Arc<Open>>,
+    ) -> io::Result<()> {
         let (bytes, main) = match message {
-            Outgoing::Forward(bytes) => (bytes, !self.forwarded_once.swap(true, Ordering::AcqRel)),
+            Outgoing::Forward(bytes) => (
+                bytes,
+                open.is_some() && !self.forwarded_once.swap(true, Ordering::AcqRel),
+            ),
             Outgoing::Own(bytes) => (bytes, false),
         };
         let body = if within(&self.request, bytes) {
@@ -295,7 +369,7 @@ impl Exchange {
             )
             .await;
         match sent {
-            Ok(response) => self.answered(response, Some(body), main),
+            Ok(response) => self.answered(response, Some(body), open.filter(|_| main)),
             Err(failure) => {
                 self.boundary.unanswered(&body);
                 if main {
@@ -325,17 +399,48 @@ impl Exchange {
         let mode = self.decide(|| Head::json(failure.status()));
         if mode == Mode::Json && !self.json_written.swap(true, Ordering::AcqRel) {
             // The channel has room: nothing was written before the head was decided.
-            let _ = self.body.try_send(body.into());
+            if let Some(sink) = self.sink() {
+                let _ = sink.try_send(body.into());
+            }
         }
     }
 
-    /// The upstream's answer to `request` (`None`: the client's GET or DELETE) began: decide
-    /// the client's head from it if it answers the client's own message (`main`), and relay
-    /// its body in a task of its own.
-    fn answered(self: &Arc<Self>, response: reqwest::Response, request: Option<Bytes>, main: bool) {
+    /// The upstream's answer to `request` (`None`: the client's GET or DELETE) began. When it
+    /// answers the client's own message (`open` is then the client's answer, held open while
+    /// the answer is relayed), it gives the client's answer its head: at once for an event
+    /// stream or bytes relayed as they are, once read whole for JSON. Its body is relayed in a
+    /// task of its own.
+    fn answered(
+        self: &Arc<Self>,
+        response: reqwest::Response,
+        request: Option<Bytes>,
+        open: Option<&Arc<Open>>,
+    ) {
         let status = response.status();
         let kind = content_mode(response.headers());
-        if main {
+        let encoded = response
+            .headers()
+            .get(header::CONTENT_ENCODING)
+            .is_some_and(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"));
+        let refusal = if kind != Mode::Raw && encoded {
+            Some("compressed its answer, though the gateway asked for none")
+        } else if kind == Mode::Raw && status.is_success() && self.expects_answer {
+            Some("answered a request with neither application/json nor text/event-stream")
+        } else {
+            None
+        };
+        if let Some(why) = refusal {
+            // Nothing the rules cannot read goes to the client in place of an answer.
+            if let Some(request) = &request {
+                self.boundary.unanswered(request);
+            }
+            if open.is_some() {
+                let failure = Failure::BadAnswer(why.to_owned());
+                self.failed(&failure, request.as_ref());
+            }
+            return;
+        }
+        let head = open.map(|_| {
             self.follow_session(status, response.headers());
             let mut headers = upstream::to_client(response.headers());
             if kind == Mode::Sse {
@@ -344,48 +449,60 @@ impl Exchange {
                     HeaderValue::from_static("no"),
                 );
             }
-            self.decide(|| Head {
+            Head {
                 status,
                 headers,
                 mode: kind,
-            });
-        }
+            }
+        });
         if kind == Mode::Raw {
             // Not a JSON-RPC answer: a request it was for gets none.
             if let Some(request) = &request {
                 self.boundary.unanswered(request);
             }
-            if !main {
+            if open.is_none() {
                 return;
             }
         }
-        tokio::spawn(pump(Arc::clone(self), response, kind, !main));
+        // A JSON answer gives its head once read whole; the others at once.
+        let head = match head {
+            Some(head) if kind != Mode::Json => {
+                self.decide(|| head);
+                None
+            }
+            head => head,
+        };
+        tokio::spawn(pump(Pump {
+            exchange: Arc::clone(self),
+            response,
+            kind,
+            request,
+            open: open.cloned(),
+            head,
+        }));
     }
 
-    /// Keeps the session table in step with the upstream: a session it issued is held here from
-    /// now on; one it no longer knows (404 to a request naming it) is forgotten.
+    /// Keeps the session table in step with the upstream: a session it issued, or one this
+    /// replica did not hold and the upstream answered, is held here from now on; one it no longer
+    /// knows (404), or one ended by a DELETE it accepted, is forgotten.
     fn follow_session(&self, status: StatusCode, headers: &HeaderMap) {
-        let route = self.route.index;
-        match (
-            &self.session,
-            headers.get(MCP_SESSION_ID).and_then(|v| v.to_str().ok()),
-        ) {
+        let (route, caller) = (self.route.index, &*self.caller);
+        let issued = headers.get(MCP_SESSION_ID).and_then(|v| v.to_str().ok());
+        let sessions = &self.gateway.sessions;
+        match (&self.session, issued) {
             (None, Some(issued)) => {
-                self.gateway
-                    .sessions
-                    .insert(route, issued, Arc::clone(&self.boundary));
+                sessions.insert(route, caller, issued, Arc::clone(&self.boundary));
             }
             (Some(named), _) if status == StatusCode::NOT_FOUND => {
-                self.gateway.sessions.remove(route, named);
+                sessions.remove(route, caller, named);
+            }
+            (Some(named), _) if self.method == Method::DELETE && status.is_success() => {
+                sessions.remove(route, caller, named);
+            }
+            (Some(named), _) if self.adopt && status.is_success() => {
+                sessions.insert(route, caller, named, Arc::clone(&self.boundary));
             }
             _ => {}
-        }
-    }
-
-    /// The client sent DELETE for its session: forgotten here whatever the upstream says.
-    pub fn ended(&self) {
-        if let Some(named) = &self.session {
-            self.gateway.sessions.remove(self.route.index, named);
         }
     }
 }
@@ -393,23 +510,13 @@ impl Exchange {
 /// What a message comes with when the rules relay it: the [`Link`] each relay gets.
 struct Relay<'a> {
     exchange: &'a Arc<Exchange>,
+    /// The client's answer held open, when this relays the client's message or the answer to
+    /// it; `None` on the answer to a request of the rules' own.
+    open: Option<&'a Arc<Open>>,
     /// The bytes the message was cut from.
     source: Option<Bytes>,
     /// The event it came in, if it came in one.
     event: Option<&'a Event>,
-    /// It came on the answer to a request of the rules' own.
-    side: bool,
-}
-
-impl<'a> Relay<'a> {
-    fn of(exchange: &'a Arc<Exchange>, source: Option<Bytes>) -> Self {
-        Relay {
-            exchange,
-            source,
-            event: None,
-            side: false,
-        }
-    }
 }
 
 impl Link for Relay<'_> {
@@ -417,65 +524,132 @@ impl Link for Relay<'_> {
         match direction {
             Direction::ToClient => {
                 self.exchange
-                    .to_client(message, self.source.as_ref(), self.event, self.side)
+                    .to_client(
+                        message,
+                        self.source.as_ref(),
+                        self.event,
+                        self.open.is_none(),
+                    )
                     .await
             }
-            Direction::ToServer => self.exchange.to_upstream(message).await,
+            Direction::ToServer => self.exchange.to_upstream(message, self.open).await,
         }
     }
 }
 
-/// Reads the upstream's answer and relays it: a JSON message, events one by one as they come,
-/// or the bytes as they are. Stops when the upstream's answer ends or the client has gone
-/// (dropping the answer closes it: for the upstream, the client cancelled).
-fn pump(
+/// An upstream answer to relay.
+struct Pump {
     exchange: Arc<Exchange>,
     response: reqwest::Response,
     kind: Mode,
-    side: bool,
-) -> futures_util::future::BoxFuture<'static, ()> {
+    /// The request it answers (`None`: the client's GET or DELETE).
+    request: Option<Bytes>,
+    /// The client's answer, when this answers the client's own message.
+    open: Option<Arc<Open>>,
+    /// For a JSON answer to the client's message: the head it gives the client's answer, once
+    /// read whole.
+    head: Option<Head>,
+}
+
+/// Reads the upstream's answer and relays it: a JSON message, events one by one as they come,
+/// or the bytes as they are. The answer to the client's own message stops when it ends or the
+/// client has gone (dropping it closes it: for the upstream, the client cancelled); the answer to
+/// a request of the rules' own is read to its end. A request whose answer did not come, and
+/// cannot come later (not on a stream the client may resume, or the rules' own), is no longer
+/// followed.
+fn pump(pump: Pump) -> futures_util::future::BoxFuture<'static, ()> {
     Box::pin(async move {
+        let Pump {
+            exchange,
+            response,
+            kind,
+            request,
+            open,
+            head,
+        } = pump;
+        let mut resumable = false;
         let relayed = match kind {
-            Mode::Json => pump_json(&exchange, response, side).await,
-            Mode::Sse => pump_events(&exchange, response, side).await,
-            Mode::Raw => pump_raw(&exchange, response).await,
+            Mode::Json => {
+                pump_json(&exchange, response, open.as_ref(), head, request.as_ref()).await
+            }
+            Mode::Sse => pump_events(&exchange, response, open.as_ref(), &mut resumable).await,
+            Mode::Raw => pump_raw(&exchange, response, open.as_ref()).await,
         };
         if let Err(e) = relayed {
             tracing::debug!(route = %exchange.route.route.name, error = %e, "relay of the upstream's answer ended");
         }
+        if let Some(request) = &request {
+            if open.is_none() || !resumable {
+                exchange.boundary.unanswered(request);
+            }
+        }
+        drop(open);
     })
 }
 
-/// The next chunk of the upstream's answer, or `None` at its end or once the client has gone.
+/// The next chunk of the upstream's answer, or `None` at its end; with `open`, an error once the
+/// client has gone.
 async fn next_chunk(
-    exchange: &Exchange,
     response: &mut reqwest::Response,
+    open: Option<&Arc<Open>>,
 ) -> io::Result<Option<Bytes>> {
+    let read = |e: reqwest::Error| io::Error::other(format!("reading the upstream's answer: {e}"));
+    let Some(sink) = open.and_then(|open| open.0.sink()) else {
+        if open.is_some() {
+            return Err(io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                "the client has gone",
+            ));
+        }
+        return response.chunk().await.map_err(read);
+    };
     tokio::select! {
-        chunk = response.chunk() => chunk.map_err(|e| io::Error::other(format!("reading the upstream's answer: {e}"))),
-        () = exchange.body.closed() => Err(io::Error::new(io::ErrorKind::BrokenPipe, "the client has gone")),
+        chunk = response.chunk() => chunk.map_err(read),
+        () = sink.closed() => Err(io::Error::new(io::ErrorKind::BrokenPipe, "the client has gone")),
     }
 }
 
 async fn pump_json(
     exchange: &Arc<Exchange>,
     mut response: reqwest::Response,
-    side: bool,
+    open: Option<&Arc<Open>>,
+    head: Option<Head>,
+    request: Option<&Bytes>,
 ) -> io::Result<()> {
     let max = exchange.route.config.max_message_bytes;
     let mut body = BytesMut::new();
     let mut len = 0usize;
-    while let Some(chunk) = next_chunk(exchange, &mut response).await? {
+    while let Some(chunk) = next_chunk(&mut response, open).await? {
         len += chunk.len();
         if body.len() < max.max(HEAD_BYTES) {
             body.extend_from_slice(&chunk);
         }
     }
+    // A byte order mark is not JSON, yet clients that read JSON skip it: the rules read what
+    // the client will.
+    let mut body = body.freeze();
+    if body.starts_with(BOM) {
+        body = body.slice(BOM.len()..);
+        len -= BOM.len();
+    }
+    if len <= max && open.is_some() && exchange.expects_answer {
+        if let mcp::Framing::NotJsonRpc | mcp::Framing::Batch = mcp::framing(&body) {
+            // The answer owed to the client cannot be read: not relayed unchecked.
+            let failure = Failure::BadAnswer(
+                "answered with a body that is not a JSON-RPC message".to_owned(),
+            );
+            exchange.failed(&failure, request);
+            return Ok(());
+        }
+    }
+    if let Some(head) = head {
+        exchange.decide(|| head);
+    }
     let link = Relay {
         exchange,
+        open,
         source: None,
         event: None,
-        side,
     };
     if len > max {
         let head = &body[..body.len().min(HEAD_BYTES)];
@@ -484,7 +658,6 @@ async fn pump_json(
             .oversized(&link, Direction::ToClient, head, len)
             .await;
     }
-    let body = body.freeze();
     let link = Relay {
         source: Some(body.clone()),
         ..link
@@ -498,45 +671,53 @@ async fn pump_json(
 async fn pump_events(
     exchange: &Arc<Exchange>,
     mut response: reqwest::Response,
-    side: bool,
+    open: Option<&Arc<Open>>,
+    resumable: &mut bool,
 ) -> io::Result<()> {
     let mut reader = sse::Reader::new(exchange.route.config.max_message_bytes);
     loop {
-        let chunk = next_chunk(exchange, &mut response).await?;
+        let chunk = next_chunk(&mut response, open).await?;
         match &chunk {
             Some(chunk) => reader.push(chunk),
             None => {
                 if let Some(next) = reader.finish() {
-                    relay_event(exchange, next, side).await?;
+                    relay_event(exchange, next, open, resumable).await?;
                 }
                 return Ok(());
             }
         }
         while let Some(next) = reader.next_event() {
-            relay_event(exchange, next, side).await?;
+            relay_event(exchange, next, open, resumable).await?;
         }
     }
 }
 
-async fn relay_event(exchange: &Arc<Exchange>, next: Next, side: bool) -> io::Result<()> {
+async fn relay_event(
+    exchange: &Arc<Exchange>,
+    next: Next,
+    open: Option<&Arc<Open>>,
+    resumable: &mut bool,
+) -> io::Result<()> {
     match next {
         Next::Event(event) => {
+            *resumable |= event.id.as_ref().is_some_and(|id| !id.is_empty());
             let message = event
                 .data
                 .clone()
                 .filter(|data| !data.iter().all(u8::is_ascii_whitespace));
             let Some(data) = message else {
-                // No message (a priming event's empty data, a `retry`): relayed as it came.
-                if side || exchange.mode() != Some(Mode::Sse) {
+                // No message (a priming event's empty data, a `retry`): relayed as it came, on
+                // the client's own stream only.
+                if open.is_none() || exchange.mode() != Some(Mode::Sse) {
                     return Ok(());
                 }
                 return exchange.write(event.raw.clone()).await;
             };
             let link = Relay {
                 exchange,
+                open,
                 source: Some(data.clone()),
                 event: Some(&event),
-                side,
             };
             exchange
                 .boundary
@@ -544,6 +725,7 @@ async fn relay_event(exchange: &Arc<Exchange>, next: Next, side: bool) -> io::Re
                 .await
         }
         Next::Oversized { id, head, len } => {
+            *resumable |= id.as_ref().is_some_and(|id| !id.is_empty());
             let event = Event {
                 raw: Bytes::new(),
                 id,
@@ -552,9 +734,9 @@ async fn relay_event(exchange: &Arc<Exchange>, next: Next, side: bool) -> io::Re
             };
             let link = Relay {
                 exchange,
+                open,
                 source: None,
                 event: Some(&event),
-                side,
             };
             exchange
                 .boundary
@@ -564,8 +746,12 @@ async fn relay_event(exchange: &Arc<Exchange>, next: Next, side: bool) -> io::Re
     }
 }
 
-async fn pump_raw(exchange: &Arc<Exchange>, mut response: reqwest::Response) -> io::Result<()> {
-    while let Some(chunk) = next_chunk(exchange, &mut response).await? {
+async fn pump_raw(
+    exchange: &Arc<Exchange>,
+    mut response: reqwest::Response,
+    open: Option<&Arc<Open>>,
+) -> io::Result<()> {
+    while let Some(chunk) = next_chunk(&mut response, open).await? {
         exchange.write(chunk).await?;
     }
     Ok(())

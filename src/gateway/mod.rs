@@ -24,7 +24,9 @@ use crate::core::metrics::Transport;
 use crate::mcp::{Boundary, BoundaryConfig, Shared};
 use crate::net::admin;
 use crate::net::listen::{ConnectionLimits, Connections};
+use crate::net::tls::{Tls, TlsFiles};
 use crate::net::Protocols;
+use crate::ops::reload;
 use sessions::Sessions;
 use std::collections::HashMap;
 use std::future::Future;
@@ -38,8 +40,10 @@ use upstream::Upstream;
 /// Everything `schemagate gateway` needs, built from its flags.
 #[derive(Debug)]
 pub struct GatewayConfig {
-    /// The core: policy, limits, no shared registry, no tokens.
+    /// The core: policy, limits, tokens, no shared registry.
     pub gate: GateConfig,
+    /// TLS for the listener, if any.
+    pub tls: Option<TlsFiles>,
     /// The rules of every session; `server` is each route's name.
     pub boundary: BoundaryConfig,
     pub routes: Vec<Route>,
@@ -79,11 +83,11 @@ pub(crate) struct RouteState {
 }
 
 impl Gateway {
-    /// The rules of a new session on `route`.
-    fn boundary(&self, route: &RouteState) -> Arc<Boundary> {
+    /// The rules of a new session on `route`, for `caller`.
+    fn boundary(&self, route: &RouteState, caller: &Arc<Caller>) -> Arc<Boundary> {
         Arc::new(Boundary::sharing(
             Arc::clone(&self.gate),
-            Caller::open(),
+            Arc::clone(caller),
             route.config.clone(),
             Arc::clone(&route.shared),
         ))
@@ -101,10 +105,24 @@ pub async fn run(
         !config.routes.is_empty(),
         "no route: give at least one --route NAME=URL"
     );
+    // Certificates are read before anything starts, so a bad pair stops start-up.
+    let tls = config.tls.map(Tls::load).transpose()?;
     let gate = Gate::new(config.gate)?;
     let token = CancellationToken::new();
     let _stop = token.clone().drop_guard();
     gate.watch_files(config.poll_secs, true, &token);
+    if let Some(tls) = &tls {
+        let watched = Arc::clone(tls);
+        let path = tls.cert_path().to_path_buf();
+        reload::watch(
+            "tls",
+            path,
+            config.poll_secs,
+            true,
+            token.clone(),
+            move || watched.reload(),
+        );
+    }
     if let Some(addr) = config.metrics_listen {
         admin::serve(
             addr,
@@ -163,7 +181,7 @@ pub async fn run(
         service::router(gateway),
         Protocols::Http1AndHttp2,
         Transport::Gateway,
-        None,
+        tls,
         token.clone(),
     );
     tokio::pin!(served);

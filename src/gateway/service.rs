@@ -2,9 +2,12 @@
 //! the session), `/healthz`; anything else is 404, another method on a route 405. A body that is
 //! not one JSON-RPC message is refused here with a JSON-RPC error, before the rules see it.
 
-use super::exchange::{Answer, Exchange, Head, MCP_SESSION_ID};
+use super::exchange::{Answer, ClientRequest, Exchange, Head, MCP_SESSION_ID};
 use super::Gateway;
+use crate::core::auth::{Caller, PeerNames, Scope};
 use crate::core::domain::ProtocolVersion;
+use crate::core::error::{CheckError, ErrorClass, Unauthenticated};
+use crate::core::metrics::Transport;
 use crate::mcp::{self, Framing};
 use axum::body::{Body, Bytes};
 use axum::extract::{Path, Request, State};
@@ -62,18 +65,69 @@ fn unknown_route(gateway: &Gateway, name: &str) -> Response {
     refusal(StatusCode::NOT_FOUND, None, mcp::INVALID_REQUEST, &message)
 }
 
-/// The session the request names (held here, or made for it), or a new one.
-fn session(
+/// Who sends a request to `route`: the token in `Proxy-Authorization` (`Authorization` is the
+/// upstream's) or the client certificate's name, with the `check` scope and `route` among the
+/// servers it may name; anyone when no tokens are configured.
+fn caller(
     gateway: &Gateway,
     route: &super::RouteState,
     headers: &HeaderMap,
-) -> Arc<crate::mcp::Boundary> {
-    let boundary = match headers.get(MCP_SESSION_ID).and_then(|v| v.to_str().ok()) {
-        Some(id) => gateway
-            .sessions
-            .get_or_insert(route.index, id, || gateway.boundary(route)),
-        None => gateway.boundary(route),
+    peer: Option<&PeerNames>,
+) -> Result<Arc<Caller>, CheckError> {
+    let credentials = headers
+        .get(header::PROXY_AUTHORIZATION)
+        .map(|v| v.as_bytes());
+    let caller = gateway
+        .gate
+        .auth()
+        .authenticate(credentials, peer, Scope::Check)?;
+    caller.may_name(Some(&route.route.name))?;
+    Ok(caller)
+}
+
+/// A request refused for its credentials: 407 (with `Proxy-Authenticate`) without a known one,
+/// 403 for a token that may not use the route; counted.
+fn auth_refusal(gateway: &Gateway, error: CheckError) -> Response {
+    gateway
+        .gate
+        .instrument()
+        .refused(Transport::Gateway, &error);
+    let (status, message) = match &error {
+        CheckError::Unauthenticated(Unauthenticated::Missing) => (
+            StatusCode::PROXY_AUTHENTICATION_REQUIRED,
+            "schemagate gateway: no credentials: send `Proxy-Authorization: Bearer TOKEN` (`Authorization` goes to the upstream MCP server unchanged), or a client certificate where --tls-client-ca is set".to_owned(),
+        ),
+        CheckError::Unauthenticated(Unauthenticated::Unknown) => (
+            StatusCode::PROXY_AUTHENTICATION_REQUIRED,
+            "schemagate gateway: the token in Proxy-Authorization (or the client certificate's name) is not one schemagate knows (it may have been revoked): ask the operator for a token".to_owned(),
+        ),
+        other if other.class() == ErrorClass::Forbidden => {
+            (StatusCode::FORBIDDEN, format!("schemagate gateway: {other}"))
+        }
+        other => (StatusCode::FORBIDDEN, format!("schemagate gateway: {other}")),
     };
+    let mut response = refusal(status, None, mcp::INVALID_REQUEST, &message);
+    if status == StatusCode::PROXY_AUTHENTICATION_REQUIRED {
+        response.headers_mut().insert(
+            header::PROXY_AUTHENTICATE,
+            HeaderValue::from_static("Bearer realm=\"schemagate\""),
+        );
+    }
+    response
+}
+
+/// The session the request names, held here for the same caller; or a new one, and whether it
+/// is for a session named but not held here (held once the upstream answers it).
+fn session(
+    gateway: &Gateway,
+    route: &super::RouteState,
+    caller: &Arc<Caller>,
+    headers: &HeaderMap,
+) -> (Arc<crate::mcp::Boundary>, bool) {
+    let named = headers.get(MCP_SESSION_ID).and_then(|v| v.to_str().ok());
+    let held = named.and_then(|id| gateway.sessions.get(route.index, caller.name(), id));
+    let adopt = named.is_some() && held.is_none();
+    let boundary = held.unwrap_or_else(|| gateway.boundary(route, caller));
     if let Some(version) = headers
         .get(PROTOCOL_VERSION)
         .and_then(|v| v.to_str().ok())
@@ -81,7 +135,7 @@ fn session(
     {
         boundary.assume_protocol(version);
     }
-    boundary
+    (boundary, adopt)
 }
 
 async fn post_message(
@@ -93,6 +147,10 @@ async fn post_message(
         return unknown_route(&gateway, &name);
     };
     let (parts, body) = request.into_parts();
+    let caller = match caller(&gateway, &route, &parts.headers, parts.extensions.get()) {
+        Ok(caller) => caller,
+        Err(e) => return auth_refusal(&gateway, e),
+    };
     let limit = gateway.max_message_bytes;
     let read =
         tokio::time::timeout(gateway.body_read_timeout, axum::body::to_bytes(body, limit)).await;
@@ -122,8 +180,9 @@ async fn post_message(
             );
         }
     };
-    match mcp::framing(&message) {
-        Framing::Request { .. } | Framing::Other => {}
+    let expects_answer = match mcp::framing(&message) {
+        Framing::Request { .. } => true,
+        Framing::Other => false,
         Framing::Batch => {
             return refusal(
                 StatusCode::BAD_REQUEST,
@@ -140,44 +199,63 @@ async fn post_message(
                 "schemagate gateway: the body is not a JSON-RPC message; POST one JSON-RPC request, notification or answer as JSON",
             )
         }
-    }
-    let boundary = session(&gateway, &route, &parts.headers);
-    let (exchange, answer) = Exchange::new(gateway, route, boundary, &parts.headers, message);
-    exchange.post();
+    };
+    let (boundary, adopt) = session(&gateway, &route, &caller, &parts.headers);
+    let request = ClientRequest {
+        method: Method::POST,
+        headers: &parts.headers,
+        message,
+        expects_answer,
+        caller: caller.name(),
+        adopt,
+    };
+    let (exchange, answer) = Exchange::new(gateway, route, boundary, request);
+    exchange.start();
     respond(answer).await
 }
 
 async fn open_stream(
     State(gateway): State<Arc<Gateway>>,
     Path(name): Path<String>,
-    headers: HeaderMap,
+    request: Request,
 ) -> Response {
-    relay_bodyless(gateway, &name, &headers, Method::GET).await
+    relay_bodyless(gateway, &name, request, Method::GET).await
 }
 
 async fn end_session(
     State(gateway): State<Arc<Gateway>>,
     Path(name): Path<String>,
-    headers: HeaderMap,
+    request: Request,
 ) -> Response {
-    relay_bodyless(gateway, &name, &headers, Method::DELETE).await
+    relay_bodyless(gateway, &name, request, Method::DELETE).await
 }
 
 async fn relay_bodyless(
     gateway: Arc<Gateway>,
     name: &str,
-    headers: &HeaderMap,
+    request: Request,
     method: Method,
 ) -> Response {
     let Some(route) = gateway.routes.get(name).cloned() else {
         return unknown_route(&gateway, name);
     };
-    let boundary = session(&gateway, &route, headers);
-    let (exchange, answer) = Exchange::new(gateway, route, boundary, headers, Bytes::new());
-    if method == Method::DELETE {
-        exchange.ended();
-    }
-    exchange.open(method);
+    let (parts, _) = request.into_parts();
+    let headers = &parts.headers;
+    let caller = match caller(&gateway, &route, headers, parts.extensions.get()) {
+        Ok(caller) => caller,
+        Err(e) => return auth_refusal(&gateway, e),
+    };
+    let (boundary, adopt) = session(&gateway, &route, &caller, headers);
+    let request = ClientRequest {
+        method,
+        headers,
+        message: Bytes::new(),
+        expects_answer: false,
+        caller: caller.name(),
+        adopt,
+    };
+    let (exchange, answer) = Exchange::new(gateway, route, boundary, request);
+    exchange.start();
     respond(answer).await
 }
 

@@ -1,5 +1,5 @@
-//! The MCP sessions this replica holds: each the rules of one session ([`Boundary`]), by route
-//! and `Mcp-Session-Id`. Bounded in number, and forgotten after an idle time, so a client that
+//! The MCP sessions this replica holds: each the rules of one session ([`Boundary`]), by route,
+//! caller (a token's session is never another token's) and `Mcp-Session-Id`. Bounded in number, and forgotten after an idle time, so a client that
 //! never says DELETE costs nothing for long.
 
 use crate::mcp::Boundary;
@@ -13,9 +13,12 @@ pub struct SessionLimits {
     pub idle: Duration,
 }
 
-/// Sessions by route (its index) and session id.
+/// What a session is held under: the route (its index), the caller's name, the session id.
+type Key = (usize, Box<str>, Box<str>);
+
+/// Sessions by route, caller and session id.
 pub struct Sessions {
-    held: moka::sync::Cache<(usize, Box<str>), Arc<Boundary>>,
+    held: moka::sync::Cache<Key, Arc<Boundary>>,
 }
 
 impl Sessions {
@@ -28,25 +31,22 @@ impl Sessions {
         }
     }
 
-    /// The session `id` of `route`, or a new one made by `make` (a session this replica never
-    /// saw begin: another replica's, or one that expired here, or an id never issued; the
-    /// upstream decides whether it exists).
-    pub fn get_or_insert(
-        &self,
-        route: usize,
-        id: &str,
-        make: impl FnOnce() -> Arc<Boundary>,
-    ) -> Arc<Boundary> {
-        self.held.get_with((route, id.into()), make)
+    /// The session `id` of `route` and `caller`, if held here. One not held (another replica's,
+    /// one that expired here, an id never issued) is held only once the upstream answers it,
+    /// so ids the upstream does not know never take the place of sessions in use.
+    pub fn get(&self, route: usize, caller: &str, id: &str) -> Option<Arc<Boundary>> {
+        self.held.get(&(route, caller.into(), id.into()))
     }
 
-    /// The upstream issued session `id` for a session begun here.
-    pub fn insert(&self, route: usize, id: &str, boundary: Arc<Boundary>) {
-        self.held.insert((route, id.into()), boundary);
+    /// Session `id` is `caller`'s: the upstream issued it for a session begun here, or
+    /// answered it for one held elsewhere until now.
+    pub fn insert(&self, route: usize, caller: &str, id: &str, boundary: Arc<Boundary>) {
+        self.held
+            .insert((route, caller.into(), id.into()), boundary);
     }
 
     /// Session `id` ended (DELETE) or the upstream no longer knows it.
-    pub fn remove(&self, route: usize, id: &str) {
-        self.held.invalidate(&(route, id.into()));
+    pub fn remove(&self, route: usize, caller: &str, id: &str) {
+        self.held.invalidate(&(route, caller.into(), id.into()));
     }
 }

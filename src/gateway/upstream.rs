@@ -31,13 +31,15 @@ pub enum Failure {
     Unreachable(String),
     /// Its answer did not begin within the timeout.
     TimedOut(Duration),
+    /// Its answer cannot be relayed as one (why).
+    BadAnswer(String),
 }
 
 impl Failure {
     /// The HTTP status the client gets for it.
     pub fn status(&self) -> http::StatusCode {
         match self {
-            Failure::Unreachable(_) => http::StatusCode::BAD_GATEWAY,
+            Failure::Unreachable(_) | Failure::BadAnswer(_) => http::StatusCode::BAD_GATEWAY,
             Failure::TimedOut(_) => http::StatusCode::GATEWAY_TIMEOUT,
         }
     }
@@ -52,6 +54,7 @@ impl std::fmt::Display for Failure {
                 "did not begin its answer within {} s (--upstream-timeout-secs)",
                 after.as_secs_f64()
             ),
+            Failure::BadAnswer(why) => f.write_str(why),
         }
     }
 }

@@ -307,8 +307,15 @@ impl Boundary {
         // A request goes back to its sender; an answer on to the side that awaits it.
         let to_client = (direction == Direction::ToServer) == head.has_method;
         if to_client {
-            if let Some(Pending::ToolsCall { call, .. }) = self.session.answered(id.get()) {
-                self.session.concluded(&call.tool, true);
+            match self.session.answered(id.get()) {
+                Some(Pending::ToolsCall { call, .. }) => self.session.concluded(&call.tool, true),
+                // The answer to the boundary's own listing: no client awaits it, and calls
+                // waiting for the contract go on.
+                Some(Pending::ToolsList(ListPage { ours: true, .. })) => {
+                    self.session.listing_ended(false, true);
+                    return Ok(());
+                }
+                _ => {}
             }
             link.send(Direction::ToClient, Outgoing::Own(&answer)).await
         } else {

@@ -13,6 +13,9 @@ use tokio::sync::watch;
 
 /// Most tools whose run of rejections is followed, and most tools marked unenforceable.
 const MAX_TRACKED_TOOLS: usize = 10_000;
+/// After a listing the boundary asked for failed, how long calls go on with the contract at
+/// hand before the boundary asks again.
+const LISTING_RETRY_AFTER: Duration = Duration::from_secs(10);
 
 /// A followed `tools/call`: what its result is judged as.
 #[derive(Debug, Clone, PartialEq)]
@@ -94,6 +97,8 @@ struct Contract {
     asked: bool,
     /// Its answer (all its pages) has not come yet.
     listing: bool,
+    /// When the boundary's last listing ended without a complete contract.
+    failed_at: Option<Instant>,
 }
 
 #[derive(Debug, Default)]
@@ -313,9 +318,13 @@ impl Session {
             let mut contract = self.contract.state();
             if complete {
                 contract.current = true;
+                contract.failed_at = None;
             }
             if ours {
                 contract.listing = false;
+                if !complete {
+                    contract.failed_at = Some(Instant::now());
+                }
             }
         }
         self.contract.listed.send_modify(|n| *n += 1);
@@ -328,7 +337,12 @@ impl Session {
             Listing::Current
         } else if contract.listing {
             Listing::Wait
-        } else if contract.asked {
+        } else if contract.asked
+            && contract
+                .failed_at
+                .is_none_or(|at| at.elapsed() < LISTING_RETRY_AFTER)
+        {
+            // Asked and not had: go on with what is registered, and ask again a while later.
             Listing::Current
         } else {
             contract.asked = true;

@@ -405,3 +405,128 @@ async fn events_pass_in_order_as_sent_and_delete_ends_the_session() {
     let (status, _, _) = post_in(&gateway.url("crm"), Some("never-issued"), call).await;
     assert_eq!(status, 404);
 }
+
+/// The raw upstream (`--raw --http`), and its URL.
+async fn raw_upstream() -> (Child, String) {
+    let mut command = Command::new(test_server());
+    command
+        .args(["--raw", "--http", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = command.spawn().expect("spawn the raw MCP server");
+    let stdout = child.stdout.take().expect("stdout");
+    let url = BufReader::new(stdout)
+        .lines()
+        .next_line()
+        .await
+        .expect("read")
+        .expect("a line");
+    (child, url)
+}
+
+fn sha(token: &str) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(token.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[tokio::test]
+async fn the_gateways_token_is_its_own_and_the_upstreams_credentials_pass_through() {
+    let (_server, url) = raw_upstream().await;
+    let tokens = format!(
+        "agent:{}:check:crm other:{}:check:billing",
+        sha("agent-secret"),
+        sha("other-secret")
+    );
+    let gateway = Gateway::start(
+        &[format!("crm={url}"), format!("billing={url}")],
+        &["--auth-token", &tokens],
+    )
+    .await;
+    let call = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"headers","arguments":{}}}"#;
+    let send = |proxy_token: Option<&'static str>| {
+        let mut request = reqwest::Client::new()
+            .post(gateway.url("crm"))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("authorization", "Bearer upstream-credential")
+            .body(call);
+        if let Some(token) = proxy_token {
+            request = request.header("proxy-authorization", format!("Bearer {token}"));
+        }
+        request.send()
+    };
+
+    let missing = send(None).await.expect("POST");
+    assert_eq!(missing.status(), 407);
+    assert_eq!(
+        missing
+            .headers()
+            .get("proxy-authenticate")
+            .and_then(|v| v.to_str().ok()),
+        Some("Bearer realm=\"schemagate\"")
+    );
+    assert!(missing
+        .text()
+        .await
+        .expect("body")
+        .contains("Proxy-Authorization"));
+    assert_eq!(send(Some("wrong")).await.expect("POST").status(), 407);
+    let other = send(Some("other-secret")).await.expect("POST");
+    assert_eq!(other.status(), 403, "a token for another route");
+
+    let allowed = send(Some("agent-secret")).await.expect("POST");
+    assert_eq!(allowed.status(), 200);
+    let answer: Value = allowed.json().await.expect("JSON");
+    let seen = &answer["result"]["structuredContent"];
+    assert_eq!(
+        seen["authorization"], "Bearer upstream-credential",
+        "Authorization reaches the upstream unchanged: {answer}"
+    );
+    assert_eq!(
+        seen["proxy_authorization"],
+        Value::Null,
+        "the gateway's own token stops at the gateway"
+    );
+
+    let text = metrics_text(gateway.metrics_port).await;
+    assert_eq!(
+        metric(
+            &text,
+            r#"schemagate_auth_failures_total{transport="gateway",reason="missing"}"#
+        ),
+        1.0
+    );
+}
+
+#[tokio::test]
+async fn a_broken_or_hostile_upstream_gets_no_result_past_the_gateway_unchecked() {
+    let (_server, url) = raw_upstream().await;
+    let gateway = Gateway::start(&[format!("crm={url}")], &[]).await;
+    let call = |tool: &str, id: u32| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{tool}","arguments":{{}}}}}}"#
+        )
+    };
+    // Answers the client could not be given as an answer: 502, with an error for the call.
+    for (id, tool, why) in [
+        (1, "plain", "neither application/json nor text/event-stream"),
+        (2, "compressed", "compressed"),
+        (3, "garbage", "not a JSON-RPC message"),
+    ] {
+        let (status, _, body) = post(&gateway.url("crm"), &call(tool, id)).await;
+        assert_eq!(status, 502, "{tool}: {body}");
+        let answer: Value = serde_json::from_str(&body).expect("JSON");
+        assert_eq!(answer["id"], id, "{tool}");
+        let message = answer["error"]["message"].as_str().unwrap_or("");
+        assert!(message.contains(why), "{tool}: {message}");
+    }
+    // A byte order mark before the answer: read as a client reads it, and judged.
+    let (status, _, body) = post(&gateway.url("crm"), &call("bom", 4)).await;
+    assert_eq!(status, 200);
+    let answer: Value = serde_json::from_str(&body).expect("JSON without the mark");
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    assert!(answer["result"].get("structuredContent").is_none());
+}

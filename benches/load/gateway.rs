@@ -1,0 +1,232 @@
+//! The gateway leg: `tools/call` round trips on Streamable HTTP, straight to an MCP server and
+//! through `schemagate gateway` in front of it, with results of 1 KB and 64 KB (records and their
+//! JSON copy, as tools send them) answered as JSON and as a server-sent event. The server is
+//! examples/mcp_test_server.rs `--raw --http` (every call answered with the same pre-built
+//! result); the client is this process, on keep-alive HTTP/1.1 (reqwest), as an MCP client is.
+//! Latency is one call at a time; the rate is with 64 calls in flight.
+
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const IN_FLIGHT: usize = 64;
+
+fn call(id: u64) -> String {
+    format!(
+        r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"sized","arguments":{{"id":7}}}}}}"#
+    )
+}
+
+/// A child process that prints its URL on its first line of stdout.
+fn spawn_with_url(mut command: Command) -> anyhow::Result<(Child, String)> {
+    use std::io::BufRead;
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| anyhow::anyhow!("stdout"))?;
+    let mut line = String::new();
+    std::io::BufReader::new(stdout).read_line(&mut line)?;
+    Ok((child, line.trim().to_owned()))
+}
+
+struct Figures {
+    p50_us: f64,
+    p99_us: f64,
+    rate: f64,
+    answer: String,
+    /// CPU microseconds per call in the rate phase: this process (the client), the process it
+    /// talks to (the server, or the gateway), and the server behind the gateway.
+    cpu_us: [f64; 3],
+}
+
+async fn ask(client: &reqwest::Client, url: &str, body: String) -> anyhow::Result<String> {
+    let response = client
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .body(body)
+        .send()
+        .await?;
+    anyhow::ensure!(response.status() == 200, "status {}", response.status());
+    Ok(response.text().await?)
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 * p) as usize).min(sorted.len().saturating_sub(1));
+    sorted.get(i).map_or(f64::NAN, |d| d.as_secs_f64() * 1e6)
+}
+
+/// Round trips to `url` one at a time for `seconds / 2`, then 64 in flight for `seconds / 2`;
+/// `pids`: the process answering and the one behind it, if any.
+async fn drive(url: &str, seconds: f64, pids: [Option<u32>; 2]) -> anyhow::Result<Figures> {
+    let client = crate::http_client::builder()
+        .http1_only()
+        .pool_max_idle_per_host(IN_FLIGHT)
+        .build()?;
+    // The first call lets the gateway list the tools and compile the schema.
+    let answer = ask(&client, url, call(1)).await?;
+    let half = Duration::from_secs_f64(seconds / 2.0);
+    let mut times = Vec::new();
+    let start = Instant::now();
+    let mut id = 10;
+    while start.elapsed() < half {
+        let t = Instant::now();
+        ask(&client, url, call(id)).await?;
+        times.push(t.elapsed());
+        id += 1;
+    }
+    times.sort_unstable();
+
+    let cpu = || {
+        [
+            crate::process_cpu(),
+            pids[0].map_or(f64::NAN, |pid| crate::cpu_of(&pid.to_string())),
+            pids[1].map_or(f64::NAN, |pid| crate::cpu_of(&pid.to_string())),
+        ]
+    };
+    let answered = Arc::new(AtomicU64::new(0));
+    let cpu0 = cpu();
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for task in 0..IN_FLIGHT as u64 {
+        let (client, url, answered) = (client.clone(), url.to_owned(), Arc::clone(&answered));
+        tasks.push(tokio::spawn(async move {
+            let mut id = 1_000_000 * (task + 1);
+            while start.elapsed() < half {
+                ask(&client, &url, call(id)).await?;
+                answered.fetch_add(1, Ordering::Relaxed);
+                id += 1;
+            }
+            anyhow::Ok(())
+        }));
+    }
+    for task in tasks {
+        task.await??;
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let cpu1 = cpu();
+    let answered = answered.load(Ordering::Relaxed);
+    let cpu_us = std::array::from_fn(|i| (cpu1[i] - cpu0[i]) / answered.max(1) as f64 * 1e6);
+    Ok(Figures {
+        p50_us: percentile(&times, 0.50),
+        p99_us: percentile(&times, 0.99),
+        rate: answered as f64 / elapsed,
+        answer,
+        cpu_us,
+    })
+}
+
+/// Prints the gateway's figures: direct and through the gateway, for each result size and each
+/// answer form.
+pub(crate) fn gateway_leg(seconds: f64) -> anyhow::Result<()> {
+    let server = crate::mcp_test_server::build()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()?;
+    println!();
+    println!("gateway: tools/call on Streamable HTTP, one call at a time (latency) and {IN_FLIGHT} in flight (rate), {seconds:.0} s per pair");
+    println!(
+        "{:<34} {:>10} {:>10} {:>12} {:>14} {:>14}   CPU us per call: client, gateway, server",
+        "result / answer / path", "p50 us", "p99 us", "calls/s", "added p50 us", "added p99 us"
+    );
+    let mut worst_added_p50_1kb = f64::NAN;
+    let mut worst_ratio_1kb = f64::NAN;
+    for size in [1024usize, 64 * 1024] {
+        for sse in [false, true] {
+            let mut upstream = Command::new(&server);
+            upstream.args([
+                "--raw",
+                "--http",
+                "127.0.0.1:0",
+                "--result-bytes",
+                &size.to_string(),
+            ]);
+            if sse {
+                upstream.arg("--sse");
+            }
+            let (mut upstream, url) = spawn_with_url(upstream)?;
+            let port = std::net::TcpListener::bind("127.0.0.1:0")?
+                .local_addr()?
+                .port();
+            let mut gateway = Command::new(env!("CARGO_BIN_EXE_schemagate"))
+                .args(["gateway", "--log-level", "warn", "--listen"])
+                .arg(format!("127.0.0.1:{port}"))
+                .arg("--route")
+                .arg(format!("bench={url}"))
+                .spawn()?;
+            let through = format!("http://127.0.0.1:{port}/mcp/bench");
+            let figures = runtime.block_on(async {
+                let health = format!("http://127.0.0.1:{port}/healthz");
+                for _ in 0..200 {
+                    if crate::http_client::get(&health).await.is_ok() {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(25)).await;
+                }
+                let d = drive(&url, seconds, [Some(upstream.id()), None]).await?;
+                let g = drive(&through, seconds, [Some(gateway.id()), Some(upstream.id())]).await?;
+                anyhow::Ok((d, g))
+            });
+            let _ = gateway.kill();
+            let _ = gateway.wait();
+            let _ = upstream.kill();
+            let _ = upstream.wait();
+            let (d, g) = figures?;
+            anyhow::ensure!(
+                d.answer == g.answer,
+                "the gateway changed a conforming result:\n direct:  {}\n gateway: {}",
+                d.answer.trim_end(),
+                g.answer.trim_end()
+            );
+            let kb = size / 1024;
+            let form = if sse { "SSE" } else { "JSON" };
+            println!(
+                "{:<34} {:>10.1} {:>10.1} {:>12.0} {:>14} {:>14}   {:.1}, -, {:.1}",
+                format!("{kb} KB {form} direct"),
+                d.p50_us,
+                d.p99_us,
+                d.rate,
+                "",
+                "",
+                d.cpu_us[0],
+                d.cpu_us[1]
+            );
+            let added_p50 = g.p50_us - d.p50_us;
+            println!(
+                "{:<34} {:>10.1} {:>10.1} {:>12.0} {:>14.1} {:>14.1}   {:.1}, {:.1}, {:.1}",
+                format!("{kb} KB {form} through the gateway"),
+                g.p50_us,
+                g.p99_us,
+                g.rate,
+                added_p50,
+                g.p99_us - d.p99_us,
+                g.cpu_us[0],
+                g.cpu_us[1],
+                g.cpu_us[2]
+            );
+            if size == 1024 {
+                let ratio = g.rate / d.rate;
+                worst_added_p50_1kb = worst_added_p50_1kb.max(added_p50);
+                worst_ratio_1kb = worst_ratio_1kb.min(ratio);
+            }
+        }
+    }
+    crate::verdict_line(
+        "the gateway adds < 150 us p50 for 1 KB results (JSON and SSE, the worse)",
+        format!("{worst_added_p50_1kb:.1} us"),
+        worst_added_p50_1kb < 150.0,
+    );
+    crate::verdict_line(
+        "the gateway relays 1 KB results at >= 0.6x the direct rate (the worse)",
+        format!("{worst_ratio_1kb:.2}x"),
+        worst_ratio_1kb >= 0.6,
+    );
+    Ok(())
+}
