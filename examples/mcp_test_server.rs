@@ -17,8 +17,9 @@
 //! stdout), for `schemagate gateway`; with `--json`, answers that need no stream come as
 //! `application/json` rather than as server-sent events.
 //!
-//! `--raw --http ADDR [--sse] [--result-bytes N]` is the gateway benchmark's upstream: every
-//! `tools/call` answered with the same pre-built result, as JSON or as one server-sent event.
+//! `--raw --http ADDR [--sse] [--result-bytes N] [--list-once]` is the gateway benchmark's
+//! upstream: every `tools/call` answered with the same pre-built result, as JSON or as one
+//! server-sent event (with `--list-once`, only the first `tools/list` is answered).
 //!
 //! `--raw` makes it a plain JSON-RPC server that writes exact bytes, for what an SDK server would
 //! not send: integers past 2^53, a result that breaks its schema in ways the SDK would refuse to
@@ -506,13 +507,19 @@ fn serve_raw(result_bytes: usize) -> std::io::Result<()> {
 /// `garbage` and `bom` answer as a broken or hostile server might (text/plain, a
 /// Content-Encoding, a cut-off body, a byte order mark before a result that breaks its schema);
 /// notifications and answers get 202.
-async fn serve_raw_http(addr: &str, result_bytes: usize, sse: bool) -> anyhow::Result<()> {
+async fn serve_raw_http(
+    addr: &str,
+    result_bytes: usize,
+    sse: bool,
+    list_once: bool,
+) -> anyhow::Result<()> {
     use axum::http::{header, StatusCode};
     use axum::response::IntoResponse;
     let sized: Arc<str> = sized_result(result_bytes).into();
     let tools: Arc<str> = r#"{"tools":[{"name":"sized","inputSchema":{"type":"object","properties":{"id":{"type":"integer"}}},"outputSchema":{"type":"object","properties":{"id":{"type":"integer"},"email":{"type":"string","format":"email"},"note":{"type":"string"}},"required":["id","email"]}},{"name":"headers","inputSchema":{"type":"object"},"outputSchema":{"type":"object"}},{"name":"plain","inputSchema":{"type":"object"},"outputSchema":{"type":"object","required":["n"]}},{"name":"compressed","inputSchema":{"type":"object"},"outputSchema":{"type":"object","required":["n"]}},{"name":"garbage","inputSchema":{"type":"object"},"outputSchema":{"type":"object","required":["n"]}},{"name":"bom","inputSchema":{"type":"object"},"outputSchema":{"type":"object","required":["n"]}}]}"#.into();
+    let listed = Arc::new(AtomicBool::new(false));
     let answer = move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
-        let (sized, tools) = (Arc::clone(&sized), Arc::clone(&tools));
+        let (sized, tools, listed) = (Arc::clone(&sized), Arc::clone(&tools), Arc::clone(&listed));
         async move {
             let Ok(request) = serde_json::from_slice::<Value>(&body) else {
                 return StatusCode::BAD_REQUEST.into_response();
@@ -523,6 +530,10 @@ async fn serve_raw_http(addr: &str, result_bytes: usize, sse: bool) -> anyhow::R
             }
             let result = match request["method"].as_str().unwrap_or("") {
                 "initialize" => r#"{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"raw","version":"1"}}"#.to_owned(),
+                "tools/list" if list_once && listed.swap(true, Ordering::SeqCst) => {
+                    let refusal = format!(r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32603,"message":"listed once already"}}}}"#);
+                    return ([(header::CONTENT_TYPE, "application/json")], refusal).into_response();
+                }
                 "tools/list" => tools.to_string(),
                 "tools/call" if request["params"]["name"] == "headers" => {
                     let seen = |name: &str| {
@@ -618,7 +629,14 @@ async fn main() -> anyhow::Result<()> {
             .and_then(|i| args.get(i + 1))
             .and_then(|n| n.parse().ok())
             .unwrap_or(1024);
-        return serve_raw_http(addr, result_bytes, args.iter().any(|a| a == "--sse")).await;
+        let list_once = args.iter().any(|a| a == "--list-once");
+        return serve_raw_http(
+            addr,
+            result_bytes,
+            args.iter().any(|a| a == "--sse"),
+            list_once,
+        )
+        .await;
     }
     if args.iter().any(|a| a == "--raw") {
         let result_bytes = args

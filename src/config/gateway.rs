@@ -24,15 +24,25 @@ pub struct GatewayArgs {
     /// Address clients connect to (`http://ADDR/mcp/NAME`).
     #[arg(long, env = "SCHEMAGATE_GATEWAY_LISTEN", default_value = DEFAULT_GATEWAY_LISTEN)]
     pub listen: SocketAddr,
-    /// An upstream MCP server: NAME=URL (repeat for more). NAME is the path clients use
-    /// (`/mcp/NAME`) and the server's name for the policy, the registry and the metrics; URL its
-    /// Streamable HTTP endpoint.
-    #[arg(long = "route", value_name = "NAME=URL", required = true)]
+    /// An upstream MCP server: NAME=URL (repeat for more, or separate them by spaces in the
+    /// variable). NAME is the path clients use (`/mcp/NAME`) and the server's name for the
+    /// policy, the registry and the metrics; URL its Streamable HTTP endpoint.
+    #[arg(
+        long = "route",
+        env = "SCHEMAGATE_ROUTES",
+        value_name = "NAME=URL",
+        value_delimiter = ' ',
+        required = true
+    )]
     pub routes: Vec<Route>,
     /// Tokens (sent as `Proxy-Authorization: Bearer TOKEN`, scope `check`, server globs
     /// matching the route's name) and TLS for the listener.
     #[command(flatten)]
     pub access: AccessArgs,
+    /// The shared registry: with it, the contracts one replica learns are used by every replica
+    /// that names the same Redis.
+    #[command(flatten)]
+    pub registry: RegistryArgs,
     /// Trust policy file (TOML), as for `serve`. Without it every server is untrusted.
     #[arg(long, env = "SCHEMAGATE_POLICY")]
     pub policy: Option<PathBuf>,
@@ -68,7 +78,11 @@ pub struct GatewayArgs {
     /// Seconds a session is held unused before it is forgotten.
     #[arg(long, env = "SCHEMAGATE_SESSION_IDLE_SECS", default_value_t = DEFAULT_SESSION_IDLE_SECS)]
     pub session_idle_secs: u64,
-    /// Seconds requests in flight get to finish once the gateway is signalled.
+    /// Seconds /readyz fails after SIGTERM before the listener closes, requests still answered:
+    /// time for Kubernetes to take the pod out of its Service.
+    #[arg(long, env = "SCHEMAGATE_DRAIN_DELAY_SECS", default_value_t = DEFAULT_DRAIN_DELAY_SECS)]
+    pub drain_delay_secs: u64,
+    /// Seconds requests in flight get to finish once the listener closes.
     #[arg(long, env = "SCHEMAGATE_SHUTDOWN_GRACE_SECS", default_value_t = DEFAULT_SHUTDOWN_GRACE_SECS)]
     pub shutdown_grace_secs: u64,
     /// The limits a check and its schema are held to, as for `serve`.
@@ -113,7 +127,7 @@ impl GatewayArgs {
                 series_limit: DEFAULT_SERIES_LIMIT,
                 max_registered_tools: DEFAULT_MAX_REGISTERED_TOOLS,
                 max_schema_text_bytes: DEFAULT_MAX_SCHEMA_TEXT_BYTES,
-                registry: None,
+                registry: self.registry.config()?,
                 policy: load_policy(self.policy.as_deref())?,
                 policy_path: self.policy.clone(),
                 worker_threads: self.worker_threads,
@@ -134,6 +148,7 @@ impl GatewayArgs {
                 max_in_flight: self.max_calls_in_flight,
                 contract_wait: Duration::from_millis(self.contract_wait_ms),
                 transport: Transport::Gateway,
+                registered_is_current: self.registry.url.is_some(),
             },
             routes: self.routes.clone(),
             upstream: UpstreamConfig {
@@ -149,6 +164,7 @@ impl GatewayArgs {
             connections: default_connection_limits(),
             metrics_listen: self.metrics_listen,
             poll_secs: self.policy_poll_interval,
+            drain_delay: Duration::from_secs(self.drain_delay_secs),
             shutdown_grace: Duration::from_secs(self.shutdown_grace_secs),
         })
     }

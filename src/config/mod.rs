@@ -5,11 +5,13 @@
 mod access;
 mod gateway;
 mod proxy;
+mod registry;
 mod serve;
 
 pub use access::AccessArgs;
 pub use gateway::GatewayArgs;
 pub use proxy::ProxyArgs;
+pub use registry::RegistryArgs;
 pub use serve::ServeArgs;
 
 use crate::core::policy::Policy;

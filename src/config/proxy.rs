@@ -67,6 +67,7 @@ impl ProxyArgs {
                 max_in_flight: self.max_calls_in_flight,
                 contract_wait: Duration::from_millis(self.contract_wait_ms),
                 transport: Transport::Proxy,
+                registered_is_current: false,
             },
             command: self.command.clone(),
             shutdown_grace: Duration::from_secs(self.shutdown_grace_secs.max(1)),

@@ -3,7 +3,6 @@
 use super::*;
 use crate::core::auth::Auth;
 use crate::core::gate::{GateConfig, QueueLimits};
-use crate::core::registry::redis::{redacted, RedisConfig};
 use crate::core::schema::cache::CacheConfig;
 use crate::net::listen::{connections_from_fd_limit, ConnectionLimits, Http2Limits};
 use crate::serve::ServeConfig;
@@ -68,19 +67,9 @@ pub struct ServeArgs {
     /// are kept by their registration.
     #[arg(long, env = "SCHEMAGATE_MAX_SCHEMA_TEXT_BYTES", default_value_t = DEFAULT_MAX_SCHEMA_TEXT_BYTES)]
     pub max_schema_text_bytes: u64,
-    /// Where registrations and schema texts live: unset, in this process alone; a
-    /// `redis://[user:password@]host[:port][/db]` or `rediss://...` (TLS) URL, in Redis, shared
-    /// by every replica that names it.
-    #[arg(long, env = "SCHEMAGATE_REGISTRY")]
-    pub registry: Option<String>,
-    /// The longest one Redis command or connection may take before it counts as failed (a
-    /// registration is then refused as registry_unavailable).
-    #[arg(long, env = "SCHEMAGATE_REGISTRY_TIMEOUT_MS", default_value_t = DEFAULT_REGISTRY_TIMEOUT_MS)]
-    pub registry_timeout_ms: u64,
-    /// How long Redis keeps the text of a schema first seen inline (registered texts do not
-    /// expire).
-    #[arg(long, env = "SCHEMAGATE_REGISTRY_SCHEMA_TTL_SECS", default_value_t = DEFAULT_REGISTRY_SCHEMA_TTL_SECS)]
-    pub registry_schema_ttl_secs: u64,
+    /// The shared registry.
+    #[command(flatten)]
+    pub registry: RegistryArgs,
     /// Threads for CPU work (compiles, large checks, batches); 0 means one per core.
     #[arg(long, env = "SCHEMAGATE_WORKER_THREADS", default_value_t = 0)]
     pub worker_threads: usize,
@@ -221,7 +210,7 @@ impl ServeArgs {
             series_limit: self.metrics_series_limit,
             max_registered_tools: self.max_registered_tools,
             max_schema_text_bytes: self.max_schema_text_bytes,
-            registry: self.registry_config()?,
+            registry: self.registry.config()?,
             policy,
             policy_path: self.policy.clone(),
             worker_threads: self.worker_threads,
@@ -232,27 +221,6 @@ impl ServeArgs {
             max_receiving_bytes: self.max_receiving_bytes,
             auth,
         })
-    }
-
-    /// The shared registry, when --registry is given.
-    fn registry_config(&self) -> anyhow::Result<Option<RedisConfig>> {
-        let Some(url) = self.registry.as_deref().filter(|u| !u.is_empty()) else {
-            return Ok(None);
-        };
-        anyhow::ensure!(
-            url.starts_with("redis://") || url.starts_with("rediss://"),
-            "--registry {}: expected a redis:// or rediss:// URL (or no --registry, for an in-process registry)",
-            redacted(url)
-        );
-        anyhow::ensure!(
-            self.registry_timeout_ms > 0,
-            "--registry-timeout-ms must be at least 1"
-        );
-        Ok(Some(RedisConfig {
-            url: url.to_owned(),
-            timeout: Duration::from_millis(self.registry_timeout_ms),
-            text_ttl: Duration::from_secs(self.registry_schema_ttl_secs.max(1)),
-        }))
     }
 
     /// The tokens, and whether serving without them is allowed here: with no tokens, only on

@@ -454,6 +454,11 @@ impl Gate {
         self.commit(prepared)
     }
 
+    /// Whether `server` has a contract registered (here, or through the shared registry).
+    pub fn has_contract(&self, server: &str) -> bool {
+        self.registry.has_server(server)
+    }
+
     /// The registered servers the caller may name, by name.
     pub fn servers(&self, caller: &Caller) -> Vec<ServerSummary> {
         self.registry

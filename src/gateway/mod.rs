@@ -40,7 +40,7 @@ use upstream::Upstream;
 /// Everything `schemagate gateway` needs, built from its flags.
 #[derive(Debug)]
 pub struct GatewayConfig {
-    /// The core: policy, limits, tokens, no shared registry.
+    /// The core: policy, limits, tokens, the shared registry if any.
     pub gate: GateConfig,
     /// TLS for the listener, if any.
     pub tls: Option<TlsFiles>,
@@ -57,6 +57,8 @@ pub struct GatewayConfig {
     pub metrics_listen: Option<SocketAddr>,
     /// How often the policy file is polled for changes (0: only on SIGHUP).
     pub poll_secs: u64,
+    /// How long readiness fails before the listener closes, requests still answered.
+    pub drain_delay: Duration,
     /// How long requests in flight get to finish once the listener closes.
     pub shutdown_grace: Duration,
 }
@@ -94,8 +96,9 @@ impl Gateway {
     }
 }
 
-/// Runs `schemagate gateway` on `listener` until `shutdown`; then stops accepting and lets the
-/// requests in flight finish (for up to the grace period).
+/// Runs `schemagate gateway` on `listener` until `shutdown`; then drains as `serve` does:
+/// readiness fails for the drain delay while requests are still answered, then the listener
+/// closes and the requests in flight finish (for up to the grace period).
 pub async fn run(
     config: GatewayConfig,
     listener: TcpListener,
@@ -110,6 +113,8 @@ pub async fn run(
     let gate = Gate::new(config.gate)?;
     let token = CancellationToken::new();
     let _stop = token.clone().drop_guard();
+    // With a shared registry: follow it; not ready until it has been read in full.
+    gate.start(token.clone());
     gate.watch_files(config.poll_secs, true, &token);
     if let Some(tls) = &tls {
         let watched = Arc::clone(tls);
@@ -170,10 +175,16 @@ pub async fn run(
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "schemagate gateway is serving");
     let connections = Connections::new(config.connections, Arc::clone(gate.metrics()));
-    let stop = token.clone();
+    let (stop, drain_gate, drain_delay) = (token.clone(), Arc::clone(&gate), config.drain_delay);
     tokio::spawn(async move {
         shutdown.await;
-        tracing::info!("shutting down: closing the listener, finishing requests in flight");
+        tracing::info!(
+            delay_secs = drain_delay.as_secs(),
+            "shutting down: not ready; still answering until the drain delay ends"
+        );
+        drain_gate.set_draining();
+        tokio::time::sleep(drain_delay).await;
+        tracing::info!("drain delay over: closing the listener, finishing requests in flight");
         stop.cancel();
     });
     let served = connections.serve(

@@ -1,5 +1,5 @@
 //! The gateway's HTTP routes: `/mcp/{route}` (POST a message, GET the server's stream, DELETE
-//! the session), `/healthz`; anything else is 404, another method on a route 405. A body that is
+//! the session), `/healthz` and `/readyz`; anything else is 404, another method on a route 405. A body that is
 //! not one JSON-RPC message is refused here with a JSON-RPC error, before the rules see it.
 
 use super::exchange::{Answer, ClientRequest, Exchange, Head, MCP_SESSION_ID};
@@ -29,6 +29,7 @@ pub fn router(gateway: Arc<Gateway>) -> Router {
             post(post_message).get(open_stream).delete(end_session),
         )
         .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(ready))
         .fallback(not_found)
         .with_state(gateway)
 }
@@ -45,6 +46,20 @@ fn refusal(status: StatusCode, id: Option<&str>, code: i64, message: &str) -> Re
         body,
     )
         .into_response()
+}
+
+/// Ready once the shared registry (if any) has been read in full: a replica that answers
+/// before it would judge calls without the contracts the others learned.
+async fn ready(State(gateway): State<Arc<Gateway>>) -> Response {
+    if gateway.gate.is_ready() {
+        (StatusCode::OK, "ready\n").into_response()
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: reading the shared registry\n",
+        )
+            .into_response()
+    }
 }
 
 async fn not_found(State(gateway): State<Arc<Gateway>>, request: Request) -> Response {
@@ -180,9 +195,17 @@ async fn post_message(
             );
         }
     };
-    let expects_answer = match mcp::framing(&message) {
+    let framing = mcp::framing(&message);
+    if let Some(mismatch) = header_mismatch(&parts.headers, &framing) {
+        let id = match &framing {
+            Framing::Request { id, .. } => Some(id.as_str()),
+            _ => None,
+        };
+        return refusal(StatusCode::BAD_REQUEST, id, mcp::HEADER_MISMATCH, &mismatch);
+    }
+    let expects_answer = match framing {
         Framing::Request { .. } => true,
-        Framing::Other => false,
+        Framing::Other { .. } => false,
         Framing::Batch => {
             return refusal(
                 StatusCode::BAD_REQUEST,
@@ -257,6 +280,38 @@ async fn relay_bodyless(
     let (exchange, answer) = Exchange::new(gateway, route, boundary, request);
     exchange.start();
     respond(answer).await
+}
+
+/// Where a header that describes the body (2026-07-28: `Mcp-Method`, and `Mcp-Name` for a
+/// `tools/call`) disagrees with it, what the HeaderMismatch error says. The gateway judges the
+/// body; an upstream may route by the headers; the two must name the same call.
+fn header_mismatch(headers: &HeaderMap, framing: &Framing) -> Option<String> {
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .map(|v| String::from_utf8_lossy(v.as_bytes()))
+    };
+    let (method, tool) = match framing {
+        Framing::Request { method, tool, .. } => (Some(method.as_str()), tool.as_deref()),
+        Framing::Other { method } => (method.as_deref(), None),
+        _ => return None,
+    };
+    if let Some(said) = header("mcp-method") {
+        if method != Some(said.as_ref()) {
+            return Some(format!(
+                "schemagate gateway: HeaderMismatch: the Mcp-Method header says {said:?}, the body's method is {:?}; send the same in both",
+                method.unwrap_or("(none)")
+            ));
+        }
+    }
+    if let (Some(said), Some(tool)) = (header("mcp-name"), tool) {
+        if said != tool {
+            return Some(format!(
+                "schemagate gateway: HeaderMismatch: the Mcp-Name header says {said:?}, the body calls tool {tool:?}; send the same in both"
+            ));
+        }
+    }
+    None
 }
 
 /// The client's answer: its head once decided, its body as the exchange writes it.

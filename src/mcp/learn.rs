@@ -24,7 +24,9 @@ impl Boundary {
     ) -> io::Result<()> {
         let mut listings = self.session.watch_listings();
         listings.borrow_and_update();
-        match self.session.listing() {
+        let registered =
+            || self.config.registered_is_current && self.gate.has_contract(&self.config.server);
+        match self.session.listing(registered) {
             Listing::Current => return Ok(()),
             Listing::Wait => {}
             Listing::Ask(id) => {

@@ -30,7 +30,7 @@ use metrics::{MessageMetrics, Relayed};
 /// Where a replaced result carries its verdict: the key in its `_meta`.
 pub use reply::VERDICT_META_KEY;
 /// JSON-RPC error codes a transport answers with itself (see [`error_answer`]).
-pub use reply::{INVALID_REQUEST, PARSE_ERROR, UPSTREAM_FAILED};
+pub use reply::{HEADER_MISMATCH, INVALID_REQUEST, PARSE_ERROR, UPSTREAM_FAILED};
 
 use crate::core::auth::Caller;
 use crate::core::gate::Gate;
@@ -63,6 +63,10 @@ pub struct BoundaryConfig {
     pub contract_wait: Duration,
     /// The transport the session runs on, as the metrics name it.
     pub transport: Transport,
+    /// A contract registered for the server (by another replica, through the shared registry)
+    /// counts as current until the server says its tools changed: the boundary does not list
+    /// them again itself.
+    pub registered_is_current: bool,
 }
 
 /// A message the boundary hands its transport, and what it is.
@@ -328,10 +332,15 @@ impl Boundary {
 /// alone: what a transport needs to know of it before the rules see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Framing {
-    /// A request: `id` its JSON-RPC id, as JSON text; `method` its method.
-    Request { id: String, method: String },
-    /// A notification, or an answer to a request of the server.
-    Other,
+    /// A request: `id` its JSON-RPC id, as JSON text; `method` its method; `tool` the tool a
+    /// `tools/call` names.
+    Request {
+        id: String,
+        method: String,
+        tool: Option<String>,
+    },
+    /// A notification (`method`), or an answer to a request of the server (`None`).
+    Other { method: Option<String> },
     /// A JSON array: a JSON-RPC batch.
     Batch,
     /// Not JSON, or JSON that is not a JSON-RPC message.
@@ -340,12 +349,24 @@ pub enum Framing {
 
 /// Reads `bytes`' envelope (see [`Framing`]).
 pub fn framing(bytes: &[u8]) -> Framing {
+    #[derive(Deserialize)]
+    struct Named<'a> {
+        #[serde(borrow)]
+        name: Cow<'a, str>,
+    }
     match envelope::parse(bytes) {
-        Parsed::One(Message::Request { id, method, .. }) => Framing::Request {
+        Parsed::One(Message::Request { id, method, params }) => Framing::Request {
             id: id.get().to_owned(),
+            tool: (method == "tools/call")
+                .then(|| serde_json::from_str::<Named<'_>>(params?.get()).ok())
+                .flatten()
+                .map(|named| named.name.into_owned()),
             method: method.into_owned(),
         },
-        Parsed::One(_) => Framing::Other,
+        Parsed::One(Message::Notification { method, .. }) => Framing::Other {
+            method: Some(method.into_owned()),
+        },
+        Parsed::One(_) => Framing::Other { method: None },
         Parsed::Batch(_) => Framing::Batch,
         Parsed::NotJsonRpc => Framing::NotJsonRpc,
     }

@@ -23,6 +23,9 @@ pub const WITHHELD: i64 = -32001;
 /// An implementation-defined server error: the upstream server could not be reached, or did not
 /// answer in time (Streamable HTTP).
 pub const UPSTREAM_FAILED: i64 = -32002;
+/// MCP 2026-07-28's HeaderMismatch: a Streamable HTTP header (`Mcp-Method`, `Mcp-Name`) that
+/// disagrees with the message's body.
+pub const HEADER_MISMATCH: i64 = -32020;
 /// JSON-RPC's "Parse error": a message that is not JSON.
 pub const PARSE_ERROR: i64 = -32700;
 

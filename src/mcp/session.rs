@@ -99,6 +99,8 @@ struct Contract {
     listing: bool,
     /// When the boundary's last listing ended without a complete contract.
     failed_at: Option<Instant>,
+    /// The server said its tools changed, since the start.
+    changed: bool,
 }
 
 #[derive(Debug, Default)]
@@ -305,6 +307,7 @@ impl Session {
         let mut contract = self.contract.state();
         contract.current = false;
         contract.asked = false;
+        contract.changed = true;
     }
 
     /// A listing's first page replaces the contract: names marked unenforceable are forgotten.
@@ -330,10 +333,16 @@ impl Session {
         self.contract.listed.send_modify(|n| *n += 1);
     }
 
-    /// Whether to ask for the contract before checking a call.
-    pub fn listing(&self) -> Listing {
+    /// Whether to ask for the contract before checking a call. `registered` says whether a
+    /// contract of the server is registered already (by another replica, through the shared
+    /// registry): when it should count, and nothing since the start says it changed, that
+    /// contract is current.
+    pub fn listing(&self, registered: impl FnOnce() -> bool) -> Listing {
         let mut contract = self.contract.state();
         if contract.current {
+            Listing::Current
+        } else if !contract.asked && !contract.changed && registered() {
+            contract.current = true;
             Listing::Current
         } else if contract.listing {
             Listing::Wait
@@ -445,18 +454,18 @@ mod tests {
     #[test]
     fn the_contract_is_asked_for_once_until_the_tools_change() {
         let session = Session::new(10, Default::default());
-        let Listing::Ask(id) = session.listing() else {
+        let Listing::Ask(id) = session.listing(|| false) else {
             panic!("a session with no contract asks for one")
         };
         assert!(id.starts_with("\"schemagate-"));
-        assert_eq!(session.listing(), Listing::Wait);
+        assert_eq!(session.listing(|| false), Listing::Wait);
         session.listing_ended(false, true);
         // Asked and not had: calls go on with what is registered.
-        assert_eq!(session.listing(), Listing::Current);
+        assert_eq!(session.listing(|| false), Listing::Current);
         session.list_changed();
-        assert!(matches!(session.listing(), Listing::Ask(_)));
+        assert!(matches!(session.listing(|| false), Listing::Ask(_)));
         session.listing_ended(true, true);
-        assert_eq!(session.listing(), Listing::Current);
+        assert_eq!(session.listing(|| false), Listing::Current);
         assert_ne!(session.our_id(), session.our_id());
     }
 }

@@ -454,3 +454,106 @@ fn the_shared_registry_components_wire_redis_and_a_headless_grpc_service() {
     );
     assert_eq!(container["startupProbe"]["httpGet"]["path"], "/healthz");
 }
+
+#[test]
+fn the_gateway_component_runs_the_gateway_on_the_routes_it_lists() {
+    let dir = "k8s/components/gateway";
+    let component = &yaml_docs(&root().join(dir).join("kustomization.yaml"))[0];
+    assert_eq!(component["kind"], "Component");
+    for resource in component["resources"].as_array().expect("resources") {
+        let file = resource.as_str().expect("a file");
+        assert!(root().join(dir).join(file).exists(), "{file}");
+    }
+    let docs = manifests_in(dir);
+    let deployment = kind(&docs, "Deployment");
+    let pod = &deployment["spec"]["template"];
+    let container = &pod["spec"]["containers"][0];
+
+    // The arguments and the routes ConfigMap make a configuration the gateway accepts.
+    let env_file = component["configMapGenerator"][0]["envs"][0]
+        .as_str()
+        .expect("routes env file");
+    let routes = read(&format!("{dir}/{env_file}"));
+    let routes = routes
+        .lines()
+        .find_map(|l| l.strip_prefix("SCHEMAGATE_ROUTES="))
+        .expect("SCHEMAGATE_ROUTES");
+    assert_eq!(
+        container["envFrom"][0]["configMapRef"]["name"],
+        component["configMapGenerator"][0]["name"]
+    );
+    let mut args: Vec<String> = vec!["schemagate".into()];
+    for arg in container["args"].as_array().expect("args") {
+        let arg = arg.as_str().expect("an argument");
+        // The files the pod mounts, from where they come in the repository.
+        let root = root().display().to_string();
+        let arg = arg
+            .replace("/etc/schemagate/", &format!("{root}/deploy/"))
+            .replace("/etc/schemagate-tokens/", &format!("{root}/k8s/"));
+        args.push(arg);
+    }
+    for route in routes.split(' ') {
+        args.push(format!("--route={route}"));
+    }
+    let cli = <schemagate::config::Cli as clap::Parser>::try_parse_from(&args)
+        .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    let schemagate::config::Command::Gateway(gateway) = cli.command else {
+        panic!("the container runs `schemagate gateway`");
+    };
+    let config = gateway
+        .gateway_config()
+        .expect("a configuration the gateway accepts");
+    assert_eq!(config.routes.len(), 2);
+
+    // The probes, the Service, the NetworkPolicy and the ServiceMonitor name the ports the
+    // gateway listens on.
+    let port = |name: &str| {
+        container["ports"]
+            .as_array()
+            .expect("ports")
+            .iter()
+            .find(|p| p["name"] == name)
+            .and_then(|p| p["containerPort"].as_u64())
+            .unwrap_or_else(|| panic!("container port {name}"))
+    };
+    assert_eq!(port("mcp"), u64::from(gateway.listen.port()));
+    assert_eq!(
+        Some(port("metrics")),
+        gateway.metrics_listen.map(|a| u64::from(a.port()))
+    );
+    assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
+    assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/healthz");
+    let service = kind(&docs, "Service");
+    let labels = &pod["metadata"]["labels"];
+    for (label, value) in service["spec"]["selector"].as_object().expect("selector") {
+        assert_eq!(
+            &labels[label], value,
+            "the Service selects the pods by {label}"
+        );
+    }
+    let policy = kind(&docs, "NetworkPolicy");
+    assert_eq!(
+        policy["spec"]["ingress"][0]["ports"][0]["port"].as_u64(),
+        Some(port("mcp"))
+    );
+    assert!(
+        !policy["spec"]["egress"]
+            .as_array()
+            .expect("egress")
+            .is_empty(),
+        "the gateway reaches its upstreams"
+    );
+    assert_eq!(
+        kind(&docs, "ServiceMonitor")["spec"]["endpoints"][0]["port"],
+        "metrics"
+    );
+
+    // The overlay runs two replicas of it beside the base.
+    let overlay = &yaml_docs(&root().join("k8s/overlays/gateway/kustomization.yaml"))[0];
+    assert_eq!(overlay["components"][0], "../../components/gateway");
+    assert_eq!(
+        overlay["replicas"][0]["name"],
+        deployment["metadata"]["name"]
+    );
+    assert_eq!(overlay["replicas"][0]["count"], 2);
+}

@@ -66,7 +66,7 @@ impl Gateway {
             command.args(["--route", route]);
         }
         let child = command.spawn().expect("spawn schemagate gateway");
-        let health = format!("http://127.0.0.1:{port}/healthz");
+        let health = format!("http://127.0.0.1:{port}/readyz");
         for _ in 0..200 {
             if let Ok(response) = crate::http_client::get(&health).await {
                 if response.status() == 200 {
@@ -79,7 +79,7 @@ impl Gateway {
             }
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
-        panic!("schemagate gateway did not answer /healthz within 5 s");
+        panic!("schemagate gateway was not ready within 5 s");
     }
 
     fn url(&self, route: &str) -> String {
@@ -408,9 +408,15 @@ async fn events_pass_in_order_as_sent_and_delete_ends_the_session() {
 
 /// The raw upstream (`--raw --http`), and its URL.
 async fn raw_upstream() -> (Child, String) {
+    raw_upstream_with(&[]).await
+}
+
+/// The raw upstream with `flags`, and its URL.
+async fn raw_upstream_with(flags: &[&str]) -> (Child, String) {
     let mut command = Command::new(test_server());
     command
         .args(["--raw", "--http", "127.0.0.1:0"])
+        .args(flags)
         .stdout(Stdio::piped())
         .kill_on_drop(true);
     let mut child = command.spawn().expect("spawn the raw MCP server");
@@ -529,4 +535,72 @@ async fn a_broken_or_hostile_upstream_gets_no_result_past_the_gateway_unchecked(
     let answer: Value = serde_json::from_str(&body).expect("JSON without the mark");
     assert_eq!(answer["result"]["isError"], true, "{answer}");
     assert!(answer["result"].get("structuredContent").is_none());
+}
+
+#[tokio::test]
+async fn replicas_on_one_redis_judge_calls_by_the_contract_one_of_them_learned() {
+    let Some(redis) = crate::registry::start_redis() else {
+        return;
+    };
+    // The upstream answers tools/list once: a replica that had to list again could not.
+    let (_server, url) = raw_upstream_with(&["--list-once"]).await;
+    let route = format!("crm={url}");
+    let registry = redis.url();
+    let flags = ["--registry", registry.as_str()];
+    let call = |id: u32| {
+        format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"bom","arguments":{{}}}}}}"#
+        )
+    };
+    let outcome = |body: &str| -> Value {
+        let answer: Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"));
+        answer["result"]["_meta"]["dev.schemagate/verdict"]["outcome"].clone()
+    };
+
+    let a = Gateway::start(std::slice::from_ref(&route), &flags).await;
+    let (status, _, body) = post(&a.url("crm"), &call(1)).await;
+    assert_eq!(status, 200);
+    assert_eq!(outcome(&body), "invalid", "A listed and judged: {body}");
+
+    // B starts after A registered the contract in Redis, and is ready once it has read it.
+    let b = Gateway::start(&[route], &flags).await;
+    let (status, _, body) = post(&b.url("crm"), &call(2)).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        outcome(&body),
+        "invalid",
+        "B judged by the contract A learned, without listing: {body}"
+    );
+}
+
+#[tokio::test]
+async fn a_header_that_disagrees_with_the_body_is_a_header_mismatch() {
+    let (_server, url) = raw_upstream().await;
+    let gateway = Gateway::start(&[format!("crm={url}")], &[]).await;
+    let call = r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"sized","arguments":{"id":7}}}"#;
+    let send = |method: &'static str, name: &'static str| {
+        reqwest::Client::new()
+            .post(gateway.url("crm"))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", method)
+            .header("mcp-name", name)
+            .body(call)
+            .send()
+    };
+    for (method, name, said) in [
+        ("tools/call", "delete_everything", "Mcp-Name"),
+        ("tools/list", "sized", "Mcp-Method"),
+    ] {
+        let response = send(method, name).await.expect("POST");
+        assert_eq!(response.status(), 400, "{said}");
+        let answer: Value = response.json().await.expect("JSON");
+        assert_eq!(answer["id"], 9);
+        assert_eq!(answer["error"]["code"], -32020);
+        let message = answer["error"]["message"].as_str().unwrap_or("");
+        assert!(message.contains(said), "{message}");
+    }
+    let agreed = send("tools/call", "sized").await.expect("POST");
+    assert_eq!(agreed.status(), 200, "headers that agree pass");
 }

@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use std::time::{Duration, Instant};
 
 /// A started Redis, or `None` (the test then skips) when redis-server is not installed.
-fn start_redis() -> Option<RedisServer> {
+pub(crate) fn start_redis() -> Option<RedisServer> {
     if !redis_server::installed() {
         if std::env::var("SCHEMAGATE_REQUIRE_REDIS").as_deref() == Ok("1") {
             panic!("SCHEMAGATE_REQUIRE_REDIS=1 but no redis-server on PATH (apt-get install redis-server)");

@@ -489,6 +489,11 @@ impl Registry {
         Ok(registration)
     }
 
+    /// Whether `server` has a contract registered.
+    pub fn has_server(&self, server: &str) -> bool {
+        self.load().server(server).is_some()
+    }
+
     /// Every registered server that `shown` admits, by name.
     pub fn summaries(&self, shown: impl Fn(&str) -> bool) -> Vec<ServerSummary> {
         let servers = self.load();
