@@ -17,9 +17,11 @@
 //! stdout), for `schemagate gateway`; with `--json`, answers that need no stream come as
 //! `application/json` rather than as server-sent events.
 //!
-//! `--raw --http ADDR [--sse] [--result-bytes N] [--list-once]` is the gateway benchmark's
-//! upstream: every `tools/call` answered with the same pre-built result, as JSON or as one
-//! server-sent event (with `--list-once`, only the first `tools/list` is answered).
+//! `--raw --http ADDR [--sse] [--result-bytes N] [--list-once] [--require-auth]` is the gateway
+//! benchmark's upstream: every `tools/call` answered with the same pre-built result, as JSON or
+//! as one server-sent event (with `--list-once`, only the first `tools/list` is answered; with
+//! `--require-auth`, a POST without `Authorization` gets an OAuth challenge, and the
+//! protected-resource metadata is served).
 //!
 //! `--raw` makes it a plain JSON-RPC server that writes exact bytes, for what an SDK server would
 //! not send: integers past 2^53, a result that breaks its schema in ways the SDK would refuse to
@@ -507,20 +509,46 @@ fn serve_raw(result_bytes: usize) -> std::io::Result<()> {
 /// `garbage` and `bom` answer as a broken or hostile server might (text/plain, a
 /// Content-Encoding, a cut-off body, a byte order mark before a result that breaks its schema);
 /// notifications and answers get 202.
-async fn serve_raw_http(
-    addr: &str,
+/// How the raw server on Streamable HTTP answers.
+#[derive(Clone, Copy)]
+struct RawHttp {
     result_bytes: usize,
     sse: bool,
+    /// Only the first `tools/list` is answered.
     list_once: bool,
-) -> anyhow::Result<()> {
+    /// A POST without `Authorization` gets 401 with a `resource_metadata` challenge, and the
+    /// protected-resource metadata is served at its well-known place.
+    require_auth: bool,
+}
+
+async fn serve_raw_http(addr: &str, options: RawHttp) -> anyhow::Result<()> {
     use axum::http::{header, StatusCode};
     use axum::response::IntoResponse;
+    let RawHttp {
+        result_bytes,
+        sse,
+        list_once,
+        require_auth,
+    } = options;
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let origin = format!("http://{}", listener.local_addr()?);
+    let challenge = format!(
+        r#"Bearer realm="raw", resource_metadata="{origin}/.well-known/oauth-protected-resource/mcp""#
+    );
     let sized: Arc<str> = sized_result(result_bytes).into();
     let tools: Arc<str> = r#"{"tools":[{"name":"sized","inputSchema":{"type":"object","properties":{"id":{"type":"integer"}}},"outputSchema":{"type":"object","properties":{"id":{"type":"integer"},"email":{"type":"string","format":"email"},"note":{"type":"string"}},"required":["id","email"]}},{"name":"headers","inputSchema":{"type":"object"},"outputSchema":{"type":"object"}},{"name":"plain","inputSchema":{"type":"object"},"outputSchema":{"type":"object","required":["n"]}},{"name":"compressed","inputSchema":{"type":"object"},"outputSchema":{"type":"object","required":["n"]}},{"name":"garbage","inputSchema":{"type":"object"},"outputSchema":{"type":"object","required":["n"]}},{"name":"bom","inputSchema":{"type":"object"},"outputSchema":{"type":"object","required":["n"]}}]}"#.into();
     let listed = Arc::new(AtomicBool::new(false));
     let answer = move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
         let (sized, tools, listed) = (Arc::clone(&sized), Arc::clone(&tools), Arc::clone(&listed));
+        let challenge = challenge.clone();
         async move {
+            if require_auth && !headers.contains_key(header::AUTHORIZATION) {
+                return (
+                    StatusCode::UNAUTHORIZED,
+                    [(header::WWW_AUTHENTICATE, challenge)],
+                )
+                    .into_response();
+            }
             let Ok(request) = serde_json::from_slice::<Value>(&body) else {
                 return StatusCode::BAD_REQUEST.into_response();
             };
@@ -586,11 +614,24 @@ async fn serve_raw_http(
             }
         }
     };
-    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let metadata = json!({
+        "resource": format!("{origin}/mcp"),
+        "authorization_servers": ["https://auth.example"],
+        "scopes_supported": ["crm.read"],
+    })
+    .to_string();
     let mut out = std::io::stdout();
-    writeln!(out, "http://{}/mcp", listener.local_addr()?)?;
+    writeln!(out, "{origin}/mcp")?;
     out.flush()?;
-    let router = axum::Router::new().route("/mcp", axum::routing::post(answer));
+    let router = axum::Router::new()
+        .route("/mcp", axum::routing::post(answer))
+        .route(
+            "/.well-known/oauth-protected-resource/mcp",
+            axum::routing::get(move || {
+                let metadata = metadata.clone();
+                async move { ([(header::CONTENT_TYPE, "application/json")], metadata) }
+            }),
+        );
     axum::serve(listener, router).await?;
     Ok(())
 }
@@ -629,14 +670,14 @@ async fn main() -> anyhow::Result<()> {
             .and_then(|i| args.get(i + 1))
             .and_then(|n| n.parse().ok())
             .unwrap_or(1024);
-        let list_once = args.iter().any(|a| a == "--list-once");
-        return serve_raw_http(
-            addr,
+        let flag = |name: &str| args.iter().any(|a| a == name);
+        let options = RawHttp {
             result_bytes,
-            args.iter().any(|a| a == "--sse"),
-            list_once,
-        )
-        .await;
+            sse: flag("--sse"),
+            list_once: flag("--list-once"),
+            require_auth: flag("--require-auth"),
+        };
+        return serve_raw_http(addr, options).await;
     }
     if args.iter().any(|a| a == "--raw") {
         let result_bytes = args

@@ -43,6 +43,11 @@ pub struct GatewayArgs {
     /// that names the same Redis.
     #[command(flatten)]
     pub registry: RegistryArgs,
+    /// The gateway's URL as clients reach it (`https://mcp-gateway.example.com`): the base of the
+    /// OAuth protected-resource metadata it serves for each route. Without it, the scheme it
+    /// serves and the `Host` the client sent.
+    #[arg(long, env = "SCHEMAGATE_PUBLIC_URL")]
+    pub public_url: Option<String>,
     /// Trust policy file (TOML), as for `serve`. Without it every server is untrusted.
     #[arg(long, env = "SCHEMAGATE_POLICY")]
     pub policy: Option<PathBuf>,
@@ -111,6 +116,16 @@ impl GatewayArgs {
             "--upstream-timeout-secs and --upstream-connect-timeout-secs must be at least 1"
         );
         anyhow::ensure!(self.max_sessions > 0, "--max-sessions must be at least 1");
+        if let Some(url) = &self.public_url {
+            let parsed = reqwest::Url::parse(url)
+                .map_err(|e| anyhow::anyhow!("--public-url {url:?} is not a URL: {e}"))?;
+            anyhow::ensure!(
+                matches!(parsed.scheme(), "http" | "https")
+                    && parsed.host_str().is_some()
+                    && parsed.query().is_none(),
+                "--public-url {url:?}: give the http:// or https:// URL clients reach the gateway at"
+            );
+        }
         let body_read_timeout = Duration::from_secs(DEFAULT_BODY_READ_TIMEOUT_SECS);
         Ok(GatewayConfig {
             gate: GateConfig {
@@ -151,6 +166,10 @@ impl GatewayArgs {
                 registered_is_current: self.registry.url.is_some(),
             },
             routes: self.routes.clone(),
+            public_url: self
+                .public_url
+                .as_ref()
+                .map(|u| u.trim_end_matches('/').to_owned()),
             upstream: UpstreamConfig {
                 timeout: Duration::from_secs(self.upstream_timeout_secs),
                 connect_timeout: Duration::from_secs(self.upstream_connect_timeout_secs),

@@ -100,6 +100,8 @@ pub struct Exchange {
     expects_answer: bool,
     /// Who sent the request (the session table's key holds it).
     caller: Box<str>,
+    /// The `Host` the client sent (the base of the gateway's URLs in a rewritten challenge).
+    host: Option<HeaderValue>,
     /// The client's message (a POST's body).
     request: Bytes,
     /// Set with the head, once.
@@ -168,6 +170,7 @@ impl Exchange {
             method: request.method,
             expects_answer: request.expects_answer,
             caller: request.caller.into(),
+            host: client_headers.get(header::HOST).cloned(),
             request: request.message,
             decided: Mutex::new(Decided {
                 head: Some(head_tx),
@@ -443,6 +446,11 @@ impl Exchange {
         let head = open.map(|_| {
             self.follow_session(status, response.headers());
             let mut headers = upstream::to_client(response.headers());
+            if status == StatusCode::UNAUTHORIZED {
+                // The client's OAuth flow reads the route's metadata here, not the upstream's.
+                let base = super::oauth::public_base(&self.gateway, self.host.as_ref());
+                super::oauth::rewrite_challenges(&mut headers, &base, &self.route.route.name);
+            }
             if kind == Mode::Sse {
                 headers.insert(
                     HeaderName::from_static("x-accel-buffering"),

@@ -8,6 +8,7 @@
 //! [`service`].
 
 mod exchange;
+mod oauth;
 mod routes;
 mod service;
 mod sessions;
@@ -47,6 +48,9 @@ pub struct GatewayConfig {
     /// The rules of every session; `server` is each route's name.
     pub boundary: BoundaryConfig,
     pub routes: Vec<Route>,
+    /// The gateway's URL as clients reach it (for OAuth metadata), when the `Host` they send
+    /// does not say it (behind an ingress that terminates TLS, say).
+    pub public_url: Option<String>,
     pub upstream: UpstreamConfig,
     pub sessions: SessionLimits,
     /// Longest wait for a client's message to arrive whole.
@@ -71,6 +75,10 @@ pub(crate) struct Gateway {
     routes: HashMap<String, Arc<RouteState>>,
     /// The route names, sorted (for a 404's message).
     names: String,
+    /// The gateway's URL as clients reach it, when set (`--public-url`).
+    public_url: Option<String>,
+    /// The listener serves TLS.
+    tls: bool,
     max_message_bytes: usize,
     body_read_timeout: Duration,
 }
@@ -170,6 +178,8 @@ pub async fn run(
         body_read_timeout: config.body_read_timeout,
         names,
         routes,
+        public_url: config.public_url,
+        tls: tls.is_some(),
         gate: Arc::clone(&gate),
     });
     let addr = listener.local_addr()?;

@@ -1,5 +1,5 @@
 //! The gateway's HTTP routes: `/mcp/{route}` (POST a message, GET the server's stream, DELETE
-//! the session), `/healthz` and `/readyz`; anything else is 404, another method on a route 405. A body that is
+//! the session), the routes' OAuth metadata, `/healthz` and `/readyz`; anything else is 404, another method on a route 405. A body that is
 //! not one JSON-RPC message is refused here with a JSON-RPC error, before the rules see it.
 
 use super::exchange::{Answer, ClientRequest, Exchange, Head, MCP_SESSION_ID};
@@ -28,6 +28,10 @@ pub fn router(gateway: Arc<Gateway>) -> Router {
             "/mcp/{route}",
             post(post_message).get(open_stream).delete(end_session),
         )
+        .route(
+            "/.well-known/oauth-protected-resource/mcp/{route}",
+            get(resource_metadata),
+        )
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(ready))
         .fallback(not_found)
@@ -37,6 +41,29 @@ pub fn router(gateway: Arc<Gateway>) -> Router {
 /// A JSON-RPC error as a whole answer: `status`, and `message` under `code`.
 fn refusal(status: StatusCode, id: Option<&str>, code: i64, message: &str) -> Response {
     let body = mcp::error_answer(id, code, message);
+    (
+        status,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response()
+}
+
+/// The route's OAuth protected-resource metadata: the upstream's, with `resource` the route's
+/// URL here (see [`super::oauth`]). Public, as the upstream's is: it needs no token.
+async fn resource_metadata(
+    State(gateway): State<Arc<Gateway>>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let Some(route) = gateway.routes.get(&name).cloned() else {
+        return unknown_route(&gateway, &name);
+    };
+    let base = super::oauth::public_base(&gateway, headers.get(header::HOST));
+    let (status, body) = super::oauth::metadata(&gateway, &route, &base).await;
     (
         status,
         [(

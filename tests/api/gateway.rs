@@ -604,3 +604,72 @@ async fn a_header_that_disagrees_with_the_body_is_a_header_mismatch() {
     let agreed = send("tools/call", "sized").await.expect("POST");
     assert_eq!(agreed.status(), 200, "headers that agree pass");
 }
+
+#[tokio::test]
+async fn a_clients_oauth_flow_finds_the_routes_metadata_through_the_gateway() {
+    let (_server, url) = raw_upstream_with(&["--require-auth"]).await;
+    let gateway = Gateway::start(&[format!("crm={url}")], &[]).await;
+    let base = format!("http://127.0.0.1:{}", gateway.port);
+    let call = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"sized","arguments":{"id":7}}}"#;
+    let challenged = reqwest::Client::new()
+        .post(gateway.url("crm"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(call)
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(
+        challenged.status(),
+        401,
+        "the upstream's challenge reaches the client"
+    );
+    let challenge = challenged
+        .headers()
+        .get("www-authenticate")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    let metadata_url = format!("{base}/.well-known/oauth-protected-resource/mcp/crm");
+    assert_eq!(
+        challenge,
+        format!(r#"Bearer realm="raw", resource_metadata="{metadata_url}""#)
+    );
+    let metadata: Value = crate::http_client::get(&metadata_url)
+        .await
+        .expect("GET the metadata")
+        .json()
+        .await
+        .expect("JSON");
+    assert_eq!(
+        metadata["resource"],
+        gateway.url("crm"),
+        "the resource is the URL the client connected to"
+    );
+    assert_eq!(
+        metadata["authorization_servers"],
+        json!(["https://auth.example"])
+    );
+    assert_eq!(metadata["scopes_supported"], json!(["crm.read"]));
+
+    // With the upstream's token, the call goes through and is checked.
+    let (status, _, body) = {
+        let response = reqwest::Client::new()
+            .post(gateway.url("crm"))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("authorization", "Bearer from-the-authorization-server")
+            .body(call)
+            .send()
+            .await
+            .expect("POST");
+        (
+            response.status().as_u16(),
+            (),
+            response.text().await.expect("body"),
+        )
+    };
+    assert_eq!(status, 200, "{body}");
+    let answer: Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(answer["result"]["structuredContent"]["id"], 7);
+}
