@@ -32,9 +32,15 @@ pub struct GatewayArgs {
         env = "SCHEMAGATE_ROUTES",
         value_name = "NAME=URL",
         value_delimiter = ' ',
-        required = true
+        required_unless_present = "routes_file"
     )]
     pub routes: Vec<Route>,
+    /// A routes file (TOML: `[routes]` with `NAME = "URL"` lines), beside any --route; re-read
+    /// when its content changes (every --policy-poll-interval seconds) and on SIGHUP. A route
+    /// whose URL is unchanged keeps its sessions; a file that cannot be read keeps the routes in
+    /// force.
+    #[arg(long = "routes", env = "SCHEMAGATE_ROUTES_FILE", value_name = "FILE")]
+    pub routes_file: Option<PathBuf>,
     /// Tokens (sent as `Proxy-Authorization: Bearer TOKEN`, scope `check`, server globs
     /// matching the route's name) and TLS for the listener.
     #[command(flatten)]
@@ -166,6 +172,7 @@ impl GatewayArgs {
                 registered_is_current: self.registry.url.is_some(),
             },
             routes: self.routes.clone(),
+            routes_file: self.routes_file.clone(),
             public_url: self
                 .public_url
                 .as_ref()

@@ -494,7 +494,7 @@ impl Exchange {
     /// replica did not hold and the upstream answered, is held here from now on; one it no longer
     /// knows (404), or one ended by a DELETE it accepted, is forgotten.
     fn follow_session(&self, status: StatusCode, headers: &HeaderMap) {
-        let (route, caller) = (self.route.index, &*self.caller);
+        let (route, caller) = (self.route.route.name.as_str(), &*self.caller);
         let issued = headers.get(MCP_SESSION_ID).and_then(|v| v.to_str().ok());
         let sessions = &self.gateway.sessions;
         match (&self.session, issued) {

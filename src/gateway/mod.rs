@@ -15,7 +15,7 @@ mod sessions;
 pub mod sse;
 mod upstream;
 
-pub use routes::{BadRoute, Route};
+pub use routes::{read_file as read_routes_file, BadRoute, Route};
 pub use sessions::SessionLimits;
 pub use upstream::UpstreamConfig;
 
@@ -28,10 +28,12 @@ use crate::net::listen::{ConnectionLimits, Connections};
 use crate::net::tls::{Tls, TlsFiles};
 use crate::net::Protocols;
 use crate::ops::reload;
+use arc_swap::ArcSwap;
 use sessions::Sessions;
 use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
@@ -47,7 +49,10 @@ pub struct GatewayConfig {
     pub tls: Option<TlsFiles>,
     /// The rules of every session; `server` is each route's name.
     pub boundary: BoundaryConfig,
+    /// The routes given as flags.
     pub routes: Vec<Route>,
+    /// A routes file, read with the flags' routes and reloaded when it changes.
+    pub routes_file: Option<PathBuf>,
     /// The gateway's URL as clients reach it (for OAuth metadata), when the `Host` they send
     /// does not say it (behind an ingress that terminates TLS, say).
     pub public_url: Option<String>,
@@ -72,9 +77,8 @@ pub(crate) struct Gateway {
     gate: Arc<Gate>,
     upstream: Upstream,
     sessions: Sessions,
-    routes: HashMap<String, Arc<RouteState>>,
-    /// The route names, sorted (for a 404's message).
-    names: String,
+    /// The routes in force, swapped whole when the routes file changes.
+    routes: ArcSwap<RouteTable>,
     /// The gateway's URL as clients reach it, when set (`--public-url`).
     public_url: Option<String>,
     /// The listener serves TLS.
@@ -86,10 +90,72 @@ pub(crate) struct Gateway {
 /// One route and what its sessions share.
 pub(crate) struct RouteState {
     route: Route,
-    /// Its place in the configuration (the session table's key).
-    index: usize,
     config: BoundaryConfig,
     shared: Arc<Shared>,
+}
+
+/// The routes in force, by name.
+pub(crate) struct RouteTable {
+    by_name: HashMap<String, Arc<RouteState>>,
+    /// The route names, sorted (for a 404's message).
+    names: String,
+}
+
+impl RouteTable {
+    /// The table of `routes`. A route that is in `previous` with the same URL keeps its state
+    /// (its sessions' shared contract status and counters).
+    fn build(
+        gate: &Gate,
+        boundary: &BoundaryConfig,
+        routes: Vec<Route>,
+        previous: Option<&RouteTable>,
+    ) -> anyhow::Result<RouteTable> {
+        anyhow::ensure!(
+            !routes.is_empty(),
+            "no route: give at least one --route NAME=URL (or a --routes file)"
+        );
+        let mut by_name = HashMap::new();
+        for route in routes {
+            anyhow::ensure!(
+                !by_name.contains_key(&route.name),
+                "route {}: given twice",
+                route.name
+            );
+            let kept = previous
+                .and_then(|p| p.by_name.get(&route.name))
+                .filter(|state| state.route.url == route.url)
+                .cloned();
+            let state = kept.unwrap_or_else(|| {
+                Arc::new(RouteState {
+                    config: BoundaryConfig {
+                        server: route.name.clone(),
+                        transport: Transport::Gateway,
+                        ..boundary.clone()
+                    },
+                    shared: Arc::new(Shared::new(gate, Transport::Gateway)),
+                    route: route.clone(),
+                })
+            });
+            by_name.insert(route.name, state);
+        }
+        let mut names: Vec<&str> = by_name.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        let names = names.join(", ");
+        Ok(RouteTable { by_name, names })
+    }
+
+    fn get(&self, name: &str) -> Option<Arc<RouteState>> {
+        self.by_name.get(name).cloned()
+    }
+}
+
+/// The routes of the flags and of the routes file, if any.
+fn all_routes(flags: &[Route], file: Option<&std::path::Path>) -> anyhow::Result<Vec<Route>> {
+    let mut routes = flags.to_vec();
+    if let Some(path) = file {
+        routes.extend(routes::read_file(path)?);
+    }
+    Ok(routes)
 }
 
 impl Gateway {
@@ -112,10 +178,6 @@ pub async fn run(
     listener: TcpListener,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<()> {
-    anyhow::ensure!(
-        !config.routes.is_empty(),
-        "no route: give at least one --route NAME=URL"
-    );
     // Certificates are read before anything starts, so a bad pair stops start-up.
     let tls = config.tls.map(Tls::load).transpose()?;
     let gate = Gate::new(config.gate)?;
@@ -146,29 +208,13 @@ pub async fn run(
         )
         .await?;
     }
-    let mut routes = HashMap::new();
-    for (index, route) in config.routes.into_iter().enumerate() {
-        let state = RouteState {
-            config: BoundaryConfig {
-                server: route.name.clone(),
-                transport: Transport::Gateway,
-                ..config.boundary.clone()
-            },
-            shared: Arc::new(Shared::new(&gate, Transport::Gateway)),
-            index,
-            route,
-        };
-        anyhow::ensure!(
-            !routes.contains_key(&state.route.name),
-            "--route {}: given twice",
-            state.route.name
-        );
-        routes.insert(state.route.name.clone(), Arc::new(state));
-    }
-    let mut names: Vec<&str> = routes.keys().map(String::as_str).collect();
-    names.sort_unstable();
-    let names = names.join(", ");
-    for route in routes.values() {
+    let table = RouteTable::build(
+        &gate,
+        &config.boundary,
+        all_routes(&config.routes, config.routes_file.as_deref())?,
+        None,
+    )?;
+    for route in table.by_name.values() {
         tracing::info!(route = %route.route.name, upstream = %route.route.url, "route");
     }
     let gateway = Arc::new(Gateway {
@@ -176,12 +222,44 @@ pub async fn run(
         sessions: Sessions::new(config.sessions),
         max_message_bytes: config.boundary.max_message_bytes,
         body_read_timeout: config.body_read_timeout,
-        names,
-        routes,
+        routes: ArcSwap::from_pointee(table),
         public_url: config.public_url,
         tls: tls.is_some(),
         gate: Arc::clone(&gate),
     });
+    if let Some(path) = config.routes_file.clone() {
+        let (watched, flags, boundary) = (
+            Arc::clone(&gateway),
+            config.routes.clone(),
+            config.boundary.clone(),
+        );
+        let file = path.clone();
+        reload::watch(
+            "routes",
+            path,
+            config.poll_secs,
+            true,
+            token.clone(),
+            move || {
+                let previous = watched.routes.load();
+                let table = all_routes(&flags, Some(&file)).and_then(|routes| {
+                    RouteTable::build(&watched.gate, &boundary, routes, Some(&previous))
+                });
+                match table {
+                    Ok(table) => {
+                        tracing::info!(routes = %table.names, "routes reloaded");
+                        watched.routes.store(Arc::new(table));
+                    }
+                    Err(e) => {
+                        tracing::error!(
+                            error = format!("{e:#}"),
+                            "the routes file was not reloaded: the routes in force stay"
+                        );
+                    }
+                }
+            },
+        );
+    }
     let addr = listener.local_addr()?;
     tracing::info!(%addr, "schemagate gateway is serving");
     let connections = Connections::new(config.connections, Arc::clone(gate.metrics()));

@@ -1,7 +1,11 @@
 //! Routes: each names one upstream MCP server (its name is the server's name for the policy, the
-//! registry and the metrics) and the URL of its Streamable HTTP endpoint.
+//! registry and the metrics) and the URL of its Streamable HTTP endpoint; given as flags, or in a
+//! TOML file (`[routes]`, `NAME = "URL"`), which is reloaded when it changes.
 
+use anyhow::Context;
+use std::collections::BTreeMap;
 use std::fmt;
+use std::path::Path;
 use std::str::FromStr;
 
 /// One upstream MCP server, as `--route NAME=URL` gives it.
@@ -58,9 +62,56 @@ impl FromStr for Route {
     }
 }
 
+/// The routes of a routes file: `[routes]` with one `NAME = "URL"` per upstream.
+pub fn read_file(path: &Path) -> anyhow::Result<Vec<Route>> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct RoutesFile {
+        routes: BTreeMap<String, String>,
+    }
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("--routes {}: cannot read it", path.display()))?;
+    let file: RoutesFile = toml::from_str(&text).with_context(|| {
+        format!(
+            "--routes {}: expected [routes] with NAME = \"URL\" lines",
+            path.display()
+        )
+    })?;
+    file.routes
+        .into_iter()
+        .map(|(name, url)| {
+            format!("{name}={url}")
+                .parse::<Route>()
+                .with_context(|| format!("--routes {}", path.display()))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_routes_file_names_each_upstream_once() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let path = dir.path().join("routes.toml");
+        std::fs::write(
+            &path,
+            "[routes]\ncrm = \"http://crm.internal:8000/mcp\"\nbilling = \"https://billing.example/mcp\"\n",
+        )
+        .expect("write");
+        let routes = read_file(&path).expect("routes");
+        let names: Vec<&str> = routes.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["billing", "crm"]);
+        std::fs::write(&path, "[routes]\ncrm = \"ftp://x\"\n").expect("write");
+        let error = format!("{:#}", read_file(&path).expect_err("a bad URL"));
+        assert!(
+            error.contains("routes.toml") && error.contains("crm"),
+            "{error}"
+        );
+        std::fs::write(&path, "crm = \"http://x/mcp\"\n").expect("write");
+        assert!(read_file(&path).is_err(), "routes outside [routes]");
+    }
 
     #[test]
     fn a_route_is_a_name_and_an_http_url() {

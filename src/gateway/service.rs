@@ -59,7 +59,7 @@ async fn resource_metadata(
     Path(name): Path<String>,
     headers: HeaderMap,
 ) -> Response {
-    let Some(route) = gateway.routes.get(&name).cloned() else {
+    let Some(route) = gateway.routes.load().get(&name) else {
         return unknown_route(&gateway, &name);
     };
     let base = super::oauth::public_base(&gateway, headers.get(header::HOST));
@@ -93,7 +93,7 @@ async fn not_found(State(gateway): State<Arc<Gateway>>, request: Request) -> Res
     let message = format!(
         "schemagate gateway: nothing at {}; MCP clients connect to /mcp/NAME, where NAME is one of the routes: {}",
         request.uri().path(),
-        gateway.names
+        gateway.routes.load().names
     );
     refusal(StatusCode::NOT_FOUND, None, mcp::INVALID_REQUEST, &message)
 }
@@ -102,7 +102,7 @@ async fn not_found(State(gateway): State<Arc<Gateway>>, request: Request) -> Res
 fn unknown_route(gateway: &Gateway, name: &str) -> Response {
     let message = format!(
         "schemagate gateway: no route named {name:?}; the routes are: {}",
-        gateway.names
+        gateway.routes.load().names
     );
     refusal(StatusCode::NOT_FOUND, None, mcp::INVALID_REQUEST, &message)
 }
@@ -167,7 +167,7 @@ fn session(
     headers: &HeaderMap,
 ) -> (Arc<crate::mcp::Boundary>, bool) {
     let named = headers.get(MCP_SESSION_ID).and_then(|v| v.to_str().ok());
-    let held = named.and_then(|id| gateway.sessions.get(route.index, caller.name(), id));
+    let held = named.and_then(|id| gateway.sessions.get(&route.route.name, caller.name(), id));
     let adopt = named.is_some() && held.is_none();
     let boundary = held.unwrap_or_else(|| gateway.boundary(route, caller));
     if let Some(version) = headers
@@ -185,7 +185,7 @@ async fn post_message(
     Path(name): Path<String>,
     request: Request,
 ) -> Response {
-    let Some(route) = gateway.routes.get(&name).cloned() else {
+    let Some(route) = gateway.routes.load().get(&name) else {
         return unknown_route(&gateway, &name);
     };
     let (parts, body) = request.into_parts();
@@ -286,7 +286,7 @@ async fn relay_bodyless(
     request: Request,
     method: Method,
 ) -> Response {
-    let Some(route) = gateway.routes.get(name).cloned() else {
+    let Some(route) = gateway.routes.load().get(name) else {
         return unknown_route(&gateway, name);
     };
     let (parts, _) = request.into_parts();

@@ -13,8 +13,8 @@ pub struct SessionLimits {
     pub idle: Duration,
 }
 
-/// What a session is held under: the route (its index), the caller's name, the session id.
-type Key = (usize, Box<str>, Box<str>);
+/// What a session is held under: the route's name, the caller's name, the session id.
+type Key = (Box<str>, Box<str>, Box<str>);
 
 /// Sessions by route, caller and session id.
 pub struct Sessions {
@@ -34,19 +34,20 @@ impl Sessions {
     /// The session `id` of `route` and `caller`, if held here. One not held (another replica's,
     /// one that expired here, an id never issued) is held only once the upstream answers it,
     /// so ids the upstream does not know never take the place of sessions in use.
-    pub fn get(&self, route: usize, caller: &str, id: &str) -> Option<Arc<Boundary>> {
-        self.held.get(&(route, caller.into(), id.into()))
+    pub fn get(&self, route: &str, caller: &str, id: &str) -> Option<Arc<Boundary>> {
+        self.held.get(&(route.into(), caller.into(), id.into()))
     }
 
     /// Session `id` is `caller`'s: the upstream issued it for a session begun here, or
     /// answered it for one held elsewhere until now.
-    pub fn insert(&self, route: usize, caller: &str, id: &str, boundary: Arc<Boundary>) {
+    pub fn insert(&self, route: &str, caller: &str, id: &str, boundary: Arc<Boundary>) {
         self.held
-            .insert((route, caller.into(), id.into()), boundary);
+            .insert((route.into(), caller.into(), id.into()), boundary);
     }
 
     /// Session `id` ended (DELETE) or the upstream no longer knows it.
-    pub fn remove(&self, route: usize, caller: &str, id: &str) {
-        self.held.invalidate(&(route, caller.into(), id.into()));
+    pub fn remove(&self, route: &str, caller: &str, id: &str) {
+        self.held
+            .invalidate(&(route.into(), caller.into(), id.into()));
     }
 }

@@ -673,3 +673,36 @@ async fn a_clients_oauth_flow_finds_the_routes_metadata_through_the_gateway() {
     let answer: Value = serde_json::from_str(&body).expect("JSON");
     assert_eq!(answer["result"]["structuredContent"]["id"], 7);
 }
+
+#[tokio::test]
+async fn routes_from_a_file_change_while_the_gateway_runs() {
+    let (_server, url) = raw_upstream().await;
+    let dir = tempfile::tempdir().expect("a directory");
+    let file = dir.path().join("routes.toml");
+    std::fs::write(&file, format!("[routes]\ncrm = \"{url}\"\n")).expect("write");
+    let path = file.to_str().expect("a UTF-8 path");
+    let gateway = Gateway::start(&[], &["--routes", path, "--policy-poll-interval", "1"]).await;
+    let call = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"sized","arguments":{"id":7}}}"#;
+    assert_eq!(post(&gateway.url("crm"), call).await.0, 200);
+    assert_eq!(post(&gateway.url("billing"), call).await.0, 404);
+
+    // billing added, crm removed: in force within a poll or two.
+    std::fs::write(&file, format!("[routes]\nbilling = \"{url}\"\n")).expect("write");
+    let mut statuses = (0, 0);
+    for _ in 0..40 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        statuses = (
+            post(&gateway.url("billing"), call).await.0,
+            post(&gateway.url("crm"), call).await.0,
+        );
+        if statuses == (200, 404) {
+            break;
+        }
+    }
+    assert_eq!(statuses, (200, 404), "billing serves, crm is gone");
+
+    // A file that cannot be read keeps the routes in force.
+    std::fs::write(&file, "[routes]\nbilling = \"not a url\"\n").expect("write");
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    assert_eq!(post(&gateway.url("billing"), call).await.0, 200);
+}
