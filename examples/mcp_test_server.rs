@@ -508,6 +508,8 @@ fn serve_raw(result_bytes: usize) -> std::io::Result<()> {
 /// server-sent event; `headers` answers with the credentials headers it got; `plain`, `compressed`,
 /// `garbage` and `bom` answer as a broken or hostile server might (text/plain, a
 /// Content-Encoding, a cut-off body, a byte order mark before a result that breaks its schema);
+/// `resumable` answers with a priming event only, and its answer (which breaks its schema) comes
+/// on a GET with `Last-Event-ID: r1`; `initialize` issues session `raw-session`;
 /// notifications and answers get 202.
 /// How the raw server on Streamable HTTP answers.
 #[derive(Clone, Copy)]
@@ -536,10 +538,14 @@ async fn serve_raw_http(addr: &str, options: RawHttp) -> anyhow::Result<()> {
         r#"Bearer realm="raw", resource_metadata="{origin}/.well-known/oauth-protected-resource/mcp""#
     );
     let sized: Arc<str> = sized_result(result_bytes).into();
-    let tools: Arc<str> = r#"{"tools":[{"name":"sized","inputSchema":{"type":"object","properties":{"id":{"type":"integer"}}},"outputSchema":{"type":"object","properties":{"id":{"type":"integer"},"email":{"type":"string","format":"email"},"note":{"type":"string"}},"required":["id","email"]}},{"name":"headers","inputSchema":{"type":"object"},"outputSchema":{"type":"object"}},{"name":"plain","inputSchema":{"type":"object"},"outputSchema":{"type":"object","required":["n"]}},{"name":"compressed","inputSchema":{"type":"object"},"outputSchema":{"type":"object","required":["n"]}},{"name":"garbage","inputSchema":{"type":"object"},"outputSchema":{"type":"object","required":["n"]}},{"name":"bom","inputSchema":{"type":"object"},"outputSchema":{"type":"object","required":["n"]}}]}"#.into();
+    let tools: Arc<str> = r#"{"tools":[{"name":"sized","inputSchema":{"type":"object","properties":{"id":{"type":"integer"}}},"outputSchema":{"type":"object","properties":{"id":{"type":"integer"},"email":{"type":"string","format":"email"},"note":{"type":"string"}},"required":["id","email"]}},{"name":"headers","inputSchema":{"type":"object"},"outputSchema":{"type":"object"}},{"name":"plain","inputSchema":{"type":"object"},"outputSchema":{"type":"object","required":["n"]}},{"name":"compressed","inputSchema":{"type":"object"},"outputSchema":{"type":"object","required":["n"]}},{"name":"garbage","inputSchema":{"type":"object"},"outputSchema":{"type":"object","required":["n"]}},{"name":"bom","inputSchema":{"type":"object"},"outputSchema":{"type":"object","required":["n"]}},{"name":"resumable","inputSchema":{"type":"object"},"outputSchema":{"type":"object","required":["n"]}}]}"#.into();
     let listed = Arc::new(AtomicBool::new(false));
+    // The id of the last `resumable` call: its answer comes only on a stream resumed after it.
+    let resumable: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
+    let awaiting = Arc::clone(&resumable);
     let answer = move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
         let (sized, tools, listed) = (Arc::clone(&sized), Arc::clone(&tools), Arc::clone(&listed));
+        let resumable = Arc::clone(&resumable);
         let challenge = challenge.clone();
         async move {
             if require_auth && !headers.contains_key(header::AUTHORIZATION) {
@@ -557,9 +563,40 @@ async fn serve_raw_http(addr: &str, options: RawHttp) -> anyhow::Result<()> {
                 return StatusCode::ACCEPTED.into_response();
             }
             let result = match request["method"].as_str().unwrap_or("") {
-                "initialize" => r#"{"protocolVersion":"2025-11-25","capabilities":{"tools":{}},"serverInfo":{"name":"raw","version":"1"}}"#.to_owned(),
+                "initialize" => {
+                    let message = format!(
+                        r#"{{"jsonrpc":"2.0","id":{id},"result":{{"protocolVersion":"2025-11-25","capabilities":{{"tools":{{}}}},"serverInfo":{{"name":"raw","version":"1"}}}}}}"#
+                    );
+                    return (
+                        [
+                            (header::CONTENT_TYPE, "application/json"),
+                            (
+                                header::HeaderName::from_static("mcp-session-id"),
+                                "raw-session",
+                            ),
+                        ],
+                        message,
+                    )
+                        .into_response();
+                }
+                // A priming event, then nothing: the answer comes on a stream resumed after it.
+                "tools/call" if request["params"]["name"] == "resumable" => {
+                    use futures_util::StreamExt as _;
+                    *resumable.lock().unwrap_or_else(|e| e.into_inner()) = Some(id);
+                    let events = futures_util::stream::once(async {
+                        Ok::<_, std::convert::Infallible>("id: r1\ndata: \n\n")
+                    })
+                    .chain(futures_util::stream::pending());
+                    return (
+                        [(header::CONTENT_TYPE, "text/event-stream")],
+                        axum::body::Body::from_stream(events),
+                    )
+                        .into_response();
+                }
                 "tools/list" if list_once && listed.swap(true, Ordering::SeqCst) => {
-                    let refusal = format!(r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32603,"message":"listed once already"}}}}"#);
+                    let refusal = format!(
+                        r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32603,"message":"listed once already"}}}}"#
+                    );
                     return ([(header::CONTENT_TYPE, "application/json")], refusal).into_response();
                 }
                 "tools/list" => tools.to_string(),
@@ -582,7 +619,9 @@ async fn serve_raw_http(addr: &str, options: RawHttp) -> anyhow::Result<()> {
                     return ([(header::CONTENT_TYPE, "text/plain")], "done").into_response();
                 }
                 "tools/call" if request["params"]["name"] == "compressed" => {
-                    let message = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[],"structuredContent":{{"m":1}}}}}}"#);
+                    let message = format!(
+                        r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[],"structuredContent":{{"m":1}}}}}}"#
+                    );
                     return (
                         [
                             (header::CONTENT_TYPE, "application/json"),
@@ -593,7 +632,11 @@ async fn serve_raw_http(addr: &str, options: RawHttp) -> anyhow::Result<()> {
                         .into_response();
                 }
                 "tools/call" if request["params"]["name"] == "garbage" => {
-                    return ([(header::CONTENT_TYPE, "application/json")], "{\"jsonrpc\":").into_response();
+                    return (
+                        [(header::CONTENT_TYPE, "application/json")],
+                        "{\"jsonrpc\":",
+                    )
+                        .into_response();
                 }
                 "tools/call" if request["params"]["name"] == "bom" => {
                     let message = format!("\u{feff}{{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{\"content\":[],\"structuredContent\":{{\"m\":1}}}}}}");
@@ -623,8 +666,25 @@ async fn serve_raw_http(addr: &str, options: RawHttp) -> anyhow::Result<()> {
     let mut out = std::io::stdout();
     writeln!(out, "{origin}/mcp")?;
     out.flush()?;
+    // GET with Last-Event-ID r1 resumes the `resumable` call's stream: its answer, whose
+    // structuredContent breaks the tool's outputSchema.
+    let resume = move |headers: axum::http::HeaderMap| {
+        let awaiting = Arc::clone(&awaiting);
+        async move {
+            let after = headers.get("last-event-id").and_then(|v| v.to_str().ok());
+            let id = awaiting.lock().unwrap_or_else(|e| e.into_inner()).take();
+            match (after, id) {
+                (Some("r1"), Some(id)) => (
+                    [(header::CONTENT_TYPE, "text/event-stream")],
+                    format!("id: r2\ndata: {{\"jsonrpc\":\"2.0\",\"id\":{id},\"result\":{{\"content\":[],\"structuredContent\":{{\"m\":1}}}}}}\n\n"),
+                )
+                    .into_response(),
+                _ => StatusCode::METHOD_NOT_ALLOWED.into_response(),
+            }
+        }
+    };
     let router = axum::Router::new()
-        .route("/mcp", axum::routing::post(answer))
+        .route("/mcp", axum::routing::post(answer).get(resume))
         .route(
             "/.well-known/oauth-protected-resource/mcp",
             axum::routing::get(move || {

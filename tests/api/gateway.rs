@@ -706,3 +706,105 @@ async fn routes_from_a_file_change_while_the_gateway_runs() {
     tokio::time::sleep(Duration::from_millis(2500)).await;
     assert_eq!(post(&gateway.url("billing"), call).await.0, 200);
 }
+
+/// The events read so far in `stream` (whole ones): each one's `id` and data.
+fn events(stream: &str) -> Vec<(Option<String>, String)> {
+    let mut whole = stream.split("\n\n").collect::<Vec<_>>();
+    whole.pop(); // what follows the last blank line is not whole yet
+    whole
+        .into_iter()
+        .map(|event| {
+            let id = event
+                .lines()
+                .find_map(|l| l.strip_prefix("id:"))
+                .map(|id| id.trim().to_owned());
+            let data: Vec<&str> = event
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(|d| d.strip_prefix(' ').unwrap_or(d))
+                .collect();
+            (id, data.join("\n"))
+        })
+        .collect()
+}
+
+/// Reads `response` until `done` holds of the events read; fails after 10 s.
+async fn read_until(
+    response: &mut reqwest::Response,
+    done: impl Fn(&[(Option<String>, String)]) -> bool,
+) -> Vec<(Option<String>, String)> {
+    let mut text = String::new();
+    tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let chunk = response
+                .chunk()
+                .await
+                .expect("read the stream")
+                .unwrap_or_else(|| panic!("the stream ended; read: {text}"));
+            text.push_str(std::str::from_utf8(&chunk).expect("UTF-8"));
+            let read = events(&text);
+            if done(&read) {
+                return read;
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("not within 10 s; read: {text}"))
+}
+
+#[tokio::test]
+async fn a_stream_resumed_with_last_event_id_brings_the_answer_through_the_same_check() {
+    let (_server, url) = raw_upstream().await;
+    let gateway = Gateway::start(&[format!("crm={url}")], &[]).await;
+    let target = gateway.url("crm");
+    let session = initialize(&target).await;
+    let with_session = |request: reqwest::RequestBuilder| {
+        request
+            .header("mcp-session-id", session.as_str())
+            .header("mcp-protocol-version", "2025-11-25")
+            .header("accept", "application/json, text/event-stream")
+    };
+    // The upstream primes the call's stream and holds it: the answer is not on it.
+    let call = r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"resumable","arguments":{}}}"#;
+    let mut stream = with_session(reqwest::Client::new().post(&target))
+        .header("content-type", "application/json")
+        .body(call)
+        .send()
+        .await
+        .expect("POST the call");
+    assert_eq!(stream.status(), 200);
+    let read = read_until(&mut stream, |read| !read.is_empty()).await;
+    assert_eq!(
+        read[0].0.as_deref(),
+        Some("r1"),
+        "the priming event, as sent"
+    );
+    // The client loses the stream and resumes it after the last event it read.
+    drop(stream);
+    let mut resumed = with_session(reqwest::Client::new().get(&target))
+        .header("last-event-id", "r1")
+        .send()
+        .await
+        .expect("GET with Last-Event-ID");
+    assert_eq!(resumed.status(), 200);
+    let read = read_until(&mut resumed, |read| {
+        read.iter().any(|(_, data)| data.contains(r#""id":5"#))
+    })
+    .await;
+    let (id, answer) = read
+        .iter()
+        .find(|(_, data)| data.contains(r#""id":5"#))
+        .expect("the call's answer");
+    assert_eq!(
+        id.as_deref(),
+        Some("r2"),
+        "the replaced answer keeps its event id"
+    );
+    let answer: Value = serde_json::from_str(answer).expect("JSON");
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
+    assert!(answer["result"].get("structuredContent").is_none());
+    assert_eq!(
+        answer["result"]["_meta"]["dev.schemagate/verdict"]["outcome"], "invalid",
+        "judged as the call's answer, against the tool's outputSchema: {answer}"
+    );
+}
