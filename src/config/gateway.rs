@@ -96,6 +96,9 @@ pub struct GatewayArgs {
     /// Seconds requests in flight get to finish once the listener closes.
     #[arg(long, env = "SCHEMAGATE_SHUTDOWN_GRACE_SECS", default_value_t = DEFAULT_SHUTDOWN_GRACE_SECS)]
     pub shutdown_grace_secs: u64,
+    /// Connections: their number, timeouts and HTTP/2 settings, as for `serve`.
+    #[command(flatten)]
+    pub connections: ConnectionArgs,
     /// The limits a check and its schema are held to, as for `serve`.
     #[command(flatten)]
     pub limits: CheckLimitArgs,
@@ -132,7 +135,8 @@ impl GatewayArgs {
                 "--public-url {url:?}: give the http:// or https:// URL clients reach the gateway at"
             );
         }
-        let body_read_timeout = Duration::from_secs(DEFAULT_BODY_READ_TIMEOUT_SECS);
+        self.connections.validate()?;
+        let body_read_timeout = Duration::from_secs(self.connections.body_read_timeout_secs);
         Ok(GatewayConfig {
             gate: GateConfig {
                 limits: self.limits.limits(
@@ -187,7 +191,7 @@ impl GatewayArgs {
                 idle: Duration::from_secs(self.session_idle_secs.max(1)),
             },
             body_read_timeout,
-            connections: default_connection_limits(),
+            connections: self.connections.limits(),
             metrics_listen: self.metrics_listen,
             poll_secs: self.policy_poll_interval,
             drain_delay: Duration::from_secs(self.drain_delay_secs),

@@ -3,12 +3,14 @@
 //! configuration here; no layer imports this module.
 
 mod access;
+mod connections;
 mod gateway;
 mod proxy;
 mod registry;
 mod serve;
 
 pub use access::AccessArgs;
+pub use connections::ConnectionArgs;
 pub use gateway::GatewayArgs;
 pub use proxy::ProxyArgs;
 pub use registry::RegistryArgs;

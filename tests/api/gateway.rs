@@ -808,3 +808,28 @@ async fn a_stream_resumed_with_last_event_id_brings_the_answer_through_the_same_
         "judged as the call's answer, against the tool's outputSchema: {answer}"
     );
 }
+
+#[tokio::test]
+async fn a_message_that_does_not_arrive_in_time_gets_408_and_the_route_serves_on() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (_server, url) = raw_upstream().await;
+    let gateway = Gateway::start(&[format!("crm={url}")], &["--body-read-timeout-secs", "1"]).await;
+    let mut slow = tokio::net::TcpStream::connect(("127.0.0.1", gateway.port))
+        .await
+        .expect("connect");
+    slow.write_all(
+        b"POST /mcp/crm HTTP/1.1\r\nhost: gw\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"jsonrpc\":",
+    )
+    .await
+    .expect("write");
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(10), slow.read_to_end(&mut answer))
+        .await
+        .expect("answered within 10 s")
+        .expect("read");
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("did not arrive within 1 s"), "{answer}");
+    let call = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"sized","arguments":{"id":7}}}"#;
+    assert_eq!(post(&gateway.url("crm"), call).await.0, 200);
+}
