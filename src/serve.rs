@@ -7,7 +7,6 @@ use crate::core::metrics::Transport;
 use crate::net::listen::{ConnectionLimits, Connections};
 use crate::net::tls::{Tls, TlsFiles};
 use crate::net::Protocols;
-use crate::ops::reload;
 use crate::{grpc, rest};
 use std::future::Future;
 use std::sync::Arc;
@@ -73,16 +72,7 @@ pub async fn run(
     gate.start(token.clone());
     gate.watch_files(config.poll_secs, true, &token);
     if let Some(tls) = &tls {
-        let watched = Arc::clone(tls);
-        let path = tls.cert_path().to_path_buf();
-        reload::watch(
-            "tls",
-            path,
-            config.poll_secs,
-            true,
-            token.clone(),
-            move || watched.reload(),
-        );
+        tls.watch(config.poll_secs, &token);
     }
 
     let http_addr = listeners.http.local_addr()?;

@@ -1,9 +1,7 @@
 //! Flags of `schemagate gateway`, and the configuration of the Streamable HTTP adapter they make.
 
 use super::*;
-use crate::core::gate::{GateConfig, QueueLimits};
 use crate::core::metrics::Transport;
-use crate::core::schema::cache::CacheConfig;
 use crate::gateway::{GatewayConfig, Route, SessionLimits, UpstreamConfig};
 use crate::mcp::BoundaryConfig;
 use std::net::SocketAddr;
@@ -138,33 +136,20 @@ impl GatewayArgs {
         self.connections.validate()?;
         let body_read_timeout = Duration::from_secs(self.connections.body_read_timeout_secs);
         Ok(GatewayConfig {
-            gate: GateConfig {
+            gate: mcp_gate_config(McpGate {
                 limits: self.limits.limits(
                     self.max_message_bytes,
                     DEFAULT_MAX_BATCH_ITEMS,
                     body_read_timeout,
                 )?,
-                cache: CacheConfig {
-                    max_bytes: DEFAULT_CACHE_MAX_BYTES,
-                    idle: Duration::from_secs(DEFAULT_CACHE_IDLE_SECS),
-                },
-                label_limit: DEFAULT_LABEL_LIMIT,
-                series_limit: DEFAULT_SERIES_LIMIT,
-                max_registered_tools: DEFAULT_MAX_REGISTERED_TOOLS,
-                max_schema_text_bytes: DEFAULT_MAX_SCHEMA_TEXT_BYTES,
-                registry: self.registry.config()?,
-                policy: load_policy(self.policy.as_deref())?,
-                policy_path: self.policy.clone(),
+                max_message_bytes: self.max_message_bytes,
+                policy: self.policy.clone(),
                 worker_threads: self.worker_threads,
-                queue: QueueLimits {
-                    max_checks: DEFAULT_MAX_QUEUED_CHECKS,
-                    max_bytes: DEFAULT_MAX_QUEUED_BYTES.max(self.max_message_bytes),
-                },
-                max_receiving_bytes: DEFAULT_MAX_RECEIVING_BYTES.max(self.max_message_bytes),
+                registry: self.registry.config()?,
                 auth: self
                     .access
                     .auth(&[self.listen], "call every route's tools through it")?,
-            },
+            })?,
             tls: self.access.tls_files(),
             boundary: BoundaryConfig {
                 // Each route's name, per route.

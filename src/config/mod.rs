@@ -189,6 +189,45 @@ impl CheckLimitArgs {
     }
 }
 
+/// What differs between the core configurations of the commands on the MCP wire (`proxy`,
+/// `gateway`); the rest is the service's defaults.
+struct McpGate {
+    limits: Limits,
+    /// The longest message relayed: the queue and receiving budgets hold at least one.
+    max_message_bytes: usize,
+    policy: Option<std::path::PathBuf>,
+    worker_threads: usize,
+    registry: Option<crate::core::registry::redis::RedisConfig>,
+    auth: crate::core::auth::Auth,
+}
+
+/// The core's configuration of a command on the MCP wire.
+fn mcp_gate_config(gate: McpGate) -> anyhow::Result<crate::core::gate::GateConfig> {
+    use crate::core::gate::{GateConfig, QueueLimits};
+    use crate::core::schema::cache::CacheConfig;
+    Ok(GateConfig {
+        limits: gate.limits,
+        cache: CacheConfig {
+            max_bytes: DEFAULT_CACHE_MAX_BYTES,
+            idle: Duration::from_secs(DEFAULT_CACHE_IDLE_SECS),
+        },
+        label_limit: DEFAULT_LABEL_LIMIT,
+        series_limit: DEFAULT_SERIES_LIMIT,
+        max_registered_tools: DEFAULT_MAX_REGISTERED_TOOLS,
+        max_schema_text_bytes: DEFAULT_MAX_SCHEMA_TEXT_BYTES,
+        registry: gate.registry,
+        policy: load_policy(gate.policy.as_deref())?,
+        policy_path: gate.policy,
+        worker_threads: gate.worker_threads,
+        queue: QueueLimits {
+            max_checks: DEFAULT_MAX_QUEUED_CHECKS,
+            max_bytes: DEFAULT_MAX_QUEUED_BYTES.max(gate.max_message_bytes),
+        },
+        max_receiving_bytes: DEFAULT_MAX_RECEIVING_BYTES.max(gate.max_message_bytes),
+        auth: gate.auth,
+    })
+}
+
 /// The policy in `path` (failing with a message that names it), or the default: every server
 /// untrusted.
 fn load_policy(path: Option<&Path>) -> anyhow::Result<Policy> {

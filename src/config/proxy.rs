@@ -2,9 +2,8 @@
 
 use super::*;
 use crate::core::auth::Auth;
-use crate::core::gate::{GateConfig, QueueLimits};
+use crate::core::gate::GateConfig;
 use crate::core::metrics::Transport;
-use crate::core::schema::cache::CacheConfig;
 use crate::mcp::BoundaryConfig;
 use crate::stdio::StdioConfig;
 use std::net::SocketAddr;
@@ -92,29 +91,16 @@ impl ProxyArgs {
             self.max_calls_in_flight > 0,
             "--max-calls-in-flight must be at least 1"
         );
-        Ok(GateConfig {
+        mcp_gate_config(McpGate {
             limits: self.limits.limits(
                 self.max_message_bytes,
                 DEFAULT_MAX_BATCH_ITEMS,
                 Duration::from_secs(DEFAULT_BODY_READ_TIMEOUT_SECS),
             )?,
-            cache: CacheConfig {
-                max_bytes: DEFAULT_CACHE_MAX_BYTES,
-                idle: Duration::from_secs(DEFAULT_CACHE_IDLE_SECS),
-            },
-            label_limit: DEFAULT_LABEL_LIMIT,
-            series_limit: DEFAULT_SERIES_LIMIT,
-            max_registered_tools: DEFAULT_MAX_REGISTERED_TOOLS,
-            max_schema_text_bytes: DEFAULT_MAX_SCHEMA_TEXT_BYTES,
-            registry: None,
-            policy: load_policy(self.policy.as_deref())?,
-            policy_path: self.policy.clone(),
+            max_message_bytes: self.max_message_bytes,
+            policy: self.policy.clone(),
             worker_threads: self.worker_threads,
-            queue: QueueLimits {
-                max_checks: DEFAULT_MAX_QUEUED_CHECKS,
-                max_bytes: DEFAULT_MAX_QUEUED_BYTES.max(self.max_message_bytes),
-            },
-            max_receiving_bytes: DEFAULT_MAX_RECEIVING_BYTES.max(self.max_message_bytes),
+            registry: None,
             auth: Auth::new(None, Vec::new())?,
         })
     }

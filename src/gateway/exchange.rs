@@ -14,12 +14,12 @@
 //! does, and none of it goes into a JSON answer; in an event stream it goes without event ids,
 //! which belong to the stream the client may resume.
 
-use super::sse::{self, Event, Next};
+use super::sse::{self, Event};
 use super::upstream::{self, Failure};
 use super::{Gateway, RouteState};
 use crate::mcp::{self, Boundary, Direction, Link, Outgoing};
-use bytes::{Bytes, BytesMut};
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, StatusCode};
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,10 +28,6 @@ use tokio::sync::{mpsc, oneshot};
 
 /// The MCP session header.
 pub const MCP_SESSION_ID: &str = "mcp-session-id";
-/// Bytes of an oversized JSON answer kept to find its message's `id`.
-const HEAD_BYTES: usize = 4096;
-/// The UTF-8 byte order mark.
-const BOM: &[u8] = b"\xEF\xBB\xBF";
 
 /// What the client's answer is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,9 +81,9 @@ pub struct Answer {
 
 /// One client request to a route, and the tasks it sets moving.
 pub struct Exchange {
-    gateway: Arc<Gateway>,
-    route: Arc<RouteState>,
-    boundary: Arc<Boundary>,
+    pub(super) gateway: Arc<Gateway>,
+    pub(super) route: Arc<RouteState>,
+    pub(super) boundary: Arc<Boundary>,
     /// The client's headers, as every request of this exchange to the upstream carries them.
     forwarded: HeaderMap,
     /// The session the client named (`Mcp-Session-Id`), if any.
@@ -97,11 +93,11 @@ pub struct Exchange {
     /// The client's method: POST, GET or DELETE.
     method: Method,
     /// The client's message is a request (an answer is owed to it).
-    expects_answer: bool,
+    pub(super) expects_answer: bool,
     /// Who sent the request (the session table's key holds it).
     caller: Box<str>,
     /// The `Host` the client sent (the base of the gateway's URLs in a rewritten challenge).
-    host: Option<HeaderValue>,
+    pub(super) host: Option<HeaderValue>,
     /// The client's message (a POST's body).
     request: Bytes,
     /// Set with the head, once.
@@ -130,7 +126,7 @@ pub struct ClientRequest<'a> {
 
 /// Keeps the client's answer open while held: by the task relaying the client's message, and by
 /// the pump of the upstream's answer to it. The answer ends when the last is dropped.
-struct Open(Arc<Exchange>);
+pub(super) struct Open(pub(super) Arc<Exchange>);
 
 impl Drop for Open {
     fn drop(&mut self) {
@@ -224,7 +220,7 @@ impl Exchange {
 
     /// Decides the head of the client's answer, if it is not decided yet; answers the mode in
     /// force.
-    fn decide(&self, head: impl FnOnce() -> Head) -> Mode {
+    pub(super) fn decide(&self, head: impl FnOnce() -> Head) -> Mode {
         let mut decided = self.decided.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(mode) = decided.mode {
             return mode;
@@ -238,18 +234,18 @@ impl Exchange {
         mode
     }
 
-    fn mode(&self) -> Option<Mode> {
+    pub(super) fn mode(&self) -> Option<Mode> {
         self.decided.lock().unwrap_or_else(|e| e.into_inner()).mode
     }
 
     /// The client's answer, while it is open.
-    fn sink(&self) -> Option<mpsc::Sender<Bytes>> {
+    pub(super) fn sink(&self) -> Option<mpsc::Sender<Bytes>> {
         self.sink.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Writes `chunk` into the client's answer; fails once the client has gone (or the answer
     /// has ended).
-    async fn write(&self, chunk: Bytes) -> io::Result<()> {
+    pub(super) async fn write(&self, chunk: Bytes) -> io::Result<()> {
         let gone = || io::Error::new(io::ErrorKind::BrokenPipe, "the client has gone");
         self.sink()
             .ok_or_else(gone)?
@@ -359,7 +355,7 @@ impl Exchange {
         };
         let mut headers = self.forwarded.clone();
         if !main {
-            own_request_headers(&mut headers, &body);
+            upstream::own_request_headers(&mut headers, &body);
         }
         let sent = self
             .gateway
@@ -387,7 +383,7 @@ impl Exchange {
 
     /// The upstream could not answer the client's message (`request`; `None` for GET and
     /// DELETE): a 502 or 504 with a JSON-RPC error naming the route.
-    fn failed(&self, failure: &Failure, request: Option<&Bytes>) {
+    pub(super) fn failed(&self, failure: &Failure, request: Option<&Bytes>) {
         let route = &self.route.route;
         tracing::warn!(route = %route.name, upstream = %route.url, error = %failure, "the upstream gave no answer");
         let id = match request.map(|r| mcp::framing(r)) {
@@ -408,92 +404,10 @@ impl Exchange {
         }
     }
 
-    /// The upstream's answer to `request` (`None`: the client's GET or DELETE) began. When it
-    /// answers the client's own message (`open` is then the client's answer, held open while
-    /// the answer is relayed), it gives the client's answer its head: at once for an event
-    /// stream or bytes relayed as they are, once read whole for JSON. Its body is relayed in a
-    /// task of its own.
-    fn answered(
-        self: &Arc<Self>,
-        response: reqwest::Response,
-        request: Option<Bytes>,
-        open: Option<&Arc<Open>>,
-    ) {
-        let status = response.status();
-        let kind = content_mode(response.headers());
-        let encoded = response
-            .headers()
-            .get(header::CONTENT_ENCODING)
-            .is_some_and(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"));
-        let refusal = if kind != Mode::Raw && encoded {
-            Some("compressed its answer, though the gateway asked for none")
-        } else if kind == Mode::Raw && status.is_success() && self.expects_answer {
-            Some("answered a request with neither application/json nor text/event-stream")
-        } else {
-            None
-        };
-        if let Some(why) = refusal {
-            // Nothing the rules cannot read goes to the client in place of an answer.
-            if let Some(request) = &request {
-                self.boundary.unanswered(request);
-            }
-            if open.is_some() {
-                let failure = Failure::BadAnswer(why.to_owned());
-                self.failed(&failure, request.as_ref());
-            }
-            return;
-        }
-        let head = open.map(|_| {
-            self.follow_session(status, response.headers());
-            let mut headers = upstream::to_client(response.headers());
-            if status == StatusCode::UNAUTHORIZED {
-                // The client's OAuth flow reads the route's metadata here, not the upstream's.
-                let base = super::oauth::public_base(&self.gateway, self.host.as_ref());
-                super::oauth::rewrite_challenges(&mut headers, &base, &self.route.route.name);
-            }
-            if kind == Mode::Sse {
-                headers.insert(
-                    HeaderName::from_static("x-accel-buffering"),
-                    HeaderValue::from_static("no"),
-                );
-            }
-            Head {
-                status,
-                headers,
-                mode: kind,
-            }
-        });
-        if kind == Mode::Raw {
-            // Not a JSON-RPC answer: a request it was for gets none.
-            if let Some(request) = &request {
-                self.boundary.unanswered(request);
-            }
-            if open.is_none() {
-                return;
-            }
-        }
-        // A JSON answer gives its head once read whole; the others at once.
-        let head = match head {
-            Some(head) if kind != Mode::Json => {
-                self.decide(|| head);
-                None
-            }
-            head => head,
-        };
-        tokio::spawn(pump(Pump {
-            exchange: Arc::clone(self),
-            response,
-            kind,
-            request,
-            open: open.cloned(),
-            head,
-        }));
-    }
-
     /// Keeps the session table in step with the upstream: a session it issued, or one this
     /// replica did not hold and the upstream answered, is held here from now on; one it no longer
     /// knows (404), or one ended by a DELETE it accepted, is forgotten.
-    fn follow_session(&self, status: StatusCode, headers: &HeaderMap) {
+    pub(super) fn follow_session(&self, status: StatusCode, headers: &HeaderMap) {
         let (route, caller) = (self.route.route.name.as_str(), &*self.caller);
         let issued = headers.get(MCP_SESSION_ID).and_then(|v| v.to_str().ok());
         let sessions = &self.gateway.sessions;
@@ -516,15 +430,15 @@ impl Exchange {
 }
 
 /// What a message comes with when the rules relay it: the [`Link`] each relay gets.
-struct Relay<'a> {
-    exchange: &'a Arc<Exchange>,
+pub(super) struct Relay<'a> {
+    pub(super) exchange: &'a Arc<Exchange>,
     /// The client's answer held open, when this relays the client's message or the answer to
     /// it; `None` on the answer to a request of the rules' own.
-    open: Option<&'a Arc<Open>>,
+    pub(super) open: Option<&'a Arc<Open>>,
     /// The bytes the message was cut from.
-    source: Option<Bytes>,
+    pub(super) source: Option<Bytes>,
     /// The event it came in, if it came in one.
-    event: Option<&'a Event>,
+    pub(super) event: Option<&'a Event>,
 }
 
 impl Link for Relay<'_> {
@@ -545,280 +459,8 @@ impl Link for Relay<'_> {
     }
 }
 
-/// An upstream answer to relay.
-struct Pump {
-    exchange: Arc<Exchange>,
-    response: reqwest::Response,
-    kind: Mode,
-    /// The request it answers (`None`: the client's GET or DELETE).
-    request: Option<Bytes>,
-    /// The client's answer, when this answers the client's own message.
-    open: Option<Arc<Open>>,
-    /// For a JSON answer to the client's message: the head it gives the client's answer, once
-    /// read whole.
-    head: Option<Head>,
-}
-
-/// Reads the upstream's answer and relays it: a JSON message, events one by one as they come,
-/// or the bytes as they are. The answer to the client's own message stops when it ends or the
-/// client has gone (dropping it closes it: for the upstream, the client cancelled); the answer to
-/// a request of the rules' own is read to its end. A request whose answer did not come, and
-/// cannot come later (not on a stream the client may resume, or the rules' own), is no longer
-/// followed.
-fn pump(pump: Pump) -> futures_util::future::BoxFuture<'static, ()> {
-    Box::pin(async move {
-        let Pump {
-            exchange,
-            response,
-            kind,
-            request,
-            open,
-            head,
-        } = pump;
-        let mut resumable = false;
-        let relayed = match kind {
-            Mode::Json => {
-                pump_json(&exchange, response, open.as_ref(), head, request.as_ref()).await
-            }
-            Mode::Sse => pump_events(&exchange, response, open.as_ref(), &mut resumable).await,
-            Mode::Raw => pump_raw(&exchange, response, open.as_ref()).await,
-        };
-        if let Err(e) = relayed {
-            tracing::debug!(route = %exchange.route.route.name, error = %e, "relay of the upstream's answer ended");
-        }
-        if let Some(request) = &request {
-            if open.is_none() || !resumable {
-                exchange.boundary.unanswered(request);
-            }
-        }
-        drop(open);
-    })
-}
-
-/// The next chunk of the upstream's answer, or `None` at its end; with `open`, an error once the
-/// client has gone.
-async fn next_chunk(
-    response: &mut reqwest::Response,
-    open: Option<&Arc<Open>>,
-) -> io::Result<Option<Bytes>> {
-    let read = |e: reqwest::Error| io::Error::other(format!("reading the upstream's answer: {e}"));
-    let Some(sink) = open.and_then(|open| open.0.sink()) else {
-        if open.is_some() {
-            return Err(io::Error::new(
-                io::ErrorKind::BrokenPipe,
-                "the client has gone",
-            ));
-        }
-        return response.chunk().await.map_err(read);
-    };
-    tokio::select! {
-        chunk = response.chunk() => chunk.map_err(read),
-        () = sink.closed() => Err(io::Error::new(io::ErrorKind::BrokenPipe, "the client has gone")),
-    }
-}
-
-async fn pump_json(
-    exchange: &Arc<Exchange>,
-    mut response: reqwest::Response,
-    open: Option<&Arc<Open>>,
-    head: Option<Head>,
-    request: Option<&Bytes>,
-) -> io::Result<()> {
-    let max = exchange.route.config.max_message_bytes;
-    let mut body = BytesMut::new();
-    let mut len = 0usize;
-    while let Some(chunk) = next_chunk(&mut response, open).await? {
-        len += chunk.len();
-        if body.len() < max.max(HEAD_BYTES) {
-            body.extend_from_slice(&chunk);
-        }
-    }
-    // A byte order mark is not JSON, yet clients that read JSON skip it: the rules read what
-    // the client will.
-    let mut body = body.freeze();
-    if body.starts_with(BOM) {
-        body = body.slice(BOM.len()..);
-        len -= BOM.len();
-    }
-    if len <= max && open.is_some() && exchange.expects_answer {
-        if let mcp::Framing::NotJsonRpc | mcp::Framing::Batch = mcp::framing(&body) {
-            // The answer owed to the client cannot be read: not relayed unchecked.
-            let failure = Failure::BadAnswer(
-                "answered with a body that is not a JSON-RPC message".to_owned(),
-            );
-            exchange.failed(&failure, request);
-            return Ok(());
-        }
-    }
-    if let Some(head) = head {
-        exchange.decide(|| head);
-    }
-    let link = Relay {
-        exchange,
-        open,
-        source: None,
-        event: None,
-    };
-    if len > max {
-        let head = &body[..body.len().min(HEAD_BYTES)];
-        return exchange
-            .boundary
-            .oversized(&link, Direction::ToClient, head, len)
-            .await;
-    }
-    let link = Relay {
-        source: Some(body.clone()),
-        ..link
-    };
-    exchange
-        .boundary
-        .relay(&link, Direction::ToClient, &body)
-        .await
-}
-
-async fn pump_events(
-    exchange: &Arc<Exchange>,
-    mut response: reqwest::Response,
-    open: Option<&Arc<Open>>,
-    resumable: &mut bool,
-) -> io::Result<()> {
-    let mut reader = sse::Reader::new(exchange.route.config.max_message_bytes);
-    loop {
-        let chunk = next_chunk(&mut response, open).await?;
-        match &chunk {
-            Some(chunk) => reader.push(chunk),
-            None => {
-                if let Some(next) = reader.finish() {
-                    relay_event(exchange, next, open, resumable).await?;
-                }
-                return Ok(());
-            }
-        }
-        while let Some(next) = reader.next_event() {
-            relay_event(exchange, next, open, resumable).await?;
-        }
-    }
-}
-
-async fn relay_event(
-    exchange: &Arc<Exchange>,
-    next: Next,
-    open: Option<&Arc<Open>>,
-    resumable: &mut bool,
-) -> io::Result<()> {
-    match next {
-        Next::Event(event) => {
-            *resumable |= event.id.as_ref().is_some_and(|id| !id.is_empty());
-            let message = event
-                .data
-                .clone()
-                .filter(|data| !data.iter().all(u8::is_ascii_whitespace));
-            let Some(data) = message else {
-                // No message (a priming event's empty data, a `retry`): relayed as it came, on
-                // the client's own stream only.
-                if open.is_none() || exchange.mode() != Some(Mode::Sse) {
-                    return Ok(());
-                }
-                return exchange.write(event.raw.clone()).await;
-            };
-            let link = Relay {
-                exchange,
-                open,
-                source: Some(data.clone()),
-                event: Some(&event),
-            };
-            exchange
-                .boundary
-                .relay(&link, Direction::ToClient, &data)
-                .await
-        }
-        Next::Oversized { id, head, len } => {
-            *resumable |= id.as_ref().is_some_and(|id| !id.is_empty());
-            let event = Event {
-                raw: Bytes::new(),
-                id,
-                name: None,
-                data: None,
-            };
-            let link = Relay {
-                exchange,
-                open,
-                source: None,
-                event: Some(&event),
-            };
-            exchange
-                .boundary
-                .oversized(&link, Direction::ToClient, &head, len)
-                .await
-        }
-    }
-}
-
-async fn pump_raw(
-    exchange: &Arc<Exchange>,
-    mut response: reqwest::Response,
-    open: Option<&Arc<Open>>,
-) -> io::Result<()> {
-    while let Some(chunk) = next_chunk(&mut response, open).await? {
-        exchange.write(chunk).await?;
-    }
-    Ok(())
-}
-
-/// The headers of a request the rules wrote (a listing they ask for, an error answer), from the
-/// client's: a plain MCP POST, with the headers that describe a request's body (2026-07-28's
-/// `Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`) describing this one, not the client's.
-fn own_request_headers(headers: &mut HeaderMap, body: &[u8]) {
-    let described = headers.contains_key("mcp-method");
-    let about_body: Vec<HeaderName> = headers
-        .keys()
-        .filter(|name| {
-            let name = name.as_str();
-            name == "mcp-method" || name == "mcp-name" || name.starts_with("mcp-param-")
-        })
-        .cloned()
-        .collect();
-    for name in about_body {
-        headers.remove(name);
-    }
-    if described {
-        if let mcp::Framing::Request { method, .. } = mcp::framing(body) {
-            if let Ok(method) = HeaderValue::from_str(&method) {
-                headers.insert(HeaderName::from_static("mcp-method"), method);
-            }
-        }
-    }
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    headers.insert(
-        header::ACCEPT,
-        HeaderValue::from_static("application/json, text/event-stream"),
-    );
-}
-
-/// What an answer with these headers holds.
-fn content_mode(headers: &HeaderMap) -> Mode {
-    let content_type = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    let essence = content_type
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
-    match essence.as_str() {
-        "text/event-stream" => Mode::Sse,
-        "application/json" => Mode::Json,
-        _ => Mode::Raw,
-    }
-}
-
 /// Whether `part` lies within `whole`'s bytes.
-fn within(whole: &Bytes, part: &[u8]) -> bool {
+pub(super) fn within(whole: &Bytes, part: &[u8]) -> bool {
     let (start, end) = (
         whole.as_ptr() as usize,
         whole.as_ptr() as usize + whole.len(),

@@ -2,13 +2,14 @@
 //! (one [`Route`] each) and relays MCP's Streamable HTTP transport between their clients and
 //! them: a client's POST ([`exchange`]) goes to the upstream through the MCP rules
 //! ([`crate::mcp::Boundary`], one per session, [`sessions`]), and the upstream's answer, JSON or
-//! server-sent events ([`sse`]), comes back through them, event by event; GET (the server's
+//! server-sent events ([`sse`]), comes back through them ([`pump`]), event by event; GET (the server's
 //! stream) and DELETE (a session's end) are relayed the same way. What to do with each message
 //! is the rules'; this module only moves bytes, over [`upstream`]'s client and the routes of
 //! [`service`].
 
 mod exchange;
 mod oauth;
+mod pump;
 mod routes;
 mod service;
 mod sessions;
@@ -187,16 +188,7 @@ pub async fn run(
     gate.start(token.clone());
     gate.watch_files(config.poll_secs, true, &token);
     if let Some(tls) = &tls {
-        let watched = Arc::clone(tls);
-        let path = tls.cert_path().to_path_buf();
-        reload::watch(
-            "tls",
-            path,
-            config.poll_secs,
-            true,
-            token.clone(),
-            move || watched.reload(),
-        );
+        tls.watch(config.poll_secs, &token);
     }
     if let Some(addr) = config.metrics_listen {
         admin::serve(

@@ -223,7 +223,7 @@ async fn post_message(
         }
     };
     let framing = mcp::framing(&message);
-    if let Some(mismatch) = header_mismatch(&parts.headers, &framing) {
+    if let Some(mismatch) = header_mismatch(&parts.headers, &framing, &message) {
         let id = match &framing {
             Framing::Request { id, .. } => Some(id.as_str()),
             _ => None,
@@ -312,15 +312,15 @@ async fn relay_bodyless(
 /// Where a header that describes the body (2026-07-28: `Mcp-Method`, and `Mcp-Name` for a
 /// `tools/call`) disagrees with it, what the HeaderMismatch error says. The gateway judges the
 /// body; an upstream may route by the headers; the two must name the same call.
-fn header_mismatch(headers: &HeaderMap, framing: &Framing) -> Option<String> {
+fn header_mismatch(headers: &HeaderMap, framing: &Framing, message: &[u8]) -> Option<String> {
     let header = |name: &str| {
         headers
             .get(name)
             .map(|v| String::from_utf8_lossy(v.as_bytes()))
     };
-    let (method, tool) = match framing {
-        Framing::Request { method, tool, .. } => (Some(method.as_str()), tool.as_deref()),
-        Framing::Other { method } => (method.as_deref(), None),
+    let method = match framing {
+        Framing::Request { method, .. } => Some(method.as_str()),
+        Framing::Other { method } => method.as_deref(),
         _ => return None,
     };
     if let Some(said) = header("mcp-method") {
@@ -331,14 +331,14 @@ fn header_mismatch(headers: &HeaderMap, framing: &Framing) -> Option<String> {
             ));
         }
     }
-    if let (Some(said), Some(tool)) = (header("mcp-name"), tool) {
-        if said != tool {
-            return Some(format!(
-                "schemagate gateway: HeaderMismatch: the Mcp-Name header says {said:?}, the body calls tool {tool:?}; send the same in both"
-            ));
-        }
-    }
-    None
+    // The call's tool is read again only when a header names one.
+    let said = header("mcp-name")?;
+    let tool = mcp::called_tool(message)?;
+    (said != tool).then(|| {
+        format!(
+            "schemagate gateway: HeaderMismatch: the Mcp-Name header says {said:?}, the body calls tool {tool:?}; send the same in both"
+        )
+    })
 }
 
 /// The client's answer: its head once decided, its body as the exchange writes it.

@@ -5,7 +5,7 @@
 
 use anyhow::Context;
 use bytes::Bytes;
-use http::header::{self, HeaderMap, HeaderName};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::Method;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
@@ -190,6 +190,39 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
     for name in named.iter().chain(HOP_BY_HOP.iter()) {
         headers.remove(name);
     }
+}
+
+/// The headers of a request the rules wrote (a listing they ask for, an error answer), from the
+/// client's: a plain MCP POST, with the headers that describe a request's body (2026-07-28's
+/// `Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`) describing this one, not the client's.
+pub fn own_request_headers(headers: &mut HeaderMap, body: &[u8]) {
+    let described = headers.contains_key("mcp-method");
+    let about_body: Vec<HeaderName> = headers
+        .keys()
+        .filter(|name| {
+            let name = name.as_str();
+            name == "mcp-method" || name == "mcp-name" || name.starts_with("mcp-param-")
+        })
+        .cloned()
+        .collect();
+    for name in about_body {
+        headers.remove(name);
+    }
+    if described {
+        if let crate::mcp::Framing::Request { method, .. } = crate::mcp::framing(body) {
+            if let Ok(method) = HeaderValue::from_str(&method) {
+                headers.insert(HeaderName::from_static("mcp-method"), method);
+            }
+        }
+    }
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    headers.insert(
+        header::ACCEPT,
+        HeaderValue::from_static("application/json, text/event-stream"),
+    );
 }
 
 #[cfg(test)]

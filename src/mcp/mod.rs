@@ -332,13 +332,8 @@ impl Boundary {
 /// alone: what a transport needs to know of it before the rules see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Framing {
-    /// A request: `id` its JSON-RPC id, as JSON text; `method` its method; `tool` the tool a
-    /// `tools/call` names.
-    Request {
-        id: String,
-        method: String,
-        tool: Option<String>,
-    },
+    /// A request: `id` its JSON-RPC id, as JSON text; `method` its method.
+    Request { id: String, method: String },
     /// A notification (`method`), or an answer to a request of the server (`None`).
     Other { method: Option<String> },
     /// A JSON array: a JSON-RPC batch.
@@ -349,18 +344,9 @@ pub enum Framing {
 
 /// Reads `bytes`' envelope (see [`Framing`]).
 pub fn framing(bytes: &[u8]) -> Framing {
-    #[derive(Deserialize)]
-    struct Named<'a> {
-        #[serde(borrow)]
-        name: Cow<'a, str>,
-    }
     match envelope::parse(bytes) {
-        Parsed::One(Message::Request { id, method, params }) => Framing::Request {
+        Parsed::One(Message::Request { id, method, .. }) => Framing::Request {
             id: id.get().to_owned(),
-            tool: (method == "tools/call")
-                .then(|| serde_json::from_str::<Named<'_>>(params?.get()).ok())
-                .flatten()
-                .map(|named| named.name.into_owned()),
             method: method.into_owned(),
         },
         Parsed::One(Message::Notification { method, .. }) => Framing::Other {
@@ -369,6 +355,22 @@ pub fn framing(bytes: &[u8]) -> Framing {
         Parsed::One(_) => Framing::Other { method: None },
         Parsed::Batch(_) => Framing::Batch,
         Parsed::NotJsonRpc => Framing::NotJsonRpc,
+    }
+}
+
+/// The tool a `tools/call` request in `bytes` names, if it is one.
+pub fn called_tool(bytes: &[u8]) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Named<'a> {
+        #[serde(borrow)]
+        name: Cow<'a, str>,
+    }
+    match envelope::parse(bytes) {
+        Parsed::One(Message::Request { method, params, .. }) if method == "tools/call" => {
+            let named: Named<'_> = serde_json::from_str(params?.get()).ok()?;
+            Some(named.name.into_owned())
+        }
+        _ => None,
     }
 }
 

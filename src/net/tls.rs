@@ -56,6 +56,20 @@ impl Tls {
         &self.files.cert
     }
 
+    /// Reloads the files when the certificate's content changes (polled every `poll_secs`; 0:
+    /// never) and on SIGHUP, until `stop`.
+    pub fn watch(self: &Arc<Self>, poll_secs: u64, stop: &tokio_util::sync::CancellationToken) {
+        let watched = Arc::clone(self);
+        crate::ops::reload::watch(
+            "tls",
+            self.files.cert.clone(),
+            poll_secs,
+            true,
+            stop.clone(),
+            move || watched.reload(),
+        );
+    }
+
     /// Re-reads the files; new connections use them, open ones keep theirs. A bad file keeps the
     /// certificate in force.
     pub fn reload(&self) {

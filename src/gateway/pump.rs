@@ -1,0 +1,342 @@
+//! The upstream's answer relayed to the client through the MCP rules: a JSON message read
+//! whole (up to the size limit), server-sent events one at a time as they arrive, or bytes that
+//! are not JSON-RPC passed as they are. Each message goes through [`Exchange`]'s rules with a
+//! [`Relay`] saying where it came from.
+
+use super::exchange::{Exchange, Head, Mode, Open, Relay};
+use super::sse::{self, Event, Next};
+use super::upstream::{self, Failure};
+use crate::mcp::{self, Direction};
+use bytes::{Bytes, BytesMut};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::StatusCode;
+use std::io;
+use std::sync::Arc;
+
+/// Bytes of an oversized JSON answer kept to find its message's `id`.
+const HEAD_BYTES: usize = 4096;
+/// The UTF-8 byte order mark.
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// An upstream answer to relay.
+pub(super) struct Pump {
+    pub(super) exchange: Arc<Exchange>,
+    pub(super) response: reqwest::Response,
+    pub(super) kind: Mode,
+    /// The request it answers (`None`: the client's GET or DELETE).
+    pub(super) request: Option<Bytes>,
+    /// The client's answer, when this answers the client's own message.
+    pub(super) open: Option<Arc<Open>>,
+    /// For a JSON answer to the client's message: the head it gives the client's answer, once
+    /// read whole.
+    pub(super) head: Option<Head>,
+}
+
+impl Exchange {
+    /// The upstream's answer to `request` (`None`: the client's GET or DELETE) began. When it
+    /// answers the client's own message (`open` is then the client's answer, held open while
+    /// the answer is relayed), it gives the client's answer its head: at once for an event
+    /// stream or bytes relayed as they are, once read whole for JSON. Its body is relayed in a
+    /// task of its own.
+    pub(super) fn answered(
+        self: &Arc<Self>,
+        response: reqwest::Response,
+        request: Option<Bytes>,
+        open: Option<&Arc<Open>>,
+    ) {
+        let status = response.status();
+        let kind = content_mode(response.headers());
+        let encoded = response
+            .headers()
+            .get(header::CONTENT_ENCODING)
+            .is_some_and(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"));
+        let refusal = if kind != Mode::Raw && encoded {
+            Some("compressed its answer, though the gateway asked for none")
+        } else if kind == Mode::Raw && status.is_success() && self.expects_answer {
+            Some("answered a request with neither application/json nor text/event-stream")
+        } else {
+            None
+        };
+        if let Some(why) = refusal {
+            // Nothing the rules cannot read goes to the client in place of an answer.
+            if let Some(request) = &request {
+                self.boundary.unanswered(request);
+            }
+            if open.is_some() {
+                let failure = Failure::BadAnswer(why.to_owned());
+                self.failed(&failure, request.as_ref());
+            }
+            return;
+        }
+        let head = open.map(|_| {
+            self.follow_session(status, response.headers());
+            let mut headers = upstream::to_client(response.headers());
+            if status == StatusCode::UNAUTHORIZED {
+                // The client's OAuth flow reads the route's metadata here, not the upstream's.
+                let base = super::oauth::public_base(&self.gateway, self.host.as_ref());
+                super::oauth::rewrite_challenges(&mut headers, &base, &self.route.route.name);
+            }
+            if kind == Mode::Sse {
+                headers.insert(
+                    HeaderName::from_static("x-accel-buffering"),
+                    HeaderValue::from_static("no"),
+                );
+            }
+            Head {
+                status,
+                headers,
+                mode: kind,
+            }
+        });
+        if kind == Mode::Raw {
+            // Not a JSON-RPC answer: a request it was for gets none.
+            if let Some(request) = &request {
+                self.boundary.unanswered(request);
+            }
+            if open.is_none() {
+                return;
+            }
+        }
+        // A JSON answer gives its head once read whole; the others at once.
+        let head = match head {
+            Some(head) if kind != Mode::Json => {
+                self.decide(|| head);
+                None
+            }
+            head => head,
+        };
+        tokio::spawn(pump(Pump {
+            exchange: Arc::clone(self),
+            response,
+            kind,
+            request,
+            open: open.cloned(),
+            head,
+        }));
+    }
+}
+
+/// Reads the upstream's answer and relays it: a JSON message, events one by one as they come,
+/// or the bytes as they are. The answer to the client's own message stops when it ends or the
+/// client has gone (dropping it closes it: for the upstream, the client cancelled); the answer to
+/// a request of the rules' own is read to its end. A request whose answer did not come, and
+/// cannot come later (not on a stream the client may resume, or the rules' own), is no longer
+/// followed.
+pub(super) fn pump(pump: Pump) -> futures_util::future::BoxFuture<'static, ()> {
+    Box::pin(async move {
+        let Pump {
+            exchange,
+            response,
+            kind,
+            request,
+            open,
+            head,
+        } = pump;
+        let mut resumable = false;
+        let relayed = match kind {
+            Mode::Json => {
+                pump_json(&exchange, response, open.as_ref(), head, request.as_ref()).await
+            }
+            Mode::Sse => pump_events(&exchange, response, open.as_ref(), &mut resumable).await,
+            Mode::Raw => pump_raw(&exchange, response, open.as_ref()).await,
+        };
+        if let Err(e) = relayed {
+            tracing::debug!(route = %exchange.route.route.name, error = %e, "relay of the upstream's answer ended");
+        }
+        if let Some(request) = &request {
+            if open.is_none() || !resumable {
+                exchange.boundary.unanswered(request);
+            }
+        }
+        drop(open);
+    })
+}
+
+/// The next chunk of the upstream's answer, or `None` at its end; with `open`, an error once the
+/// client has gone.
+async fn next_chunk(
+    response: &mut reqwest::Response,
+    open: Option<&Arc<Open>>,
+) -> io::Result<Option<Bytes>> {
+    let read = |e: reqwest::Error| io::Error::other(format!("reading the upstream's answer: {e}"));
+    let Some(sink) = open.and_then(|open| open.0.sink()) else {
+        if open.is_some() {
+            return Err(io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                "the client has gone",
+            ));
+        }
+        return response.chunk().await.map_err(read);
+    };
+    tokio::select! {
+        chunk = response.chunk() => chunk.map_err(read),
+        () = sink.closed() => Err(io::Error::new(io::ErrorKind::BrokenPipe, "the client has gone")),
+    }
+}
+
+async fn pump_json(
+    exchange: &Arc<Exchange>,
+    mut response: reqwest::Response,
+    open: Option<&Arc<Open>>,
+    head: Option<Head>,
+    request: Option<&Bytes>,
+) -> io::Result<()> {
+    let max = exchange.route.config.max_message_bytes;
+    let mut body = BytesMut::new();
+    let mut len = 0usize;
+    while let Some(chunk) = next_chunk(&mut response, open).await? {
+        len += chunk.len();
+        if body.len() < max.max(HEAD_BYTES) {
+            body.extend_from_slice(&chunk);
+        }
+    }
+    // A byte order mark is not JSON, yet clients that read JSON skip it: the rules read what
+    // the client will.
+    let mut body = body.freeze();
+    if body.starts_with(BOM) {
+        body = body.slice(BOM.len()..);
+        len -= BOM.len();
+    }
+    if len <= max && open.is_some() && exchange.expects_answer {
+        if let mcp::Framing::NotJsonRpc | mcp::Framing::Batch = mcp::framing(&body) {
+            // The answer owed to the client cannot be read: not relayed unchecked.
+            let failure = Failure::BadAnswer(
+                "answered with a body that is not a JSON-RPC message".to_owned(),
+            );
+            exchange.failed(&failure, request);
+            return Ok(());
+        }
+    }
+    if let Some(head) = head {
+        exchange.decide(|| head);
+    }
+    let link = Relay {
+        exchange,
+        open,
+        source: None,
+        event: None,
+    };
+    if len > max {
+        let head = &body[..body.len().min(HEAD_BYTES)];
+        return exchange
+            .boundary
+            .oversized(&link, Direction::ToClient, head, len)
+            .await;
+    }
+    let link = Relay {
+        source: Some(body.clone()),
+        ..link
+    };
+    exchange
+        .boundary
+        .relay(&link, Direction::ToClient, &body)
+        .await
+}
+
+async fn pump_events(
+    exchange: &Arc<Exchange>,
+    mut response: reqwest::Response,
+    open: Option<&Arc<Open>>,
+    resumable: &mut bool,
+) -> io::Result<()> {
+    let mut reader = sse::Reader::new(exchange.route.config.max_message_bytes);
+    loop {
+        let chunk = next_chunk(&mut response, open).await?;
+        match &chunk {
+            Some(chunk) => reader.push(chunk),
+            None => {
+                if let Some(next) = reader.finish() {
+                    relay_event(exchange, next, open, resumable).await?;
+                }
+                return Ok(());
+            }
+        }
+        while let Some(next) = reader.next_event() {
+            relay_event(exchange, next, open, resumable).await?;
+        }
+    }
+}
+
+async fn relay_event(
+    exchange: &Arc<Exchange>,
+    next: Next,
+    open: Option<&Arc<Open>>,
+    resumable: &mut bool,
+) -> io::Result<()> {
+    match next {
+        Next::Event(event) => {
+            *resumable |= event.id.as_ref().is_some_and(|id| !id.is_empty());
+            let message = event
+                .data
+                .clone()
+                .filter(|data| !data.iter().all(u8::is_ascii_whitespace));
+            let Some(data) = message else {
+                // No message (a priming event's empty data, a `retry`): relayed as it came, on
+                // the client's own stream only.
+                if open.is_none() || exchange.mode() != Some(Mode::Sse) {
+                    return Ok(());
+                }
+                return exchange.write(event.raw.clone()).await;
+            };
+            let link = Relay {
+                exchange,
+                open,
+                source: Some(data.clone()),
+                event: Some(&event),
+            };
+            exchange
+                .boundary
+                .relay(&link, Direction::ToClient, &data)
+                .await
+        }
+        Next::Oversized { id, head, len } => {
+            *resumable |= id.as_ref().is_some_and(|id| !id.is_empty());
+            let event = Event {
+                raw: Bytes::new(),
+                id,
+                name: None,
+                data: None,
+            };
+            let link = Relay {
+                exchange,
+                open,
+                source: None,
+                event: Some(&event),
+            };
+            exchange
+                .boundary
+                .oversized(&link, Direction::ToClient, &head, len)
+                .await
+        }
+    }
+}
+
+async fn pump_raw(
+    exchange: &Arc<Exchange>,
+    mut response: reqwest::Response,
+    open: Option<&Arc<Open>>,
+) -> io::Result<()> {
+    while let Some(chunk) = next_chunk(&mut response, open).await? {
+        exchange.write(chunk).await?;
+    }
+    Ok(())
+}
+
+/// What an answer with these headers holds.
+pub fn content_mode(headers: &HeaderMap) -> Mode {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let essence = content_type
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    match essence.as_str() {
+        "text/event-stream" => Mode::Sse,
+        "application/json" => Mode::Json,
+        _ => Mode::Raw,
+    }
+}
