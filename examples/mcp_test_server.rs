@@ -21,7 +21,10 @@
 //! benchmark's upstream: every `tools/call` answered with the same pre-built result, as JSON or
 //! as one server-sent event (with `--list-once`, only the first `tools/list` is answered; with
 //! `--require-auth`, a POST without `Authorization` gets an OAuth challenge, and the
-//! protected-resource metadata is served).
+//! protected-resource metadata is served). Some tools answer otherwise, for the gateway's tests:
+//! `asks` (2026-07-28's `input_required`, then a final result on the retry), `shifty` (whose
+//! contract changes once a client sends `subscriptions/listen`), `resumable`, `bom` and hostile
+//! answers.
 //!
 //! `--raw` makes it a plain JSON-RPC server that writes exact bytes, for what an SDK server would
 //! not send: integers past 2^53, a result that breaks its schema in ways the SDK would refuse to
@@ -538,13 +541,17 @@ async fn serve_raw_http(addr: &str, options: RawHttp) -> anyhow::Result<()> {
         r#"Bearer realm="raw", resource_metadata="{origin}/.well-known/oauth-protected-resource/mcp""#
     );
     let sized: Arc<str> = sized_result(result_bytes).into();
-    let tools: Arc<str> = r#"{"tools":[{"name":"sized","inputSchema":{"type":"object","properties":{"id":{"type":"integer"}}},"outputSchema":{"type":"object","properties":{"id":{"type":"integer"},"email":{"type":"string","format":"email"},"note":{"type":"string"}},"required":["id","email"]}},{"name":"headers","inputSchema":{"type":"object"},"outputSchema":{"type":"object"}},{"name":"plain","inputSchema":{"type":"object"},"outputSchema":{"type":"object","required":["n"]}},{"name":"compressed","inputSchema":{"type":"object"},"outputSchema":{"type":"object","required":["n"]}},{"name":"garbage","inputSchema":{"type":"object"},"outputSchema":{"type":"object","required":["n"]}},{"name":"bom","inputSchema":{"type":"object"},"outputSchema":{"type":"object","required":["n"]}},{"name":"resumable","inputSchema":{"type":"object"},"outputSchema":{"type":"object","required":["n"]}}]}"#.into();
+    let tools: Arc<str> = format!(r#"{{"tools":[{{"name":"sized","inputSchema":{{"type":"object","properties":{{"id":{{"type":"integer"}}}}}},"outputSchema":{{"type":"object","properties":{{"id":{{"type":"integer"}},"email":{{"type":"string","format":"email"}},"note":{{"type":"string"}}}},"required":["id","email"]}}}},{{"name":"headers","inputSchema":{{"type":"object"}},"outputSchema":{{"type":"object"}}}},{{"name":"plain","inputSchema":{{"type":"object"}},"outputSchema":{{"type":"object","required":["n"]}}}},{{"name":"compressed","inputSchema":{{"type":"object"}},"outputSchema":{{"type":"object","required":["n"]}}}},{{"name":"garbage","inputSchema":{{"type":"object"}},"outputSchema":{{"type":"object","required":["n"]}}}},{{"name":"bom","inputSchema":{{"type":"object"}},"outputSchema":{{"type":"object","required":["n"]}}}},{{"name":"resumable","inputSchema":{{"type":"object"}},"outputSchema":{{"type":"object","required":["n"]}}}},{{"name":"asks","inputSchema":{{"type":"object"}},"outputSchema":{{"type":"object","required":["n"]}}}},{SHIFTY}]}}"#).into();
     let listed = Arc::new(AtomicBool::new(false));
+    // Once a client has listened (subscriptions/listen), `shifty`'s contract changes: its
+    // outputSchema requires `n`, which its result lacks, where it required `m` before.
+    let changed = Arc::new(AtomicBool::new(false));
     // The id of the last `resumable` call: its answer comes only on a stream resumed after it.
     let resumable: Arc<std::sync::Mutex<Option<String>>> = Arc::default();
     let awaiting = Arc::clone(&resumable);
     let answer = move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
         let (sized, tools, listed) = (Arc::clone(&sized), Arc::clone(&tools), Arc::clone(&listed));
+        let changed = Arc::clone(&changed);
         let resumable = Arc::clone(&resumable);
         let challenge = challenge.clone();
         async move {
@@ -599,7 +606,32 @@ async fn serve_raw_http(addr: &str, options: RawHttp) -> anyhow::Result<()> {
                     );
                     return ([(header::CONTENT_TYPE, "application/json")], refusal).into_response();
                 }
+                "tools/list" if changed.load(Ordering::SeqCst) => {
+                    tools.replace(SHIFTY, &SHIFTY.replace(r#"["m"]"#, r#"["n"]"#))
+                }
                 "tools/list" => tools.to_string(),
+                // 2026-07-28: the server's notifications come on the stream answering the
+                // client's subscriptions/listen; this one says the tools changed, then ends.
+                "subscriptions/listen" => {
+                    changed.store(true, Ordering::SeqCst);
+                    return (
+                        [(header::CONTENT_TYPE, "text/event-stream")],
+                        "data: {\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n\n",
+                    )
+                        .into_response();
+                }
+                "tools/call" if request["params"]["name"] == "shifty" => {
+                    r#"{"content":[],"structuredContent":{"m":1}}"#.to_owned()
+                }
+                // 2026-07-28's multi-round-trip: the first call asks for input; its retry, with
+                // the request state, is final (and lacks `n`).
+                "tools/call" if request["params"]["name"] == "asks" => {
+                    if request["params"]["requestState"] == "s1" {
+                        r#"{"content":[],"structuredContent":{"m":1}}"#.to_owned()
+                    } else {
+                        r#"{"resultType":"input_required","inputRequests":{"r1":{"method":"roots/list"}},"requestState":"s1"}"#.to_owned()
+                    }
+                }
                 "tools/call" if request["params"]["name"] == "headers" => {
                     let seen = |name: &str| {
                         headers
@@ -695,6 +727,9 @@ async fn serve_raw_http(addr: &str, options: RawHttp) -> anyhow::Result<()> {
     axum::serve(listener, router).await?;
     Ok(())
 }
+
+/// The raw HTTP server's tool whose contract changes (see `subscriptions/listen` there).
+const SHIFTY: &str = r#"{"name":"shifty","inputSchema":{"type":"object"},"outputSchema":{"type":"object","required":["m"]}}"#;
 
 /// The rmcp server on Streamable HTTP at `http://ADDR/mcp`, until killed.
 async fn serve_http(addr: &str, json: bool) -> anyhow::Result<()> {

@@ -4,7 +4,9 @@
 //! The module map, from the inside out. Each layer imports only the layers listed before it.
 //!
 //! - [`ops`]: process plumbing that knows nothing of checks: memory given back to the operating
-//!   system, the shutdown signal, and the one file-watch helper every reload goes through.
+//!   system, the shutdown signal, the one file-watch helper every reload goes through, and an
+//!   MCP server run as a child process with its stdio's line framing (the proxy's and the
+//!   gateway's stdio routes').
 //! - [`core`]: a check end to end, with no transport.
 //!   - [`core::domain`] the names a check carries (`ServerId`, `ToolName`, `SchemaHash`, `Tier`,
 //!     `ProtocolVersion`); [`core::error`] why a check cannot be made at all.

@@ -13,6 +13,25 @@ pub fn build() -> std::io::Result<PathBuf> {
     })?;
     let mut cargo = std::process::Command::new(env!("CARGO"));
     cargo.args(["build", "--quiet", "--example", "mcp_test_server"]);
+    // Cargo gives a test the package's variables and OUT_DIR; a build script that watches one (ring's
+    // watches CARGO_MANIFEST_DIR and OUT_DIR) would see it change and rebuild the crate graph twice per run.
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        let package_var = name.starts_with("CARGO_PKG_")
+            || name.starts_with("CARGO_BIN_EXE_")
+            || matches!(
+                name.as_ref(),
+                "CARGO_MANIFEST_DIR"
+                    | "CARGO_MANIFEST_PATH"
+                    | "CARGO_PRIMARY_PACKAGE"
+                    | "CARGO_CRATE_NAME"
+                    | "CARGO_TARGET_TMPDIR"
+                    | "OUT_DIR"
+            );
+        if package_var {
+            cargo.env_remove(name.as_ref());
+        }
+    }
     if profile_dir.ends_with("release") {
         cargo.arg("--release");
     }

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::core::metrics::Transport;
-use crate::gateway::{GatewayConfig, Route, SessionLimits, UpstreamConfig};
+use crate::gateway::{GatewayConfig, RouteList, SessionLimits, UpstreamConfig};
 use crate::mcp::BoundaryConfig;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -22,20 +22,21 @@ pub struct GatewayArgs {
     /// Address clients connect to (`http://ADDR/mcp/NAME`).
     #[arg(long, env = "SCHEMAGATE_GATEWAY_LISTEN", default_value = DEFAULT_GATEWAY_LISTEN)]
     pub listen: SocketAddr,
-    /// An upstream MCP server: NAME=URL (repeat for more, or separate them by spaces in the
-    /// variable). NAME is the path clients use (`/mcp/NAME`) and the server's name for the
-    /// policy, the registry and the metrics; URL its Streamable HTTP endpoint.
+    /// An upstream MCP server: NAME=URL, or NAME=stdio:COMMAND ARGS for a server run on stdio,
+    /// one process per session (repeat for more, or separate them by spaces; quotes as in a
+    /// shell). NAME is the path clients use (`/mcp/NAME`) and the server's name for the policy,
+    /// the registry and the metrics; URL its Streamable HTTP endpoint.
     #[arg(
         long = "route",
         env = "SCHEMAGATE_ROUTES",
         value_name = "NAME=URL",
-        value_delimiter = ' ',
         required_unless_present = "routes_file"
     )]
-    pub routes: Vec<Route>,
-    /// A routes file (TOML: `[routes]` with `NAME = "URL"` lines), beside any --route; re-read
+    pub routes: Vec<RouteList>,
+    /// A routes file (TOML: `[routes]` with `NAME = "URL"` or `NAME = "stdio:COMMAND ARGS"`
+    /// lines), beside any --route; re-read
     /// when its content changes (every --policy-poll-interval seconds) and on SIGHUP. A route
-    /// whose URL is unchanged keeps its sessions; a file that cannot be read keeps the routes in
+    /// whose URL (or command) is unchanged keeps its sessions; a file that cannot be read keeps the routes in
     /// force.
     #[arg(long = "routes", env = "SCHEMAGATE_ROUTES_FILE", value_name = "FILE")]
     pub routes_file: Option<PathBuf>,
@@ -160,7 +161,11 @@ impl GatewayArgs {
                 transport: Transport::Gateway,
                 registered_is_current: self.registry.url.is_some(),
             },
-            routes: self.routes.clone(),
+            routes: self
+                .routes
+                .iter()
+                .flat_map(|l| l.0.iter().cloned())
+                .collect(),
             routes_file: self.routes_file.clone(),
             public_url: self
                 .public_url

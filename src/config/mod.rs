@@ -98,8 +98,9 @@ pub enum Command {
     /// server, checking tool-call arguments and results against the contract it lists.
     Proxy(Box<ProxyArgs>),
     /// Stand in front of remote MCP servers (Streamable HTTP): `schemagate gateway --route
-    /// NAME=URL ...` serves `http://ADDR/mcp/NAME` and relays each route to its upstream,
-    /// checking tool-call arguments and results against the contract it lists.
+    /// NAME=URL ...` serves `http://ADDR/mcp/NAME` and relays each route to its upstream (or to
+    /// a local server run on stdio, `--route NAME=stdio:COMMAND ARGS`), checking tool-call
+    /// arguments and results against the contract it lists.
     Gateway(Box<GatewayArgs>),
 }
 

@@ -15,8 +15,9 @@
 //! which belong to the stream the client may resume.
 
 use super::sse::{self, Event};
-use super::upstream::{self, Failure};
-use super::{Gateway, RouteState};
+use super::stdio::Upstreamed;
+use super::upstream::{self, Failure, MCP_SESSION_ID};
+use super::{Gateway, RouteState, RouteUpstream};
 use crate::mcp::{self, Boundary, Direction, Link, Outgoing};
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
@@ -25,9 +26,6 @@ use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, oneshot};
-
-/// The MCP session header.
-pub const MCP_SESSION_ID: &str = "mcp-session-id";
 
 /// What the client's answer is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -186,14 +184,7 @@ impl Exchange {
             let open = Arc::new(Open(Arc::clone(&self)));
             if self.method != Method::POST {
                 let sent = self
-                    .gateway
-                    .upstream
-                    .send(
-                        self.method.clone(),
-                        &self.route.route.url,
-                        self.forwarded.clone(),
-                        None,
-                    )
+                    .send(self.method.clone(), self.forwarded.clone(), None)
                     .await;
                 match sent {
                     Ok(response) => self.answered(response, None, Some(&open)),
@@ -357,16 +348,7 @@ impl Exchange {
         if !main {
             upstream::own_request_headers(&mut headers, &body);
         }
-        let sent = self
-            .gateway
-            .upstream
-            .send(
-                Method::POST,
-                &self.route.route.url,
-                headers,
-                Some(body.clone()),
-            )
-            .await;
+        let sent = self.send(Method::POST, headers, Some(body.clone())).await;
         match sent {
             Ok(response) => self.answered(response, Some(body), open.filter(|_| main)),
             Err(failure) => {
@@ -381,18 +363,46 @@ impl Exchange {
         Ok(())
     }
 
+    /// Sends `method` with `headers` and `body` to the route's server: a request to its URL, or
+    /// the message to its stdio process for this session.
+    async fn send(
+        &self,
+        method: Method,
+        headers: HeaderMap,
+        body: Option<Bytes>,
+    ) -> Result<Upstreamed, Failure> {
+        match &self.route.upstream {
+            RouteUpstream::Http(url) => self
+                .gateway
+                .upstream
+                .send(method, url, headers, body)
+                .await
+                .map(Upstreamed::Http),
+            RouteUpstream::Stdio(servers) => {
+                servers
+                    .send(
+                        &self.caller,
+                        self.session.as_deref(),
+                        &method,
+                        body.as_ref(),
+                    )
+                    .await
+            }
+        }
+    }
+
     /// The upstream could not answer the client's message (`request`; `None` for GET and
     /// DELETE): a 502 or 504 with a JSON-RPC error naming the route.
     pub(super) fn failed(&self, failure: &Failure, request: Option<&Bytes>) {
         let route = &self.route.route;
-        tracing::warn!(route = %route.name, upstream = %route.url, error = %failure, "the upstream gave no answer");
+        tracing::warn!(route = %route.name, upstream = %route.target, error = %failure, "the upstream gave no answer");
         let id = match request.map(|r| mcp::framing(r)) {
             Some(mcp::Framing::Request { id, .. }) => Some(id),
             _ => None,
         };
         let message = format!(
             "schemagate gateway: route {}: the upstream {} {failure}",
-            route.name, route.url
+            route.name, route.target
         );
         let body = mcp::error_answer(id.as_deref(), mcp::UPSTREAM_FAILED, &message);
         let mode = self.decide(|| Head::json(failure.status()));

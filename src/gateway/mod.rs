@@ -1,5 +1,6 @@
 //! `schemagate gateway`: the Streamable HTTP adapter. It stands in front of remote MCP servers
-//! (one [`Route`] each) and relays MCP's Streamable HTTP transport between their clients and
+//! (one [`Route`] each; a route may also run a local server on stdio, one process per session,
+//! [`stdio`]) and relays MCP's Streamable HTTP transport between their clients and
 //! them: a client's POST ([`exchange`]) goes to the upstream through the MCP rules
 //! ([`crate::mcp::Boundary`], one per session, [`sessions`]), and the upstream's answer, JSON or
 //! server-sent events ([`sse`]), comes back through them ([`pump`]), event by event; GET (the server's
@@ -14,9 +15,10 @@ mod routes;
 mod service;
 mod sessions;
 pub mod sse;
+mod stdio;
 mod upstream;
 
-pub use routes::{read_file as read_routes_file, BadRoute, Route};
+pub use routes::{read_file as read_routes_file, BadRoute, Route, RouteList, Target};
 pub use sessions::SessionLimits;
 pub use upstream::UpstreamConfig;
 
@@ -37,6 +39,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+use stdio::{Servers, StdioLimits};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use upstream::Upstream;
@@ -93,6 +96,15 @@ pub(crate) struct RouteState {
     route: Route,
     config: BoundaryConfig,
     shared: Arc<Shared>,
+    upstream: RouteUpstream,
+}
+
+/// How a route's server is reached.
+pub(crate) enum RouteUpstream {
+    /// Over HTTP, at this URL.
+    Http(reqwest::Url),
+    /// On stdio: its processes, one per session.
+    Stdio(Servers),
 }
 
 /// The routes in force, by name.
@@ -103,11 +115,12 @@ pub(crate) struct RouteTable {
 }
 
 impl RouteTable {
-    /// The table of `routes`. A route that is in `previous` with the same URL keeps its state
-    /// (its sessions' shared contract status and counters).
+    /// The table of `routes`. A route that is in `previous` with the same target keeps its
+    /// state (its sessions' shared contract status and counters, a stdio route's processes).
     fn build(
         gate: &Gate,
         boundary: &BoundaryConfig,
+        stdio: StdioLimits,
         routes: Vec<Route>,
         previous: Option<&RouteTable>,
     ) -> anyhow::Result<RouteTable> {
@@ -124,7 +137,7 @@ impl RouteTable {
             );
             let kept = previous
                 .and_then(|p| p.by_name.get(&route.name))
-                .filter(|state| state.route.url == route.url)
+                .filter(|state| state.route.target == route.target)
                 .cloned();
             let state = kept.unwrap_or_else(|| {
                 Arc::new(RouteState {
@@ -134,6 +147,14 @@ impl RouteTable {
                         ..boundary.clone()
                     },
                     shared: Arc::new(Shared::new(gate, Transport::Gateway)),
+                    upstream: match &route.target {
+                        Target::Http(url) => RouteUpstream::Http(url.clone()),
+                        Target::Stdio(command) => RouteUpstream::Stdio(Servers::new(
+                            &route.name,
+                            Arc::clone(command),
+                            stdio,
+                        )),
+                    },
                     route: route.clone(),
                 })
             });
@@ -200,14 +221,20 @@ pub async fn run(
         )
         .await?;
     }
+    let stdio = StdioLimits {
+        sessions: config.sessions,
+        write_timeout: config.upstream.timeout,
+        max_message_bytes: config.boundary.max_message_bytes,
+    };
     let table = RouteTable::build(
         &gate,
         &config.boundary,
+        stdio,
         all_routes(&config.routes, config.routes_file.as_deref())?,
         None,
     )?;
     for route in table.by_name.values() {
-        tracing::info!(route = %route.route.name, upstream = %route.route.url, "route");
+        tracing::info!(route = %route.route.name, upstream = %route.route.target, "route");
     }
     let gateway = Arc::new(Gateway {
         upstream: Upstream::new(&config.upstream)?,
@@ -235,7 +262,7 @@ pub async fn run(
             move || {
                 let previous = watched.routes.load();
                 let table = all_routes(&flags, Some(&file)).and_then(|routes| {
-                    RouteTable::build(&watched.gate, &boundary, routes, Some(&previous))
+                    RouteTable::build(&watched.gate, &boundary, stdio, routes, Some(&previous))
                 });
                 match table {
                     Ok(table) => {

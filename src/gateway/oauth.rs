@@ -88,7 +88,14 @@ pub async fn metadata(gateway: &Gateway, route: &RouteState, base: &str) -> (Sta
         });
         (StatusCode::BAD_GATEWAY, body.to_string())
     };
-    let Some(url) = upstream_metadata_url(&route.route.url) else {
+    let super::RouteUpstream::Http(upstream) = &route.upstream else {
+        let body = serde_json::json!({
+            "error": "not_found",
+            "error_description": format!("schemagate gateway: route {} runs its server on stdio, which publishes no protected-resource metadata", route.route.name),
+        });
+        return (StatusCode::NOT_FOUND, body.to_string());
+    };
+    let Some(url) = upstream_metadata_url(upstream) else {
         return failed("the upstream's URL has no metadata location".to_owned());
     };
     let mut headers = HeaderMap::new();

@@ -1,17 +1,22 @@
 //! The upstream's answer relayed to the client through the MCP rules: a JSON message read
-//! whole (up to the size limit), server-sent events one at a time as they arrive, or bytes that
-//! are not JSON-RPC passed as they are. Each message goes through [`Exchange`]'s rules with a
+//! whole (up to the size limit), server-sent events one at a time as they arrive, a stdio
+//! server's lines one at a time as it writes them, or bytes that are not JSON-RPC passed as they
+//! are. Each message goes through [`Exchange`]'s rules with a
 //! [`Relay`] saying where it came from.
 
 use super::exchange::{Exchange, Head, Mode, Open, Relay};
 use super::sse::{self, Event, Next};
+use super::stdio::Upstreamed;
 use super::upstream::{self, Failure};
 use crate::mcp::{self, Direction};
+use crate::ops::lines::Line;
 use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::StatusCode;
+use std::future::Future;
 use std::io;
 use std::sync::Arc;
+use tokio::sync::mpsc;
 
 /// Bytes of an oversized JSON answer kept to find its message's `id`.
 const HEAD_BYTES: usize = 4096;
@@ -21,7 +26,7 @@ const BOM: &[u8] = b"\xEF\xBB\xBF";
 /// An upstream answer to relay.
 pub(super) struct Pump {
     pub(super) exchange: Arc<Exchange>,
-    pub(super) response: reqwest::Response,
+    pub(super) response: Upstreamed,
     pub(super) kind: Mode,
     /// The request it answers (`None`: the client's GET or DELETE).
     pub(super) request: Option<Bytes>,
@@ -40,12 +45,15 @@ impl Exchange {
     /// task of its own.
     pub(super) fn answered(
         self: &Arc<Self>,
-        response: reqwest::Response,
+        response: Upstreamed,
         request: Option<Bytes>,
         open: Option<&Arc<Open>>,
     ) {
         let status = response.status();
-        let kind = content_mode(response.headers());
+        let kind = match &response {
+            Upstreamed::Http(http) => content_mode(http.headers()),
+            Upstreamed::Lines { .. } => Mode::Sse,
+        };
         let encoded = response
             .headers()
             .get(header::CONTENT_ENCODING)
@@ -133,12 +141,19 @@ pub(super) fn pump(pump: Pump) -> futures_util::future::BoxFuture<'static, ()> {
             head,
         } = pump;
         let mut resumable = false;
-        let relayed = match kind {
-            Mode::Json => {
+        let relayed = match (kind, response) {
+            (_, Upstreamed::Lines { lines, .. }) => {
+                pump_lines(&exchange, lines, open.as_ref()).await
+            }
+            (Mode::Json, Upstreamed::Http(response)) => {
                 pump_json(&exchange, response, open.as_ref(), head, request.as_ref()).await
             }
-            Mode::Sse => pump_events(&exchange, response, open.as_ref(), &mut resumable).await,
-            Mode::Raw => pump_raw(&exchange, response, open.as_ref()).await,
+            (Mode::Sse, Upstreamed::Http(response)) => {
+                pump_events(&exchange, response, open.as_ref(), &mut resumable).await
+            }
+            (Mode::Raw, Upstreamed::Http(response)) => {
+                pump_raw(&exchange, response, open.as_ref()).await
+            }
         };
         if let Err(e) = relayed {
             tracing::debug!(route = %exchange.route.route.name, error = %e, "relay of the upstream's answer ended");
@@ -159,19 +174,59 @@ async fn next_chunk(
     open: Option<&Arc<Open>>,
 ) -> io::Result<Option<Bytes>> {
     let read = |e: reqwest::Error| io::Error::other(format!("reading the upstream's answer: {e}"));
-    let Some(sink) = open.and_then(|open| open.0.sink()) else {
-        if open.is_some() {
-            return Err(io::Error::new(
-                io::ErrorKind::BrokenPipe,
-                "the client has gone",
-            ));
-        }
-        return response.chunk().await.map_err(read);
+    unless_gone(open, response.chunk()).await?.map_err(read)
+}
+
+/// `next`'s output; with `open`, an error once the client has gone instead.
+async fn unless_gone<T>(open: Option<&Arc<Open>>, next: impl Future<Output = T>) -> io::Result<T> {
+    let gone = || io::Error::new(io::ErrorKind::BrokenPipe, "the client has gone");
+    let Some(open) = open else {
+        return Ok(next.await);
     };
+    let sink = open.0.sink().ok_or_else(gone)?;
     tokio::select! {
-        chunk = response.chunk() => chunk.map_err(read),
-        () = sink.closed() => Err(io::Error::new(io::ErrorKind::BrokenPipe, "the client has gone")),
+        out = next => Ok(out),
+        () = sink.closed() => Err(gone()),
     }
+}
+
+/// A stdio server's messages (see [`super::stdio`]), each relayed as it is read: the stream ends
+/// with the answer it was opened for.
+async fn pump_lines(
+    exchange: &Arc<Exchange>,
+    mut lines: mpsc::Receiver<Line>,
+    open: Option<&Arc<Open>>,
+) -> io::Result<()> {
+    while let Some(line) = unless_gone(open, lines.recv()).await? {
+        match line {
+            Line::Message(bytes) => {
+                let data = bytes.slice_ref(bytes.trim_ascii());
+                let link = Relay {
+                    exchange,
+                    open,
+                    source: Some(data.clone()),
+                    event: None,
+                };
+                exchange
+                    .boundary
+                    .relay(&link, Direction::ToClient, &data)
+                    .await?;
+            }
+            Line::Oversized { head, len } => {
+                let link = Relay {
+                    exchange,
+                    open,
+                    source: None,
+                    event: None,
+                };
+                exchange
+                    .boundary
+                    .oversized(&link, Direction::ToClient, &head, len)
+                    .await?;
+            }
+        }
+    }
+    Ok(())
 }
 
 async fn pump_json(

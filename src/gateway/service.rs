@@ -2,7 +2,8 @@
 //! the session), the routes' OAuth metadata, `/healthz` and `/readyz`; anything else is 404, another method on a route 405. A body that is
 //! not one JSON-RPC message is refused here with a JSON-RPC error, before the rules see it.
 
-use super::exchange::{Answer, ClientRequest, Exchange, Head, MCP_SESSION_ID};
+use super::exchange::{Answer, ClientRequest, Exchange, Head};
+use super::upstream::MCP_SESSION_ID;
 use super::Gateway;
 use crate::core::auth::{Caller, PeerNames, Scope};
 use crate::core::domain::ProtocolVersion;

@@ -139,6 +139,9 @@ fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
     text
 }
 
+/// The MCP session header.
+pub const MCP_SESSION_ID: &str = "mcp-session-id";
+
 /// Headers of one hop only (RFC 9110, 7.6.1), never relayed in either direction.
 const HOP_BY_HOP: [HeaderName; 8] = [
     header::CONNECTION,

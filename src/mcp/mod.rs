@@ -25,6 +25,9 @@ mod session;
 mod task;
 mod task_records;
 
+/// A message's top-level `id` and whether it has a `method`, read from its first bytes (or all
+/// of them): how a transport that is not one request, one answer (stdio) finds who awaits it.
+pub use envelope::{head as message_head, Head as MessageHead};
 pub use metrics::Direction;
 use metrics::{MessageMetrics, Relayed};
 /// Where a replaced result carries its verdict: the key in its `_meta`.

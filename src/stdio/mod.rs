@@ -1,10 +1,9 @@
 //! `schemagate proxy`: the stdio adapter. It runs an MCP server as a child process ([`child`])
-//! and relays the stdio transport (newline-delimited JSON-RPC, read by [`frame`]) both ways
+//! and relays the stdio transport (newline-delimited JSON-RPC, read by
+//! [`crate::ops::lines`]) both ways
 //! ([`relay`]); what to do with each message is the MCP rules' ([`crate::mcp`]), which this
 //! module only feeds and whose answers it writes. Passed messages go out exactly as received.
 
-mod child;
-mod frame;
 mod relay;
 
 use crate::core::auth::Caller;
@@ -13,6 +12,8 @@ use crate::core::metrics::Transport;
 use crate::mcp::{Boundary, BoundaryConfig, Direction};
 use crate::net::admin;
 use crate::net::listen::ConnectionLimits;
+use crate::ops::child;
+use anyhow::Context;
 use relay::{relay_lines, Out, Pipes};
 use std::future::Future;
 use std::io;
@@ -119,7 +120,9 @@ pub async fn relay(
     client_out: impl AsyncWrite + Send + Unpin + 'static,
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<ExitStatus> {
-    let (mut child, server_in, server_out) = child::spawn(command)?;
+    let (mut child, server_in, server_out) = child::spawn(command).context(
+        "give the MCP server's command after --, as in `schemagate proxy --server-name crm -- npx crm-mcp-server`",
+    )?;
     tracing::info!(server = %config.server, ?command, pid = child.id(), "relaying");
     let boundary = Arc::new(Boundary::new(gate, Caller::open(), config));
     let pipes = Arc::new(Pipes {

@@ -1,9 +1,9 @@
-//! The relay loop: newline-delimited JSON-RPC read from each side ([`super::frame`]) is handed to
+//! The relay loop: newline-delimited JSON-RPC read from each side ([`crate::ops::lines`]) is handed to
 //! the session's MCP rules ([`crate::mcp::Boundary`]), and what they send is written to the other
 //! side (or back) through [`Pipes`], the stdio [`Link`].
 
-use super::frame::{Line, Lines};
 use crate::mcp::{Boundary, Direction, Link, Outgoing};
+use crate::ops::lines::{Line, Lines};
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter};

@@ -406,6 +406,188 @@ async fn events_pass_in_order_as_sent_and_delete_ends_the_session() {
     assert_eq!(status, 404);
 }
 
+/// A 2026-07-28 request (no session; revision and capabilities in `_meta`).
+fn request_26(id: u32, method: &str, params: Value) -> String {
+    let mut params = params;
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}
+    });
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string()
+}
+
+#[tokio::test]
+async fn a_listen_stream_and_an_input_required_retry_are_followed() {
+    let (_server, url) = raw_upstream().await;
+    let gateway = Gateway::start(&[format!("crm={url}")], &[]).await;
+    let route = gateway.url("crm");
+    let call = |id: u32, tool: &str, extra: Value| {
+        let mut params = json!({"name": tool, "arguments": {}});
+        if let Value::Object(extra) = extra {
+            params.as_object_mut().expect("params").extend(extra);
+        }
+        request_26(id, "tools/call", params)
+    };
+
+    // input_required is not final: relayed as the upstream wrote it, unjudged. The retry with
+    // the request state is final, and judged (it lacks `n`).
+    let (status, _, body) = post(&route, &call(1, "asks", json!({}))).await;
+    assert_eq!(status, 200, "{body}");
+    let answer: Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(answer["result"]["resultType"], "input_required", "{body}");
+    assert!(answer["result"]["_meta"].is_null(), "not judged: {body}");
+    let retry = call(
+        2,
+        "asks",
+        json!({"inputResponses": {"r1": {"roots": []}}, "requestState": "s1"}),
+    );
+    let (_, _, body) = post(&route, &retry).await;
+    let answer: Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(answer["result"]["isError"], true, "{body}");
+    assert_eq!(
+        answer["result"]["_meta"]["dev.schemagate/verdict"]["outcome"],
+        "invalid"
+    );
+
+    // Judged by the contract listed first; then the listen stream says the tools changed (the
+    // client gets that notification), and the next call is judged by the contract listed again.
+    let (_, _, body) = post(&route, &call(3, "shifty", json!({}))).await;
+    let answer: Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(
+        answer["result"]["structuredContent"],
+        json!({"m": 1}),
+        "{body}"
+    );
+    let (status, content_type, body) =
+        post(&route, &request_26(4, "subscriptions/listen", json!({}))).await;
+    assert_eq!((status, content_type.as_str()), (200, "text/event-stream"));
+    assert_eq!(
+        messages(&body),
+        [r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#]
+    );
+    let (_, _, body) = post(&route, &call(5, "shifty", json!({}))).await;
+    let answer: Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(answer["result"]["isError"], true, "{body}");
+    assert_eq!(
+        answer["result"]["_meta"]["dev.schemagate/verdict"]["errors"][0]["keyword"],
+        "required"
+    );
+}
+
+/// How many processes `pid` has started and not yet reaped.
+fn children_of(pid: u32) -> usize {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .filter_map(Result::ok)
+        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+        .map(|children| children.split_whitespace().count())
+        .sum()
+}
+
+/// Waits (up to 10 s) until `pid` has `count` child processes.
+async fn until_children(pid: u32, count: usize) {
+    for _ in 0..400 {
+        if children_of(pid) == count {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!(
+        "the gateway has {} server processes, not {count}",
+        children_of(pid)
+    );
+}
+
+#[tokio::test]
+async fn a_stdio_route_runs_one_server_per_session_behind_the_same_checks() {
+    let command = test_server().to_string_lossy().into_owned();
+    let route = format!(
+        "crm=stdio:{}",
+        shlex::try_quote(&command).expect("a path a shell can quote")
+    );
+    let gateway = Gateway::start(&[route], &[]).await;
+    let pid = gateway._child.id().expect("the gateway runs");
+    let url = gateway.url("crm");
+    assert_eq!(children_of(pid), 0, "no process before a session begins");
+
+    // An SDK client: the gateway lists on its own, checks results and arguments; a sampling
+    // request the server writes during a call reaches the client, and its answer the server.
+    let sdk = client(&url, None).await;
+    results_are_checked(&sdk).await;
+    let summary = call(&sdk, "summarize", json!({})).await;
+    assert_eq!(
+        summary.structured_content,
+        Some(json!({"summary": "the proxy relayed a sampling request", "model": "host-model"})),
+        "{}",
+        text_of(&summary)
+    );
+
+    // A second session has a process of its own; progress comes in order before the answer.
+    let session = initialize(&url).await;
+    until_children(pid, 2).await;
+    let count = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"count","arguments":{},"_meta":{"progressToken":"p"}}}"#;
+    let (status, _, body) = post_in(&url, Some(&session), count).await;
+    assert_eq!(status, 200, "{body}");
+    let through = messages(&body);
+    assert_eq!(
+        through.len(),
+        4,
+        "three progress notifications and the result: {through:?}"
+    );
+    for (i, message) in through[..3].iter().enumerate() {
+        let progress: Value = serde_json::from_str(message).expect("JSON");
+        assert_eq!(progress["params"]["progress"], json!(i as f64 + 1.0));
+    }
+    let answer: Value = serde_json::from_str(&through[3]).expect("JSON");
+    assert_eq!(answer["id"], 2);
+    assert_eq!(answer["result"]["structuredContent"], json!({"counted": 3}));
+
+    // DELETE ends the session and its process; the session is then unknown.
+    let deleted = reqwest::Client::new()
+        .delete(&url)
+        .header("mcp-session-id", session.as_str())
+        .send()
+        .await
+        .expect("DELETE");
+    assert_eq!(deleted.status(), 200);
+    until_children(pid, 1).await;
+    let (status, _, body) = post_in(&url, Some(&session), count).await;
+    assert_eq!(status, 404);
+    assert!(
+        error_of(&body)["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("initialize again"),
+        "{body}"
+    );
+
+    // Without a session, only initialize starts a process.
+    let (status, _, body) = post(&url, count).await;
+    assert_eq!(status, 400);
+    assert_eq!(error_of(&body)["code"], -32600);
+    assert!(
+        error_of(&body)["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("runs its server on stdio"),
+        "{body}"
+    );
+    assert_eq!(children_of(pid), 1);
+
+    sdk.cancel().await.expect("end the session");
+    let text = metrics_text(gateway.metrics_port).await;
+    for (payload, attempt, outcome, count) in [
+        ("result", "first", "valid", 1.0),
+        ("result", "first", "invalid", 1.0),
+        ("arguments", "retry", "invalid", 1.0),
+    ] {
+        let series = validations("get_customer", payload, attempt, outcome);
+        assert_eq!(metric(&text, &series), count, "{series}");
+    }
+}
+
 /// The raw upstream (`--raw --http`), and its URL.
 async fn raw_upstream() -> (Child, String) {
     raw_upstream_with(&[]).await

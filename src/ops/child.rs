@@ -1,7 +1,7 @@
-//! The MCP server as a child process: started with piped stdin and stdout, stopped when the
-//! client goes (its stdin closed, then SIGTERM, then SIGKILL, each after the grace) or when the
-//! proxy itself is told to stop (SIGTERM at once, SIGKILL soon after), and its exit status turned
-//! into the proxy's own exit code.
+//! An MCP server as a child process (of `schemagate proxy`, or of a gateway's stdio route):
+//! started with piped stdin and stdout, stopped when its client goes (its stdin closed, then
+//! SIGTERM, then SIGKILL, each after the grace) or when schemagate itself is told to stop (SIGTERM
+//! at once, SIGKILL soon after), and its exit status turned into the proxy's own exit code.
 
 use anyhow::Context;
 use std::process::{ExitStatus, Stdio};
@@ -11,10 +11,8 @@ use tokio_util::sync::CancellationToken;
 
 /// Starts `command` (program and arguments) with its stdin and stdout piped to us and its stderr
 /// inherited (hosts log it).
-pub(super) fn spawn(command: &[String]) -> anyhow::Result<(Child, ChildStdin, ChildStdout)> {
-    let (program, args) = command
-        .split_first()
-        .context("no server command: give it after --, as in `schemagate proxy --server-name crm -- npx crm-mcp-server`")?;
+pub fn spawn(command: &[String]) -> anyhow::Result<(Child, ChildStdin, ChildStdout)> {
+    let (program, args) = command.split_first().context("no server command")?;
     let mut child = Command::new(program)
         .args(args)
         .stdin(Stdio::piped())
@@ -31,7 +29,7 @@ pub(super) fn spawn(command: &[String]) -> anyhow::Result<(Child, ChildStdin, Ch
 
 /// Stops process `pid` that was asked to exit (its stdin closed): SIGTERM after `grace`, SIGKILL
 /// after another, unless it exited (`exited`) first.
-pub(super) async fn stop_after(pid: Option<u32>, grace: Duration, exited: CancellationToken) {
+pub async fn stop_after(pid: Option<u32>, grace: Duration, exited: CancellationToken) {
     signal_unless_exited(
         pid,
         [(grace, libc::SIGTERM), (grace, libc::SIGKILL)],
@@ -43,7 +41,7 @@ pub(super) async fn stop_after(pid: Option<u32>, grace: Duration, exited: Cancel
 /// Stops process `pid` now, the proxy itself being stopped: SIGTERM at once, SIGKILL after
 /// `kill_after`, unless it exited (`exited`) first. A host that signals its MCP server (the proxy)
 /// kills it soon after, and a server left behind would outlive its session.
-pub(super) async fn stop_now(pid: Option<u32>, kill_after: Duration, exited: CancellationToken) {
+pub async fn stop_now(pid: Option<u32>, kill_after: Duration, exited: CancellationToken) {
     signal_unless_exited(
         pid,
         [(Duration::ZERO, libc::SIGTERM), (kill_after, libc::SIGKILL)],
@@ -75,7 +73,7 @@ async fn signal_unless_exited(
 }
 
 /// The exit code that reports `status`: the server's code, or 128 + the signal that ended it.
-pub(super) fn exit_code(status: ExitStatus) -> i32 {
+pub fn exit_code(status: ExitStatus) -> i32 {
     use std::os::unix::process::ExitStatusExt;
     status
         .code()

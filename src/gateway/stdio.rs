@@ -1,0 +1,435 @@
+//! Stdio routes: a route whose server runs on stdio (`--route NAME=stdio:COMMAND ARGS`) gets one
+//! process per MCP session. The gateway starts it when a client initializes, issuing the
+//! session's `Mcp-Session-Id` itself, and stops it when the session ends (DELETE), is forgotten
+//! (idle, or past the session limit), or its route goes. What a Streamable HTTP server does with
+//! each client message is done here on the process's stdin and stdout:
+//!
+//! - a request is written, and its answer is an event stream of every message the server writes
+//!   until the answer to it (progress, server requests such as sampling);
+//! - a notification or an answer is written and accepted (202);
+//! - GET opens the stream of the server messages no request is waiting for.
+//!
+//! The answers go back to the exchange as [`Upstreamed`], to be relayed through the MCP rules as
+//! an HTTP upstream's are. One process serves one session, so the client's JSON-RPC ids reach it
+//! unchanged. A client without a session (2026-07-28 has none) is refused: the process would be
+//! shared by callers whose ids may collide.
+
+use super::sessions::SessionLimits;
+use super::upstream::Failure;
+use crate::mcp::{self, Framing};
+use crate::ops::child;
+use crate::ops::lines::{Line, Lines};
+use bytes::Bytes;
+use http::header::{self, HeaderMap, HeaderValue};
+use http::{Method, StatusCode};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::AsyncWriteExt;
+use tokio::process::{Child, ChildStdin, ChildStdout};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// After a session's process has its stdin closed: how long before SIGTERM, and again before
+/// SIGKILL.
+const STOP_GRACE: Duration = Duration::from_secs(2);
+/// Messages a stream holds before the server's stdout waits for the client to read.
+const STREAM_SLACK: usize = 16;
+
+/// An upstream's answer: an HTTP response, or the messages a stdio server writes for a request.
+pub enum Upstreamed {
+    Http(reqwest::Response),
+    /// An event stream of the stdio server's messages, each a line as written.
+    Lines {
+        status: StatusCode,
+        headers: HeaderMap,
+        lines: mpsc::Receiver<Line>,
+    },
+}
+
+impl Upstreamed {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Upstreamed::Http(response) => response.status(),
+            Upstreamed::Lines { status, .. } => *status,
+        }
+    }
+
+    pub fn headers(&self) -> &HeaderMap {
+        match self {
+            Upstreamed::Http(response) => response.headers(),
+            Upstreamed::Lines { headers, .. } => headers,
+        }
+    }
+}
+
+/// How a stdio route's processes are kept.
+#[derive(Debug, Clone, Copy)]
+pub struct StdioLimits {
+    /// As many processes as sessions, each forgotten (stopped) after the sessions' idle time.
+    pub sessions: SessionLimits,
+    /// Longest wait for a process to take a message on its stdin.
+    pub write_timeout: Duration,
+    pub max_message_bytes: usize,
+}
+
+/// What a process is kept under: the caller's name and the session id.
+type Key = (Box<str>, Box<str>);
+
+/// The processes of one stdio route, one per session.
+pub struct Servers {
+    route: String,
+    command: Arc<[String]>,
+    limits: StdioLimits,
+    running: moka::sync::Cache<Key, Arc<Server>>,
+}
+
+/// One session's process: its stdin, and the streams awaiting its messages. Stopped when its
+/// session is forgotten (see [`Server::stop`]).
+struct Server {
+    stdin: tokio::sync::Mutex<Option<ChildStdin>>,
+    waiting: Arc<Mutex<Waiting>>,
+    /// Cancelled once the session is forgotten: the process is then stopped.
+    stop: CancellationToken,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// Where the server's next messages go.
+#[derive(Default)]
+struct Waiting {
+    /// Requests awaiting their answer, oldest first: the id (canonical JSON) and its stream.
+    requests: Vec<(String, mpsc::Sender<Line>)>,
+    /// The stream a GET opened, if any.
+    listener: Option<mpsc::Sender<Line>>,
+    /// The process closed its stdout: nothing more will come.
+    ended: bool,
+}
+
+impl Servers {
+    pub fn new(route: &str, command: Arc<[String]>, limits: StdioLimits) -> Self {
+        Self {
+            route: route.to_owned(),
+            command,
+            limits,
+            // A session forgotten for any reason (DELETE, idle, the limit, its process gone)
+            // has its process stopped.
+            running: moka::sync::Cache::builder()
+                .max_capacity(limits.sessions.max_sessions)
+                .time_to_idle(limits.sessions.idle)
+                .eviction_listener(|_, server: Arc<Server>, _| server.stop())
+                .build(),
+        }
+    }
+
+    /// Does with the client's message (`body`, for a POST) what a Streamable HTTP server would,
+    /// in session `session` of `caller`.
+    pub async fn send(
+        &self,
+        caller: &str,
+        session: Option<&str>,
+        method: &Method,
+        body: Option<&Bytes>,
+    ) -> Result<Upstreamed, Failure> {
+        let framing = body.map(|b| mcp::framing(b));
+        let request_id = match &framing {
+            Some(Framing::Request { id, .. }) => Some(id.as_str()),
+            _ => None,
+        };
+        let Some(session) = session else {
+            return match (method, &framing) {
+                (&Method::POST, Some(Framing::Request { method, .. })) if method == "initialize" => {
+                    let (id, server) = self.start(caller)?;
+                    let mut answer = server.request(self, request_id, body).await?;
+                    if let Upstreamed::Lines { headers, .. } = &mut answer {
+                        if let Ok(value) = HeaderValue::from_str(&id) {
+                            headers.insert(super::upstream::MCP_SESSION_ID, value);
+                        }
+                    }
+                    Ok(answer)
+                }
+                _ => Ok(refusal(
+                    StatusCode::BAD_REQUEST,
+                    request_id,
+                    &format!(
+                        "schemagate gateway: route {} runs its server on stdio, one process per session: begin with initialize, then send the Mcp-Session-Id it answers with",
+                        self.route
+                    ),
+                )),
+            };
+        };
+        let key: Key = (caller.into(), session.into());
+        let Some(server) = self.running.get(&key) else {
+            return Ok(refusal(
+                StatusCode::NOT_FOUND,
+                request_id,
+                &format!(
+                    "schemagate gateway: route {}: no session {session:?} (it ended, was idle too long, or was never issued); initialize again",
+                    self.route
+                ),
+            ));
+        };
+        match *method {
+            Method::DELETE => {
+                self.running.invalidate(&key);
+                server.stop();
+                Ok(fixed(StatusCode::OK, None))
+            }
+            Method::GET => Ok(server.listen()),
+            _ => server.request(self, request_id, body).await,
+        }
+    }
+
+    /// Starts a process for a new session of `caller`: its session id, and it.
+    fn start(&self, caller: &str) -> Result<(String, Arc<Server>), Failure> {
+        let (process, stdin, stdout) = child::spawn(&self.command)
+            .map_err(|e| Failure::Unreachable(format!("could not be started: {e:#}")))?;
+        let id = session_id().map_err(|e| Failure::Unreachable(format!("no session id: {e}")))?;
+        let stop = CancellationToken::new();
+        let server = Arc::new(Server {
+            stdin: tokio::sync::Mutex::new(Some(stdin)),
+            waiting: Arc::default(),
+            stop: stop.clone(),
+        });
+        let key: Key = (caller.into(), id.as_str().into());
+        tracing::info!(route = %self.route, pid = process.id(), session = %id, "a stdio server started for a new session");
+        supervise(process, self.route.clone(), stop);
+        let (waiting, running, route) = (
+            Arc::clone(&server.waiting),
+            self.running.clone(),
+            self.route.clone(),
+        );
+        let max = self.limits.max_message_bytes;
+        let forgotten = key.clone();
+        tokio::spawn(async move {
+            read(stdout, &waiting, max, &route).await;
+            // The process is gone: so is its session.
+            running.invalidate(&forgotten);
+        });
+        self.running.insert(key, Arc::clone(&server));
+        Ok((id, server))
+    }
+}
+
+impl Server {
+    /// Closes the process's stdin (unless a write holds it: then the signals come sooner) and
+    /// has it stopped: signalled if it does not exit by itself.
+    fn stop(&self) {
+        if let Ok(mut stdin) = self.stdin.try_lock() {
+            stdin.take();
+        }
+        self.stop.cancel();
+    }
+
+    /// Writes the client's message; a request's answer is the stream of what the server writes
+    /// until it answers it, anything else is accepted.
+    async fn request(
+        &self,
+        servers: &Servers,
+        id: Option<&str>,
+        body: Option<&Bytes>,
+    ) -> Result<Upstreamed, Failure> {
+        let body = body.map_or(&[][..], |b| &b[..]);
+        let Some(id) = id.map(canonical_id) else {
+            self.write(servers, body).await?;
+            return Ok(fixed(StatusCode::ACCEPTED, None));
+        };
+        let (sender, lines) = mpsc::channel(STREAM_SLACK);
+        {
+            let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
+            if waiting.ended {
+                return Err(Failure::Unreachable("has exited".to_owned()));
+            }
+            waiting.requests.push((id.clone(), sender));
+        }
+        if let Err(failure) = self.write(servers, body).await {
+            let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
+            waiting.requests.retain(|(waiting_id, _)| *waiting_id != id);
+            return Err(failure);
+        }
+        Ok(Upstreamed::Lines {
+            status: StatusCode::OK,
+            headers: event_stream_headers(),
+            lines,
+        })
+    }
+
+    /// Opens the stream of the messages no request awaits (a GET); one opened before ends.
+    fn listen(&self) -> Upstreamed {
+        let (sender, lines) = mpsc::channel(STREAM_SLACK);
+        let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
+        if !waiting.ended {
+            waiting.listener = Some(sender);
+        }
+        Upstreamed::Lines {
+            status: StatusCode::OK,
+            headers: event_stream_headers(),
+            lines,
+        }
+    }
+
+    /// Writes `message` as one line on the process's stdin. Line breaks in a JSON text are white
+    /// space (a string holds none unescaped), so they become spaces and the line stays one.
+    async fn write(&self, servers: &Servers, message: &[u8]) -> Result<(), Failure> {
+        let mut line: Vec<u8> = message
+            .trim_ascii()
+            .iter()
+            .map(|&b| if b == b'\n' || b == b'\r' { b' ' } else { b })
+            .collect();
+        line.push(b'\n');
+        let mut stdin = self.stdin.lock().await;
+        let Some(pipe) = stdin.as_mut() else {
+            return Err(Failure::Unreachable("has exited".to_owned()));
+        };
+        let timeout = servers.limits.write_timeout;
+        match tokio::time::timeout(timeout, async {
+            pipe.write_all(&line).await?;
+            pipe.flush().await
+        })
+        .await
+        {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => {
+                *stdin = None;
+                Err(Failure::Unreachable(format!(
+                    "stopped reading its stdin ({e})"
+                )))
+            }
+            Err(_) => Err(Failure::BadAnswer(format!(
+                "did not take the message on its stdin within {} s (--upstream-timeout-secs)",
+                timeout.as_secs_f64()
+            ))),
+        }
+    }
+}
+
+/// Reads the server's stdout to its end, handing each message to the stream that awaits it: an
+/// answer to its request's, anything else to the oldest request's still open (a server writes
+/// progress and requests such as sampling while it works on a call), else to the GET stream;
+/// with none open, it is dropped (logged).
+async fn read(stdout: ChildStdout, waiting: &Mutex<Waiting>, max: usize, route: &str) {
+    let mut lines = Lines::new(stdout, max);
+    loop {
+        let line = match lines.next().await {
+            Ok(Some(line)) => line,
+            Ok(None) => break,
+            Err(e) => {
+                tracing::warn!(route, error = %e, "reading a stdio server's stdout failed");
+                break;
+            }
+        };
+        let head = match &line {
+            Line::Message(bytes) if bytes.trim_ascii().is_empty() => continue,
+            Line::Message(bytes) => mcp::message_head(bytes),
+            Line::Oversized { head, .. } => mcp::message_head(head),
+        };
+        let answers = head
+            .id
+            .as_deref()
+            .filter(|_| !head.has_method)
+            .map(canonical_id);
+        let (sender, last) = {
+            let mut waiting = waiting.lock().unwrap_or_else(|e| e.into_inner());
+            waiting.requests.retain(|(_, s)| !s.is_closed());
+            let answered = answers.and_then(|id| {
+                let at = waiting.requests.iter().position(|(w, _)| *w == id)?;
+                Some(waiting.requests.remove(at).1)
+            });
+            match answered {
+                Some(sender) => (Some(sender), true),
+                None => {
+                    let open = waiting.requests.first().map(|(_, s)| s.clone());
+                    let listener = waiting.listener.clone().filter(|s| !s.is_closed());
+                    (open.or(listener), false)
+                }
+            }
+        };
+        match sender {
+            Some(sender) => {
+                if sender.send(line).await.is_err() && last {
+                    tracing::debug!(route, "a stdio server's answer came after its client had gone");
+                }
+            }
+            None => tracing::warn!(
+                route,
+                id = head.id.as_deref().unwrap_or(""),
+                "a stdio server's message was dropped: no request awaits it and no client has opened a GET stream"
+            ),
+        }
+    }
+    let mut waiting = waiting.lock().unwrap_or_else(|e| e.into_inner());
+    waiting.ended = true;
+    waiting.requests.clear();
+    waiting.listener = None;
+}
+
+/// Waits for the process to exit; once its session is forgotten (`stop`), its stdin is closed:
+/// it is signalled if it does not exit by itself.
+fn supervise(mut process: Child, route: String, stop: CancellationToken) {
+    tokio::spawn(async move {
+        let pid = process.id();
+        let status = tokio::select! {
+            status = process.wait() => status,
+            () = stop.cancelled() => {
+                let exited = CancellationToken::new();
+                let signals = tokio::spawn(child::stop_after(pid, STOP_GRACE, exited.clone()));
+                let status = process.wait().await;
+                exited.cancel();
+                signals.abort();
+                status
+            }
+        };
+        match status {
+            Ok(status) => tracing::info!(route, ?pid, %status, "a stdio server exited"),
+            Err(e) => {
+                tracing::warn!(route, ?pid, error = %e, "a stdio server could not be waited for")
+            }
+        }
+    });
+}
+
+/// An id as canonical JSON text, so an answer's matches its request's however either wrote it.
+fn canonical_id(id: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(id).map_or_else(|_| id.to_owned(), |v| v.to_string())
+}
+
+/// A new session id: 128 random bits, in hex.
+fn session_id() -> Result<String, getrandom::Error> {
+    let mut bits = [0u8; 16];
+    getrandom::fill(&mut bits)?;
+    Ok(bits.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+fn event_stream_headers() -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers
+}
+
+/// An answer of the gateway's own in the server's place, with `body` (JSON) if any.
+fn fixed(status: StatusCode, body: Option<Vec<u8>>) -> Upstreamed {
+    let mut response = http::Response::new(body.unwrap_or_default());
+    *response.status_mut() = status;
+    if !response.body().is_empty() {
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+    }
+    Upstreamed::Http(response.into())
+}
+
+/// A JSON-RPC error answer to the request `id` (if one), as the process's server would refuse it.
+fn refusal(status: StatusCode, id: Option<&str>, message: &str) -> Upstreamed {
+    fixed(
+        status,
+        Some(mcp::error_answer(id, mcp::INVALID_REQUEST, message)),
+    )
+}
