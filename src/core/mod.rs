@@ -5,6 +5,7 @@
 //! clap or a socket: adapters depend on the core, never the other way.
 
 pub mod auth;
+pub mod change;
 pub mod check;
 pub mod document;
 pub mod domain;

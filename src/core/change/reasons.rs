@@ -1,0 +1,280 @@
+//! The reasons of a change: the two schema documents walked side by side, keyword by keyword,
+//! each difference said at its JSON pointer (`/properties/email: removed from required`,
+//! `/properties/plan/enum: added "trial"`). Subschemas are followed where both sides have them
+//! (properties, `$defs`, items, combinator members matched by equality first, then in order);
+//! annotation keywords (`title`, `description`, `examples`...) are not differences. Bounded in
+//! depth and in the number of reasons, as schemas come from callers.
+
+use serde_json::{Map, Value};
+
+/// Most reasons listed; past it, how many more there were.
+const MAX_REASONS: usize = 64;
+/// Deepest subschema followed.
+const MAX_DEPTH: usize = 64;
+/// Longest value quoted in a reason, in characters.
+const MAX_QUOTED: usize = 80;
+
+/// Keywords that annotate and never change what a schema admits.
+const ANNOTATIONS: [&str; 9] = [
+    "title",
+    "description",
+    "examples",
+    "default",
+    "$comment",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+    "$anchor",
+];
+/// Keywords whose value is one subschema.
+const SUBSCHEMA: [&str; 13] = [
+    "additionalProperties",
+    "items",
+    "additionalItems",
+    "contains",
+    "propertyNames",
+    "not",
+    "if",
+    "then",
+    "else",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    "contentSchema",
+    "$recursiveRef",
+];
+/// Keywords whose value maps names to subschemas.
+const NAMED: [&str; 5] = [
+    "properties",
+    "patternProperties",
+    "$defs",
+    "definitions",
+    "dependentSchemas",
+];
+/// Keywords whose value lists subschemas.
+const LISTS: [&str; 4] = ["anyOf", "oneOf", "allOf", "prefixItems"];
+
+/// The differences between `old` and `new`, in document order of `new` (then what `old` alone
+/// had).
+pub fn between(old: &Value, new: &Value) -> Vec<String> {
+    let mut walk = Walk::default();
+    walk.schema("", old, new, 0);
+    if walk.more > 0 {
+        walk.out
+            .push(format!("... and {} more differences", walk.more));
+    }
+    walk.out
+}
+
+#[derive(Default)]
+struct Walk {
+    out: Vec<String>,
+    more: usize,
+}
+
+impl Walk {
+    fn say(&mut self, at: &str, what: impl FnOnce() -> String) {
+        if self.out.len() < MAX_REASONS {
+            let at = if at.is_empty() { "(root)" } else { at };
+            self.out.push(format!("{at}: {}", what()));
+        } else {
+            self.more += 1;
+        }
+    }
+
+    fn schema(&mut self, at: &str, old: &Value, new: &Value, depth: usize) {
+        if old == new {
+            return;
+        }
+        if depth >= MAX_DEPTH {
+            self.say(at, || {
+                "changed (nested too deeply to compare further)".to_owned()
+            });
+            return;
+        }
+        match (old, new) {
+            (Value::Object(old), Value::Object(new)) => self.object(at, old, new, depth),
+            _ => self.say(at, || format!("{} -> {}", quote(old), quote(new))),
+        }
+    }
+
+    fn object(
+        &mut self,
+        at: &str,
+        old: &Map<String, Value>,
+        new: &Map<String, Value>,
+        depth: usize,
+    ) {
+        let mut keywords: Vec<&String> = new.keys().collect();
+        keywords.extend(old.keys().filter(|k| !new.contains_key(*k)));
+        for keyword in keywords {
+            let (before, after) = (old.get(keyword), new.get(keyword));
+            if before == after || ANNOTATIONS.contains(&keyword.as_str()) {
+                continue;
+            }
+            let here = format!("{at}/{}", escape(keyword));
+            match keyword.as_str() {
+                "type" => self.types(&here, before, after),
+                "required" => self.required(at, before, after),
+                "enum" => self.values(&here, before, after),
+                k if NAMED.contains(&k) => self.named(&here, before, after, depth),
+                k if LISTS.contains(&k) => self.list(&here, before, after, depth),
+                k if SUBSCHEMA.contains(&k) => match (before, after) {
+                    (Some(b), Some(a)) => self.schema(&here, b, a, depth + 1),
+                    _ => self.scalar(&here, keyword, before, after),
+                },
+                _ => self.scalar(&here, keyword, before, after),
+            }
+        }
+    }
+
+    /// `type`: the types added and removed (absent is every type).
+    fn types(&mut self, at: &str, old: Option<&Value>, new: Option<&Value>) {
+        let (Some(old), Some(new)) = (types(old), types(new)) else {
+            match new {
+                None => self.say(at, || "removed (any type now)".to_owned()),
+                Some(new) => self.say(at, || format!("now {} (was any type)", quote(new))),
+            }
+            return;
+        };
+        for added in new.iter().filter(|t| !old.contains(t)) {
+            self.say(at, || format!("added {}", quote(added)));
+        }
+        for removed in old.iter().filter(|t| !new.contains(t)) {
+            self.say(at, || format!("removed {}", quote(removed)));
+        }
+    }
+
+    /// `required`: each name added or removed, at its property.
+    fn required(&mut self, at: &str, old: Option<&Value>, new: Option<&Value>) {
+        let names = |v: Option<&Value>| -> Vec<String> {
+            v.and_then(Value::as_array)
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_owned)
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let (old, new) = (names(old), names(new));
+        for name in new.iter().filter(|n| !old.contains(n)) {
+            self.say(&format!("{at}/properties/{}", escape(name)), || {
+                "added to required".to_owned()
+            });
+        }
+        for name in old.iter().filter(|n| !new.contains(n)) {
+            self.say(&format!("{at}/properties/{}", escape(name)), || {
+                "removed from required".to_owned()
+            });
+        }
+    }
+
+    /// `enum`: each value added or removed.
+    fn values(&mut self, at: &str, old: Option<&Value>, new: Option<&Value>) {
+        match (old.and_then(Value::as_array), new.and_then(Value::as_array)) {
+            (Some(old), Some(new)) => {
+                for added in new.iter().filter(|v| !old.contains(v)) {
+                    self.say(at, || format!("added {}", quote(added)));
+                }
+                for removed in old.iter().filter(|v| !new.contains(v)) {
+                    self.say(at, || format!("removed {}", quote(removed)));
+                }
+            }
+            _ => self.scalar(at, "enum", old, new),
+        }
+    }
+
+    /// A map of named subschemas: each name added or removed, the common ones followed.
+    fn named(&mut self, at: &str, old: Option<&Value>, new: Option<&Value>, depth: usize) {
+        let empty = Map::new();
+        let (old, new) = (
+            old.and_then(Value::as_object).unwrap_or(&empty),
+            new.and_then(Value::as_object).unwrap_or(&empty),
+        );
+        for (name, after) in new {
+            let here = format!("{at}/{}", escape(name));
+            match old.get(name) {
+                Some(before) => self.schema(&here, before, after, depth + 1),
+                None => self.say(&here, || "added".to_owned()),
+            }
+        }
+        for name in old.keys().filter(|n| !new.contains_key(*n)) {
+            self.say(&format!("{at}/{}", escape(name)), || "removed".to_owned());
+        }
+    }
+
+    /// A list of subschemas. `prefixItems` by position; the combinators by member: equal members
+    /// pair first, the rest in order; a member left over was added or removed.
+    fn list(&mut self, at: &str, old: Option<&Value>, new: Option<&Value>, depth: usize) {
+        let none = Vec::new();
+        let (old, new) = (
+            old.and_then(Value::as_array).unwrap_or(&none),
+            new.and_then(Value::as_array).unwrap_or(&none),
+        );
+        if at.ends_with("/prefixItems") {
+            for (i, after) in new.iter().enumerate() {
+                match old.get(i) {
+                    Some(before) => self.schema(&format!("{at}/{i}"), before, after, depth + 1),
+                    None => self.say(&format!("{at}/{i}"), || "added".to_owned()),
+                }
+            }
+            for i in new.len()..old.len() {
+                self.say(&format!("{at}/{i}"), || "removed".to_owned());
+            }
+            return;
+        }
+        let mut unmatched_old: Vec<usize> =
+            (0..old.len()).filter(|&i| !new.contains(&old[i])).collect();
+        let unmatched_new: Vec<usize> =
+            (0..new.len()).filter(|&j| !old.contains(&new[j])).collect();
+        let mut left_old = unmatched_old.drain(..);
+        for j in unmatched_new {
+            match left_old.next() {
+                Some(i) => self.schema(&format!("{at}/{j}"), &old[i], &new[j], depth + 1),
+                None => self.say(&format!("{at}/{j}"), || "member added".to_owned()),
+            }
+        }
+        for i in left_old {
+            self.say(at, || format!("member {i} of the old schema removed"));
+        }
+    }
+
+    /// Any other keyword: added, removed or changed, with its values.
+    fn scalar(&mut self, at: &str, keyword: &str, old: Option<&Value>, new: Option<&Value>) {
+        let note = if keyword == "pattern" {
+            " (only identical patterns compare)"
+        } else {
+            ""
+        };
+        match (old, new) {
+            (None, Some(new)) => self.say(at, || format!("added {}{note}", quote(new))),
+            (Some(old), None) => self.say(at, || format!("removed (was {}){note}", quote(old))),
+            (Some(old), Some(new)) => {
+                self.say(at, || format!("{} -> {}{note}", quote(old), quote(new)));
+            }
+            (None, None) => {}
+        }
+    }
+}
+
+/// The types `type` names; `None` when absent (every type).
+fn types(value: Option<&Value>) -> Option<Vec<Value>> {
+    match value? {
+        Value::Array(types) => Some(types.clone()),
+        one => Some(vec![one.clone()]),
+    }
+}
+
+/// A JSON pointer token for `key` (RFC 6901).
+fn escape(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
+/// `value` as JSON text, cut short past [`MAX_QUOTED`] characters.
+fn quote(value: &Value) -> String {
+    let text = value.to_string();
+    match text.char_indices().nth(MAX_QUOTED) {
+        Some((cut, _)) => format!("{}...", &text[..cut]),
+        None => text,
+    }
+}

@@ -1,0 +1,211 @@
+//! Counterexamples: a value one schema admits and the other refuses proves a change breaking
+//! (or an inner side not covered) by itself, whatever the canonical analysis could decide. The
+//! candidates are a few values built from both schemas' own keywords (each type's plain values,
+//! enum and const members, bounds and one past them, objects with their required properties,
+//! each optional one and one not declared, arrays of each item); each is judged by both schemas
+//! compiled as checks compile them. Bounded in number and depth.
+
+use crate::core::policy::{CompileOptions, RegexEngine};
+use jsonschema::{PatternOptions, Validator};
+use serde_json::{json, Map, Value};
+
+/// Most candidates built from one schema.
+const MAX_CANDIDATES: usize = 256;
+/// Deepest nesting a candidate is built to.
+const MAX_DEPTH: usize = 3;
+/// The name of a property no schema declares, in candidates that try an undeclared one.
+const UNDECLARED: &str = "x-schemagate-undeclared";
+
+/// A value `inner` admits and `outer` refuses, if one of the candidates is; `Err` when either
+/// schema does not compile.
+pub fn find(
+    outer: &Value,
+    inner: &Value,
+    options: CompileOptions,
+) -> Result<Option<Value>, String> {
+    let (outer_check, inner_check) = (compile(outer, options)?, compile(inner, options)?);
+    let mut candidates = Vec::new();
+    build(inner, 0, &mut candidates);
+    build(outer, 0, &mut candidates);
+    Ok(candidates
+        .into_iter()
+        .find(|value| inner_check.is_valid(value) && !outer_check.is_valid(value)))
+}
+
+fn compile(schema: &Value, options: CompileOptions) -> Result<Validator, String> {
+    let builder = jsonschema::options().should_validate_formats(options.assert_formats);
+    let builder = match options.regex_engine {
+        RegexEngine::BoundedBacktracking => {
+            builder.with_pattern_options(PatternOptions::fancy_regex())
+        }
+        RegexEngine::Linear => builder.with_pattern_options(PatternOptions::regex()),
+    };
+    builder.build(schema).map_err(|e| e.to_string())
+}
+
+/// Adds candidates for `schema` to `out`.
+fn build(schema: &Value, depth: usize, out: &mut Vec<Value>) {
+    let push = |value: Value, out: &mut Vec<Value>| {
+        if out.len() < MAX_CANDIDATES && !out.contains(&value) {
+            out.push(value);
+        }
+    };
+    let Value::Object(schema) = schema else {
+        for value in plain_values() {
+            push(value, out);
+        }
+        return;
+    };
+    for member in ["enum", "examples"] {
+        for value in schema
+            .get(member)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            push(value.clone(), out);
+        }
+    }
+    if let Some(value) = schema.get("const") {
+        push(value.clone(), out);
+    }
+    for bound in ["minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"] {
+        if let Some(n) = schema.get(bound).and_then(Value::as_f64) {
+            for value in [n - 1.0, n, n + 1.0, n - 0.5, n + 0.5] {
+                push(number(value), out);
+            }
+        }
+    }
+    for bound in ["minLength", "maxLength"] {
+        if let Some(n) = schema
+            .get(bound)
+            .and_then(Value::as_u64)
+            .filter(|n| *n <= 64)
+        {
+            for len in [n.saturating_sub(1), n, n + 1] {
+                push(Value::String("a".repeat(len as usize)), out);
+            }
+        }
+    }
+    for value in plain_values() {
+        push(value, out);
+    }
+    if depth >= MAX_DEPTH {
+        return;
+    }
+    for combinator in ["anyOf", "oneOf", "allOf"] {
+        for member in schema
+            .get(combinator)
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            build(member, depth + 1, out);
+        }
+    }
+    objects(schema, depth, out);
+    arrays(schema, depth, out);
+}
+
+/// Objects: with the required properties (each its first candidate), then with each declared
+/// property added, then with one not declared (of each plain value).
+fn objects(schema: &Map<String, Value>, depth: usize, out: &mut Vec<Value>) {
+    let empty = Map::new();
+    let properties = schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .unwrap_or(&empty);
+    let first = |name: &str| {
+        let mut values = Vec::new();
+        build(
+            properties.get(name).unwrap_or(&Value::Bool(true)),
+            depth + 1,
+            &mut values,
+        );
+        values
+    };
+    let mut base = Map::new();
+    for name in schema
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+    {
+        if let Some(value) = first(name).into_iter().next() {
+            base.insert(name.to_owned(), value);
+        }
+    }
+    let add = |object: Map<String, Value>, out: &mut Vec<Value>| {
+        let value = Value::Object(object);
+        if out.len() < MAX_CANDIDATES && !out.contains(&value) {
+            out.push(value);
+        }
+    };
+    add(base.clone(), out);
+    for name in properties.keys() {
+        for value in first(name).into_iter().take(8) {
+            let mut object = base.clone();
+            object.insert(name.clone(), value);
+            add(object, out);
+        }
+    }
+    for value in plain_values() {
+        let mut object = base.clone();
+        object.insert(UNDECLARED.to_owned(), value);
+        add(object, out);
+    }
+}
+
+/// Arrays: empty, of one of each item candidate, and a tuple of the first candidates.
+fn arrays(schema: &Map<String, Value>, depth: usize, out: &mut Vec<Value>) {
+    let mut items = Vec::new();
+    build(
+        schema.get("items").unwrap_or(&Value::Bool(true)),
+        depth + 1,
+        &mut items,
+    );
+    for item in items.into_iter().take(16) {
+        let value = json!([item]);
+        if out.len() < MAX_CANDIDATES && !out.contains(&value) {
+            out.push(value);
+        }
+    }
+    if let Some(prefix) = schema.get("prefixItems").and_then(Value::as_array) {
+        let tuple: Vec<Value> = prefix
+            .iter()
+            .filter_map(|item| {
+                let mut values = Vec::new();
+                build(item, depth + 1, &mut values);
+                values.into_iter().next()
+            })
+            .collect();
+        if out.len() < MAX_CANDIDATES {
+            out.push(Value::Array(tuple));
+        }
+    }
+}
+
+/// One value of each JSON type, and the numbers and strings that tell types and formats apart.
+fn plain_values() -> [Value; 9] {
+    [
+        Value::Null,
+        Value::Bool(true),
+        json!(0),
+        json!(0.5),
+        json!(""),
+        json!("a"),
+        json!([]),
+        json!({}),
+        json!(-1),
+    ]
+}
+
+/// `n` as a JSON number: an integer where it is one.
+fn number(n: f64) -> Value {
+    if n.fract() == 0.0 && n.abs() < 9.0e15 {
+        json!(n as i64)
+    } else {
+        json!(n)
+    }
+}
