@@ -13,6 +13,8 @@ pub const DEFAULT_GATEWAY_LISTEN: &str = "127.0.0.1:8090";
 pub const DEFAULT_UPSTREAM_TIMEOUT_SECS: u64 = 300;
 pub const DEFAULT_UPSTREAM_CONNECT_TIMEOUT_SECS: u64 = 10;
 pub const DEFAULT_MAX_SESSIONS: u64 = 100_000;
+/// The default of `--stdio-max-processes`.
+pub const DEFAULT_STDIO_MAX_PROCESSES: usize = 64;
 pub const DEFAULT_SESSION_IDLE_SECS: u64 = 3600;
 
 /// Flags of `schemagate gateway`.
@@ -88,6 +90,10 @@ pub struct GatewayArgs {
     /// Seconds a session is held unused before it is forgotten.
     #[arg(long, env = "SCHEMAGATE_SESSION_IDLE_SECS", default_value_t = DEFAULT_SESSION_IDLE_SECS)]
     pub session_idle_secs: u64,
+    /// Most processes each stdio route runs at once, one per session; past it, a client's
+    /// initialize gets 503 (no other session's process is stopped for it).
+    #[arg(long, env = "SCHEMAGATE_STDIO_MAX_PROCESSES", default_value_t = DEFAULT_STDIO_MAX_PROCESSES)]
+    pub stdio_max_processes: usize,
     /// Seconds /readyz fails after SIGTERM before the listener closes, requests still answered:
     /// time for Kubernetes to take the pod out of its Service.
     #[arg(long, env = "SCHEMAGATE_DRAIN_DELAY_SECS", default_value_t = DEFAULT_DRAIN_DELAY_SECS)]
@@ -180,6 +186,7 @@ impl GatewayArgs {
                 max_sessions: self.max_sessions,
                 idle: Duration::from_secs(self.session_idle_secs.max(1)),
             },
+            stdio_max_processes: self.stdio_max_processes,
             body_read_timeout,
             connections: self.connections.limits(),
             metrics_listen: self.metrics_listen,

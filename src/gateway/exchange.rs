@@ -184,7 +184,7 @@ impl Exchange {
             let open = Arc::new(Open(Arc::clone(&self)));
             if self.method != Method::POST {
                 let sent = self
-                    .send(self.method.clone(), self.forwarded.clone(), None)
+                    .send(self.method.clone(), self.forwarded.clone(), None, false)
                     .await;
                 match sent {
                     Ok(response) => self.answered(response, None, Some(&open)),
@@ -348,7 +348,9 @@ impl Exchange {
         if !main {
             upstream::own_request_headers(&mut headers, &body);
         }
-        let sent = self.send(Method::POST, headers, Some(body.clone())).await;
+        let sent = self
+            .send(Method::POST, headers, Some(body.clone()), !main)
+            .await;
         match sent {
             Ok(response) => self.answered(response, Some(body), open.filter(|_| main)),
             Err(failure) => {
@@ -364,12 +366,13 @@ impl Exchange {
     }
 
     /// Sends `method` with `headers` and `body` to the route's server: a request to its URL, or
-    /// the message to its stdio process for this session.
+    /// the message to its stdio process for this session. `own`: a request of the rules' own.
     async fn send(
         &self,
         method: Method,
         headers: HeaderMap,
         body: Option<Bytes>,
+        own: bool,
     ) -> Result<Upstreamed, Failure> {
         match &self.route.upstream {
             RouteUpstream::Http(url) => self
@@ -385,6 +388,7 @@ impl Exchange {
                         self.session.as_deref(),
                         &method,
                         body.as_ref(),
+                        own,
                     )
                     .await
             }
@@ -400,9 +404,14 @@ impl Exchange {
             Some(mcp::Framing::Request { id, .. }) => Some(id),
             _ => None,
         };
+        // A stdio command is not shown: its arguments may hold secrets.
+        let upstream = match &route.target {
+            super::Target::Http(url) => url.to_string(),
+            super::Target::Stdio(_) => "(its stdio server)".to_owned(),
+        };
         let message = format!(
-            "schemagate gateway: route {}: the upstream {} {failure}",
-            route.name, route.target
+            "schemagate gateway: route {}: the upstream {upstream} {failure}",
+            route.name
         );
         let body = mcp::error_answer(id.as_deref(), mcp::UPSTREAM_FAILED, &message);
         let mode = self.decide(|| Head::json(failure.status()));

@@ -62,6 +62,8 @@ pub struct GatewayConfig {
     pub public_url: Option<String>,
     pub upstream: UpstreamConfig,
     pub sessions: SessionLimits,
+    /// Most processes each stdio route runs at once (one per session).
+    pub stdio_max_processes: usize,
     /// Longest wait for a client's message to arrive whole.
     pub body_read_timeout: Duration,
     /// The limits every connection is served under.
@@ -223,6 +225,7 @@ pub async fn run(
     }
     let stdio = StdioLimits {
         sessions: config.sessions,
+        max_processes: config.stdio_max_processes,
         write_timeout: config.upstream.timeout,
         max_message_bytes: config.boundary.max_message_bytes,
     };

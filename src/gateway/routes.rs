@@ -66,26 +66,14 @@ impl FromStr for Route {
                 "{text:?} is not NAME=URL (for example crm=http://crm.internal:8000/mcp)"
             )));
         };
-        let name_ok = !name.is_empty()
-            && name.len() <= 128
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
-        if !name_ok {
-            return Err(BadRoute(format!(
-                "route name {name:?}: use 1 to 128 letters, digits, '-', '_' or '.' (it is a URL path segment and the server's name)"
-            )));
-        }
+        check_name(name)?;
         if let Some(command) = url.strip_prefix("stdio:") {
-            let words = shlex::split(command).filter(|w| !w.is_empty()).ok_or_else(|| {
+            let words = shlex::split(command).ok_or_else(|| {
                 BadRoute(format!(
-                    "route {name}: stdio:{command} names no command, or its quotes do not close (write stdio:PROGRAM ARGS, quoted as in a shell)"
+                    "route {name}: stdio:{command}: a quote does not close"
                 ))
             })?;
-            return Ok(Route {
-                name: name.to_owned(),
-                target: Target::Stdio(words.into()),
-            });
+            return Route::stdio(name, words);
         }
         let parsed = reqwest::Url::parse(url).map_err(|e| {
             BadRoute(format!(
@@ -104,10 +92,41 @@ impl FromStr for Route {
     }
 }
 
-/// Routes as one `--route` value (or `SCHEMAGATE_ROUTES`) gives them: several may be separated
-/// by white space, quoted as in a shell. A route begins at each word `NAME=http://...`,
-/// `NAME=https://...` or `NAME=stdio:...`; the words after a stdio route's, up to the next route,
-/// are its command's arguments.
+impl Route {
+    /// A stdio route: `words` the program and its arguments.
+    fn stdio(name: &str, words: Vec<String>) -> Result<Route, BadRoute> {
+        check_name(name)?;
+        if words.first().is_none_or(|program| program.is_empty()) {
+            return Err(BadRoute(format!(
+                "route {name}: stdio: names no command (write NAME=stdio:PROGRAM ARGS, quoted as in a shell)"
+            )));
+        }
+        Ok(Route {
+            name: name.to_owned(),
+            target: Target::Stdio(words.into()),
+        })
+    }
+}
+
+/// Refuses a route name that cannot be a path segment and a server's name.
+fn check_name(name: &str) -> Result<(), BadRoute> {
+    let name_ok = !name.is_empty()
+        && name.len() <= 128
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+    if name_ok {
+        return Ok(());
+    }
+    Err(BadRoute(format!(
+        "route name {name:?}: use 1 to 128 letters, digits, '-', '_' or '.' (it is a URL path segment and the server's name)"
+    )))
+}
+
+/// Routes as one `--route` value (or `SCHEMAGATE_ROUTES`) gives them, quoted as in a shell:
+/// `NAME=URL` words separated by white space, and at most one stdio route, last, whose command
+/// is every word after `NAME=stdio:` (so its arguments may take any form, `--url=http://...`
+/// too). More stdio routes: one `--route` each, or the routes file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RouteList(pub Vec<Route>);
 
@@ -117,41 +136,22 @@ impl FromStr for RouteList {
     fn from_str(text: &str) -> Result<Self, BadRoute> {
         let words = shlex::split(text)
             .ok_or_else(|| BadRoute(format!("{text:?}: a quote does not close")))?;
-        let begins_route = |word: &str| {
-            word.split_once('=').is_some_and(|(_, target)| {
-                let target = target.to_ascii_lowercase();
-                ["http://", "https://", "stdio:"]
-                    .iter()
-                    .any(|scheme| target.starts_with(scheme))
-            })
-        };
-        // Each route's words: its NAME=TARGET, then a stdio command's arguments.
-        let mut routes: Vec<Vec<String>> = Vec::new();
-        for word in words {
-            match routes.last_mut() {
-                Some(words) if !begins_route(&word) => {
-                    if !words[0].contains("=stdio:") {
-                        return Err(BadRoute(format!(
-                            "{word:?} follows route {:?}, which is a URL: give each route as NAME=URL or NAME=stdio:COMMAND ARGS",
-                            words[0]
-                        )));
-                    }
-                    words.push(word);
-                }
-                _ => routes.push(vec![word]),
+        let mut routes = Vec::new();
+        let mut words = words.into_iter();
+        while let Some(word) = words.next() {
+            if let Some((name, first)) = word
+                .split_once('=')
+                .and_then(|(name, target)| Some((name, target.strip_prefix("stdio:")?)))
+            {
+                let command: Vec<String> = std::iter::once(first.to_owned())
+                    .filter(|w| !w.is_empty())
+                    .chain(words.by_ref())
+                    .collect();
+                routes.push(Route::stdio(name, command)?);
+                break;
             }
+            routes.push(word.parse()?);
         }
-        let routes = routes
-            .into_iter()
-            .map(|words| match words.split_first() {
-                Some((first, args)) if !args.is_empty() => {
-                    let args = shlex::try_join(args.iter().map(String::as_str))
-                        .map_err(|e| BadRoute(format!("{first}: {e}")))?;
-                    format!("{first} {args}").parse()
-                }
-                _ => words.concat().parse(),
-            })
-            .collect::<Result<Vec<Route>, BadRoute>>()?;
         Ok(RouteList(routes))
     }
 }
@@ -229,7 +229,7 @@ mod tests {
             "stdio:npx -y '@acme/files mcp' --root /srv"
         );
         let list: RouteList =
-            "crm=http://crm/mcp files=stdio:npx -y \"@acme/files mcp\" --root=/srv b=HTTPS://b/mcp"
+            "crm=http://crm/mcp b=HTTPS://b/mcp files=stdio:npx -y \"@acme/files mcp\" --url=http://x/mcp"
                 .parse()
                 .expect("routes");
         let targets: Vec<String> = list
@@ -241,11 +241,19 @@ mod tests {
             targets,
             [
                 "crm=http://crm/mcp",
-                "files=stdio:npx -y '@acme/files mcp' '--root=/srv'",
-                "b=https://b/mcp"
+                "b=https://b/mcp",
+                "files=stdio:npx -y '@acme/files mcp' '--url=http://x/mcp'"
             ]
         );
         assert!("crm=http://crm/mcp extra".parse::<RouteList>().is_err());
+        let spaced: RouteList = "files=stdio:'/opt/My App/srv' x".parse().expect("a route");
+        assert_eq!(
+            spaced.0[0].target,
+            Target::Stdio(["/opt/My App/srv", "x"].map(String::from).into())
+        );
+        let apart: RouteList = "files=stdio: srv".parse().expect("a route");
+        assert_eq!(apart.0[0].target, Target::Stdio(["srv".to_owned()].into()));
+        assert!("files=stdio:".parse::<RouteList>().is_err());
         for bad in [
             "crm",
             "=http://x/mcp",

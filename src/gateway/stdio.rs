@@ -22,6 +22,7 @@ use crate::ops::lines::{Line, Lines};
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, StatusCode};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::AsyncWriteExt;
@@ -34,6 +35,8 @@ use tokio_util::sync::CancellationToken;
 const STOP_GRACE: Duration = Duration::from_secs(2);
 /// Messages a stream holds before the server's stdout waits for the client to read.
 const STREAM_SLACK: usize = 16;
+/// How often forgotten sessions (idle past the limit) have their processes stopped.
+const HOUSEKEEPING: Duration = Duration::from_secs(5);
 
 /// An upstream's answer: an HTTP response, or the messages a stdio server writes for a request.
 pub enum Upstreamed {
@@ -65,8 +68,10 @@ impl Upstreamed {
 /// How a stdio route's processes are kept.
 #[derive(Debug, Clone, Copy)]
 pub struct StdioLimits {
-    /// As many processes as sessions, each forgotten (stopped) after the sessions' idle time.
+    /// Each session's process is stopped after the sessions' idle time.
     pub sessions: SessionLimits,
+    /// Most processes one route runs at once; past it, `initialize` is refused (503).
+    pub max_processes: usize,
     /// Longest wait for a process to take a message on its stdin.
     pub write_timeout: Duration,
     pub max_message_bytes: usize,
@@ -75,12 +80,26 @@ pub struct StdioLimits {
 /// What a process is kept under: the caller's name and the session id.
 type Key = (Box<str>, Box<str>);
 
-/// The processes of one stdio route, one per session.
+/// The processes of one stdio route, one per session. Dropped (the route removed or changed),
+/// it stops them all.
 pub struct Servers {
     route: String,
     command: Arc<[String]>,
     limits: StdioLimits,
     running: moka::sync::Cache<Key, Arc<Server>>,
+    /// Processes started and not yet exited.
+    processes: Arc<AtomicUsize>,
+    /// Cancelled when dropped: ends the housekeeping task.
+    _housekeeping: tokio_util::sync::DropGuard,
+}
+
+impl Drop for Servers {
+    fn drop(&mut self) {
+        for (_, server) in self.running.iter() {
+            server.stop();
+        }
+        self.running.invalidate_all();
+    }
 }
 
 /// One session's process: its stdin, and the streams awaiting its messages. Stopped when its
@@ -98,11 +117,20 @@ impl Drop for Server {
     }
 }
 
+/// A request awaiting its answer.
+struct Awaiting {
+    /// Its id, as canonical JSON.
+    id: String,
+    /// A request of the MCP rules' own (a listing), not the client's.
+    own: bool,
+    stream: mpsc::Sender<Line>,
+}
+
 /// Where the server's next messages go.
 #[derive(Default)]
 struct Waiting {
-    /// Requests awaiting their answer, oldest first: the id (canonical JSON) and its stream.
-    requests: Vec<(String, mpsc::Sender<Line>)>,
+    /// Requests awaiting their answer, oldest first.
+    requests: Vec<Awaiting>,
     /// The stream a GET opened, if any.
     listener: Option<mpsc::Sender<Line>>,
     /// The process closed its stdout: nothing more will come.
@@ -111,28 +139,46 @@ struct Waiting {
 
 impl Servers {
     pub fn new(route: &str, command: Arc<[String]>, limits: StdioLimits) -> Self {
+        // A session forgotten for any reason (DELETE, idle, its process gone) has its process
+        // stopped. The cache is not bounded in number: the process count is, and a new session
+        // past it is refused rather than another's process stopped.
+        let running: moka::sync::Cache<Key, Arc<Server>> = moka::sync::Cache::builder()
+            .time_to_idle(limits.sessions.idle)
+            .eviction_listener(|_, server: Arc<Server>, _| server.stop())
+            .build();
+        // The cache expires entries only when used: an idle route's sessions are swept here.
+        let housekeeping = CancellationToken::new();
+        let (swept, done) = (running.clone(), housekeeping.clone());
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(HOUSEKEEPING);
+            loop {
+                tokio::select! {
+                    () = done.cancelled() => return,
+                    _ = every.tick() => swept.run_pending_tasks(),
+                }
+            }
+        });
         Self {
             route: route.to_owned(),
             command,
             limits,
-            // A session forgotten for any reason (DELETE, idle, the limit, its process gone)
-            // has its process stopped.
-            running: moka::sync::Cache::builder()
-                .max_capacity(limits.sessions.max_sessions)
-                .time_to_idle(limits.sessions.idle)
-                .eviction_listener(|_, server: Arc<Server>, _| server.stop())
-                .build(),
+            running,
+            processes: Arc::default(),
+            _housekeeping: housekeeping.drop_guard(),
         }
     }
 
     /// Does with the client's message (`body`, for a POST) what a Streamable HTTP server would,
     /// in session `session` of `caller`.
+    /// `own`: the message is a request of the MCP rules' own (a listing), whose stream carries
+    /// nothing but its answer.
     pub async fn send(
         &self,
         caller: &str,
         session: Option<&str>,
         method: &Method,
         body: Option<&Bytes>,
+        own: bool,
     ) -> Result<Upstreamed, Failure> {
         let framing = body.map(|b| mcp::framing(b));
         let request_id = match &framing {
@@ -142,8 +188,18 @@ impl Servers {
         let Some(session) = session else {
             return match (method, &framing) {
                 (&Method::POST, Some(Framing::Request { method, .. })) if method == "initialize" => {
+                    if self.processes.load(Ordering::Acquire) >= self.limits.max_processes {
+                        return Ok(refusal(
+                            StatusCode::SERVICE_UNAVAILABLE,
+                            request_id,
+                            &format!(
+                                "schemagate gateway: route {} runs its server on stdio and already runs {} sessions' processes (--stdio-max-processes); end a session (DELETE) or try later",
+                                self.route, self.limits.max_processes
+                            ),
+                        ));
+                    }
                     let (id, server) = self.start(caller)?;
-                    let mut answer = server.request(self, request_id, body).await?;
+                    let mut answer = server.request(self, request_id, body, own).await?;
                     if let Upstreamed::Lines { headers, .. } = &mut answer {
                         if let Ok(value) = HeaderValue::from_str(&id) {
                             headers.insert(super::upstream::MCP_SESSION_ID, value);
@@ -179,14 +235,18 @@ impl Servers {
                 Ok(fixed(StatusCode::OK, None))
             }
             Method::GET => Ok(server.listen()),
-            _ => server.request(self, request_id, body).await,
+            _ => server.request(self, request_id, body, own).await,
         }
     }
 
     /// Starts a process for a new session of `caller`: its session id, and it.
     fn start(&self, caller: &str) -> Result<(String, Arc<Server>), Failure> {
-        let (process, stdin, stdout) = child::spawn(&self.command)
-            .map_err(|e| Failure::Unreachable(format!("could not be started: {e:#}")))?;
+        // In a process group of its own, so that stopping it stops what it started (`npx`
+        // starts `node`).
+        let (process, stdin, stdout) = child::spawn(&self.command, true).map_err(|e| {
+            tracing::warn!(route = %self.route, error = format!("{e:#}"), "a stdio server could not be started");
+            Failure::Unreachable("could not be started (the gateway's log says why)".to_owned())
+        })?;
         let id = session_id().map_err(|e| Failure::Unreachable(format!("no session id: {e}")))?;
         let stop = CancellationToken::new();
         let server = Arc::new(Server {
@@ -196,20 +256,31 @@ impl Servers {
         });
         let key: Key = (caller.into(), id.as_str().into());
         tracing::info!(route = %self.route, pid = process.id(), session = %id, "a stdio server started for a new session");
-        supervise(process, self.route.clone(), stop);
+        self.processes.fetch_add(1, Ordering::AcqRel);
+        supervise(
+            process,
+            self.route.clone(),
+            stop,
+            Arc::clone(&self.processes),
+        );
+        // Held before its output is read: a process that exits at once ends a session that is
+        // there to end.
+        self.running.insert(key.clone(), Arc::clone(&server));
         let (waiting, running, route) = (
             Arc::clone(&server.waiting),
             self.running.clone(),
             self.route.clone(),
         );
         let max = self.limits.max_message_bytes;
-        let forgotten = key.clone();
         tokio::spawn(async move {
-            read(stdout, &waiting, max, &route).await;
+            read(stdout, &waiting, max, &route, || {
+                // A message is use: a long call or a GET stream keeps its session.
+                let _ = running.get(&key);
+            })
+            .await;
             // The process is gone: so is its session.
-            running.invalidate(&forgotten);
+            running.invalidate(&key);
         });
-        self.running.insert(key, Arc::clone(&server));
         Ok((id, server))
     }
 }
@@ -231,6 +302,7 @@ impl Server {
         servers: &Servers,
         id: Option<&str>,
         body: Option<&Bytes>,
+        own: bool,
     ) -> Result<Upstreamed, Failure> {
         let body = body.map_or(&[][..], |b| &b[..]);
         let Some(id) = id.map(canonical_id) else {
@@ -243,11 +315,15 @@ impl Server {
             if waiting.ended {
                 return Err(Failure::Unreachable("has exited".to_owned()));
             }
-            waiting.requests.push((id.clone(), sender));
+            waiting.requests.push(Awaiting {
+                id: id.clone(),
+                own,
+                stream: sender,
+            });
         }
         if let Err(failure) = self.write(servers, body).await {
             let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
-            waiting.requests.retain(|(waiting_id, _)| *waiting_id != id);
+            waiting.requests.retain(|awaiting| awaiting.id != id);
             return Err(failure);
         }
         Ok(Upstreamed::Lines {
@@ -298,19 +374,35 @@ impl Server {
                     "stopped reading its stdin ({e})"
                 )))
             }
-            Err(_) => Err(Failure::BadAnswer(format!(
-                "did not take the message on its stdin within {} s (--upstream-timeout-secs)",
-                timeout.as_secs_f64()
-            ))),
+            Err(_) => {
+                // Part of the line may be written: nothing more can follow it. The session ends.
+                *stdin = None;
+                self.stop.cancel();
+                Err(Failure::BadAnswer(format!(
+                    "did not take the message on its stdin within {} s (--upstream-timeout-secs); its session is ended",
+                    timeout.as_secs_f64()
+                )))
+            }
         }
     }
 }
 
 /// Reads the server's stdout to its end, handing each message to the stream that awaits it: an
-/// answer to its request's, anything else to the oldest request's still open (a server writes
-/// progress and requests such as sampling while it works on a call), else to the GET stream;
-/// with none open, it is dropped (logged).
-async fn read(stdout: ChildStdout, waiting: &Mutex<Waiting>, max: usize, route: &str) {
+/// answer to its request's alone (an answer whose request is no longer awaited, its client
+/// gone, is dropped: it is not followed, so it is not relayed); anything else to the oldest
+/// open request of the client's (a server writes progress and requests such as sampling while
+/// it works on a call), else to the GET stream; with none open, it is dropped (logged). `used`
+/// is called for each message.
+///
+/// A stream whose client does not read holds the reading up (the process waits on its stdout)
+/// until the client's connection times out (`--write-timeout-secs`) and the stream closes.
+async fn read(
+    stdout: ChildStdout,
+    waiting: &Mutex<Waiting>,
+    max: usize,
+    route: &str,
+    used: impl Fn(),
+) {
     let mut lines = Lines::new(stdout, max);
     loop {
         let line = match lines.next().await {
@@ -326,38 +418,50 @@ async fn read(stdout: ChildStdout, waiting: &Mutex<Waiting>, max: usize, route: 
             Line::Message(bytes) => mcp::message_head(bytes),
             Line::Oversized { head, .. } => mcp::message_head(head),
         };
+        used();
         let answers = head
             .id
             .as_deref()
             .filter(|_| !head.has_method)
             .map(canonical_id);
-        let (sender, last) = {
+        let is_answer = answers.is_some();
+        let sender = {
             let mut waiting = waiting.lock().unwrap_or_else(|e| e.into_inner());
-            waiting.requests.retain(|(_, s)| !s.is_closed());
-            let answered = answers.and_then(|id| {
-                let at = waiting.requests.iter().position(|(w, _)| *w == id)?;
-                Some(waiting.requests.remove(at).1)
-            });
-            match answered {
-                Some(sender) => (Some(sender), true),
-                None => {
-                    let open = waiting.requests.first().map(|(_, s)| s.clone());
-                    let listener = waiting.listener.clone().filter(|s| !s.is_closed());
-                    (open.or(listener), false)
-                }
-            }
+            let sender = match answers {
+                Some(id) => waiting
+                    .requests
+                    .iter()
+                    .position(|awaiting| awaiting.id == id)
+                    .map(|at| waiting.requests.remove(at).stream),
+                None => waiting
+                    .requests
+                    .iter()
+                    .find(|a| !a.own && !a.stream.is_closed())
+                    .map(|a| a.stream.clone())
+                    .or_else(|| waiting.listener.clone().filter(|s| !s.is_closed())),
+            };
+            waiting
+                .requests
+                .retain(|awaiting| !awaiting.stream.is_closed());
+            sender
         };
-        match sender {
-            Some(sender) => {
-                if sender.send(line).await.is_err() && last {
-                    tracing::debug!(route, "a stdio server's answer came after its client had gone");
-                }
+        let delivered = match sender {
+            Some(sender) => sender.send(line).await.is_ok(),
+            None => false,
+        };
+        if !delivered {
+            if is_answer {
+                tracing::debug!(
+                    route,
+                    id = head.id.as_deref().unwrap_or(""),
+                    "a stdio server's answer was dropped: its client has gone"
+                );
+            } else {
+                tracing::warn!(
+                    route,
+                    "a stdio server's message was dropped: no request of the client awaits it and no GET stream is open"
+                );
             }
-            None => tracing::warn!(
-                route,
-                id = head.id.as_deref().unwrap_or(""),
-                "a stdio server's message was dropped: no request awaits it and no client has opened a GET stream"
-            ),
         }
     }
     let mut waiting = waiting.lock().unwrap_or_else(|e| e.into_inner());
@@ -368,20 +472,26 @@ async fn read(stdout: ChildStdout, waiting: &Mutex<Waiting>, max: usize, route: 
 
 /// Waits for the process to exit; once its session is forgotten (`stop`), its stdin is closed:
 /// it is signalled if it does not exit by itself.
-fn supervise(mut process: Child, route: String, stop: CancellationToken) {
+fn supervise(
+    mut process: Child,
+    route: String,
+    stop: CancellationToken,
+    processes: Arc<AtomicUsize>,
+) {
     tokio::spawn(async move {
         let pid = process.id();
         let status = tokio::select! {
             status = process.wait() => status,
             () = stop.cancelled() => {
                 let exited = CancellationToken::new();
-                let signals = tokio::spawn(child::stop_after(pid, STOP_GRACE, exited.clone()));
+                let signals = tokio::spawn(child::stop_after(pid, true, STOP_GRACE, exited.clone()));
                 let status = process.wait().await;
                 exited.cancel();
                 signals.abort();
                 status
             }
         };
+        processes.fetch_sub(1, Ordering::AcqRel);
         match status {
             Ok(status) => tracing::info!(route, ?pid, %status, "a stdio server exited"),
             Err(e) => {

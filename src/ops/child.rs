@@ -10,10 +10,18 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio_util::sync::CancellationToken;
 
 /// Starts `command` (program and arguments) with its stdin and stdout piped to us and its stderr
-/// inherited (hosts log it).
-pub fn spawn(command: &[String]) -> anyhow::Result<(Child, ChildStdin, ChildStdout)> {
+/// inherited (hosts log it); with `own_group`, in a process group of its own (then stopping it
+/// signals the group: what it started goes with it).
+pub fn spawn(
+    command: &[String],
+    own_group: bool,
+) -> anyhow::Result<(Child, ChildStdin, ChildStdout)> {
     let (program, args) = command.split_first().context("no server command")?;
-    let mut child = Command::new(program)
+    let mut child = Command::new(program);
+    if own_group {
+        child.process_group(0);
+    }
+    let mut child = child
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -28,10 +36,12 @@ pub fn spawn(command: &[String]) -> anyhow::Result<(Child, ChildStdin, ChildStdo
 }
 
 /// Stops process `pid` that was asked to exit (its stdin closed): SIGTERM after `grace`, SIGKILL
-/// after another, unless it exited (`exited`) first.
-pub async fn stop_after(pid: Option<u32>, grace: Duration, exited: CancellationToken) {
+/// after another, unless it exited (`exited`) first. With `group`, its process group (see
+/// [`spawn`]) is signalled.
+pub async fn stop_after(pid: Option<u32>, group: bool, grace: Duration, exited: CancellationToken) {
     signal_unless_exited(
         pid,
+        group,
         [(grace, libc::SIGTERM), (grace, libc::SIGKILL)],
         exited,
     )
@@ -44,6 +54,7 @@ pub async fn stop_after(pid: Option<u32>, grace: Duration, exited: CancellationT
 pub async fn stop_now(pid: Option<u32>, kill_after: Duration, exited: CancellationToken) {
     signal_unless_exited(
         pid,
+        false,
         [(Duration::ZERO, libc::SIGTERM), (kill_after, libc::SIGKILL)],
         exited,
     )
@@ -52,6 +63,7 @@ pub async fn stop_now(pid: Option<u32>, kill_after: Duration, exited: Cancellati
 
 async fn signal_unless_exited(
     pid: Option<u32>,
+    group: bool,
     steps: [(Duration, libc::c_int); 2],
     exited: CancellationToken,
 ) {
@@ -65,9 +77,10 @@ async fn signal_unless_exited(
         }
         tracing::info!(pid, signal, "the MCP server has not exited: signalling it");
         // SAFETY: kill(2) takes plain integers and touches no memory of ours; `pid` is our own
-        // child, not yet reaped (`exited` is cancelled only after it is waited for).
+        // child, not yet reaped (`exited` is cancelled only after it is waited for), and with
+        // `group` the leader of a group of its own.
         unsafe {
-            libc::kill(pid, signal);
+            libc::kill(if group { -pid } else { pid }, signal);
         }
     }
 }

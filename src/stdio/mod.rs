@@ -120,7 +120,7 @@ pub async fn relay(
     client_out: impl AsyncWrite + Send + Unpin + 'static,
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<ExitStatus> {
-    let (mut child, server_in, server_out) = child::spawn(command).context(
+    let (mut child, server_in, server_out) = child::spawn(command, false).context(
         "give the MCP server's command after --, as in `schemagate proxy --server-name crm -- npx crm-mcp-server`",
     )?;
     tracing::info!(server = %config.server, ?command, pid = child.id(), "relaying");
@@ -141,7 +141,7 @@ pub async fn relay(
         // The client is gone (or the server stopped reading): close the server's stdin, then
         // stop it if it does not exit by itself.
         up_pipes.to_server.close().await;
-        child::stop_after(pid, shutdown_grace, stopped).await;
+        child::stop_after(pid, false, shutdown_grace, stopped).await;
     });
     let (stop_pipes, stop_exited) = (Arc::clone(&pipes), exited.clone());
     let kill_after = shutdown_grace.min(KILL_AFTER_SIGNAL);

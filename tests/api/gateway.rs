@@ -507,7 +507,7 @@ async fn a_stdio_route_runs_one_server_per_session_behind_the_same_checks() {
         "crm=stdio:{}",
         shlex::try_quote(&command).expect("a path a shell can quote")
     );
-    let gateway = Gateway::start(&[route], &[]).await;
+    let gateway = Gateway::start(&[route], &["--stdio-max-processes", "2"]).await;
     let pid = gateway._child.id().expect("the gateway runs");
     let url = gateway.url("crm");
     assert_eq!(children_of(pid), 0, "no process before a session begins");
@@ -527,6 +527,16 @@ async fn a_stdio_route_runs_one_server_per_session_behind_the_same_checks() {
     // A second session has a process of its own; progress comes in order before the answer.
     let session = initialize(&url).await;
     until_children(pid, 2).await;
+    // A third is refused: no other session's process is stopped for it.
+    let (status, _, body) = post_in(
+        &url,
+        None,
+        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#,
+    )
+    .await;
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("--stdio-max-processes"), "{body}");
+    assert_eq!(children_of(pid), 2);
     let count = r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"count","arguments":{},"_meta":{"progressToken":"p"}}}"#;
     let (status, _, body) = post_in(&url, Some(&session), count).await;
     assert_eq!(status, 200, "{body}");
@@ -887,6 +897,23 @@ async fn routes_from_a_file_change_while_the_gateway_runs() {
     std::fs::write(&file, "[routes]\nbilling = \"not a url\"\n").expect("write");
     tokio::time::sleep(Duration::from_millis(2500)).await;
     assert_eq!(post(&gateway.url("billing"), call).await.0, 200);
+}
+
+#[tokio::test]
+async fn a_stdio_route_removed_from_the_routes_file_stops_its_processes() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let file = dir.path().join("routes.toml");
+    let command = test_server().to_string_lossy().into_owned();
+    let quoted = shlex::try_quote(&command).expect("a path a shell can quote");
+    std::fs::write(&file, format!("[routes]\ncrm = \"stdio:{quoted}\"\n")).expect("write");
+    let path = file.to_str().expect("a UTF-8 path");
+    let gateway = Gateway::start(&[], &["--routes", path, "--policy-poll-interval", "1"]).await;
+    let pid = gateway._child.id().expect("the gateway runs");
+    initialize(&gateway.url("crm")).await;
+    initialize(&gateway.url("crm")).await;
+    until_children(pid, 2).await;
+    std::fs::write(&file, "[routes]\nother = \"http://127.0.0.1:1/mcp\"\n").expect("write");
+    until_children(pid, 0).await;
 }
 
 /// The events read so far in `stream` (whole ones): each one's `id` and data.
