@@ -21,7 +21,8 @@
 //! benchmark's upstream: every `tools/call` answered with the same pre-built result, as JSON or
 //! as one server-sent event (with `--list-once`, only the first `tools/list` is answered; with
 //! `--require-auth`, a POST without `Authorization` gets an OAuth challenge, and the
-//! protected-resource metadata is served). Some tools answer otherwise, for the gateway's tests:
+//! protected-resource metadata is served; with `--tools-sequence FILE`, `tools/list` answers the
+//! file's tools/list results in turn, the last again and again). Some tools answer otherwise, for the gateway's tests:
 //! `asks` (2026-07-28's `input_required`, then a final result on the retry), `shifty` (whose
 //! contract changes once a client sends `subscriptions/listen`), `resumable`, `bom` and hostile
 //! answers.
@@ -515,7 +516,7 @@ fn serve_raw(result_bytes: usize) -> std::io::Result<()> {
 /// on a GET with `Last-Event-ID: r1`; `initialize` issues session `raw-session`;
 /// notifications and answers get 202.
 /// How the raw server on Streamable HTTP answers.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 struct RawHttp {
     result_bytes: usize,
     sse: bool,
@@ -524,6 +525,9 @@ struct RawHttp {
     /// A POST without `Authorization` gets 401 with a `resource_metadata` challenge, and the
     /// protected-resource metadata is served at its well-known place.
     require_auth: bool,
+    /// `tools/list` results (a JSON array of them) answered in turn, the last again and again,
+    /// in place of the tools above.
+    tools_sequence: Option<Vec<String>>,
 }
 
 async fn serve_raw_http(addr: &str, options: RawHttp) -> anyhow::Result<()> {
@@ -534,7 +538,10 @@ async fn serve_raw_http(addr: &str, options: RawHttp) -> anyhow::Result<()> {
         sse,
         list_once,
         require_auth,
+        tools_sequence,
     } = options;
+    let sequence: Arc<(Vec<String>, std::sync::atomic::AtomicUsize)> =
+        Arc::new((tools_sequence.unwrap_or_default(), Default::default()));
     let listener = tokio::net::TcpListener::bind(addr).await?;
     let origin = format!("http://{}", listener.local_addr()?);
     let challenge = format!(
@@ -552,6 +559,7 @@ async fn serve_raw_http(addr: &str, options: RawHttp) -> anyhow::Result<()> {
     let answer = move |headers: axum::http::HeaderMap, body: axum::body::Bytes| {
         let (sized, tools, listed) = (Arc::clone(&sized), Arc::clone(&tools), Arc::clone(&listed));
         let changed = Arc::clone(&changed);
+        let sequence = Arc::clone(&sequence);
         let resumable = Arc::clone(&resumable);
         let challenge = challenge.clone();
         async move {
@@ -605,6 +613,10 @@ async fn serve_raw_http(addr: &str, options: RawHttp) -> anyhow::Result<()> {
                         r#"{{"jsonrpc":"2.0","id":{id},"error":{{"code":-32603,"message":"listed once already"}}}}"#
                     );
                     return ([(header::CONTENT_TYPE, "application/json")], refusal).into_response();
+                }
+                "tools/list" if !sequence.0.is_empty() => {
+                    let turn = sequence.1.fetch_add(1, Ordering::SeqCst);
+                    sequence.0[turn.min(sequence.0.len() - 1)].clone()
                 }
                 "tools/list" if changed.load(Ordering::SeqCst) => {
                     tools.replace(SHIFTY, &SHIFTY.replace(r#"["m"]"#, r#"["n"]"#))
@@ -771,6 +783,15 @@ async fn main() -> anyhow::Result<()> {
             sse: flag("--sse"),
             list_once: flag("--list-once"),
             require_auth: flag("--require-auth"),
+            tools_sequence: args
+                .iter()
+                .position(|a| a == "--tools-sequence")
+                .and_then(|i| args.get(i + 1))
+                .map(|path| -> anyhow::Result<Vec<String>> {
+                    let lists: Vec<Value> = serde_json::from_slice(&std::fs::read(path)?)?;
+                    Ok(lists.iter().map(Value::to_string).collect())
+                })
+                .transpose()?,
         };
         return serve_raw_http(addr, options).await;
     }

@@ -4,6 +4,7 @@
 //! large payload, a batch), and records each request once through the [`Instrument`].
 
 use crate::core::auth::{Auth, Caller};
+use crate::core::change::Class;
 use crate::core::check::Check;
 use crate::core::error::CheckError;
 pub use crate::core::executor::{Admit, QueueLimits};
@@ -13,6 +14,7 @@ use crate::core::judge::{guarded, Deferred, Judge, Placement};
 use crate::core::metrics::{Metrics, Transport};
 use crate::core::policy::{Policy, PolicyError, PolicyStore};
 use crate::core::receiving::{Held, Receiving};
+use crate::core::registry::history::{ChangeKind, ToolChange, Version};
 use crate::core::registry::redis::{RedisConfig, RedisRegistry};
 use crate::core::registry::{
     Prepared, RegisterOptions, Registration, Registry, ServerListing, ServerSummary,
@@ -372,7 +374,10 @@ impl Gate {
         how: RegisterOptions,
     ) -> Result<Registration, CheckError> {
         caller.may_name(Some(&server))?;
-        let by = caller.token_name().map(str::to_owned);
+        let by = caller
+            .token_name()
+            .map(str::to_owned)
+            .or_else(|| how.learned.then(|| "proxy".to_owned()));
         let cost = Cost {
             checks: 1,
             bytes: body.len(),
@@ -402,7 +407,74 @@ impl Gate {
             shared = self.shared.is_some(),
             "tools registered"
         );
+        self.count_changes(&registration.server, &registration.changes, caller.name());
         Ok(registration)
+    }
+
+    /// Counts and logs what a registration changed: a line per changed tool (a warning for a
+    /// breaking or undecided change), a count per changed part.
+    fn count_changes(&self, server: &str, changes: &[ToolChange], by: &str) {
+        for change in changes {
+            for part in &change.schemas {
+                self.metrics().contract_change(
+                    server,
+                    &change.tool,
+                    part.schema.as_str(),
+                    part.class.as_str(),
+                );
+            }
+            let reasons: Vec<String> = change
+                .schemas
+                .iter()
+                .flat_map(|p| {
+                    p.reasons
+                        .iter()
+                        .map(move |r| format!("{}: {r}", p.schema.as_str()))
+                })
+                .collect();
+            match change.class {
+                Class::Breaking | Class::Unknown => tracing::warn!(
+                    server,
+                    tool = %change.tool,
+                    change = ?change.change,
+                    class = change.class.as_str(),
+                    ?reasons,
+                    by,
+                    "contract changed"
+                ),
+                Class::Identical | Class::Compatible => tracing::info!(
+                    server,
+                    tool = %change.tool,
+                    change = ?change.change,
+                    class = change.class.as_str(),
+                    ?reasons,
+                    by,
+                    "contract changed"
+                ),
+            }
+        }
+    }
+
+    /// `tool`'s history: its versions, newest first (from the shared registry when there is
+    /// one). A tool never registered has none: `unknown_tool`.
+    pub async fn tool_history(
+        &self,
+        caller: &Caller,
+        server: &str,
+        tool: &str,
+    ) -> Result<Vec<Version>, CheckError> {
+        caller.may_name(Some(server))?;
+        let versions = match &self.shared {
+            Some(shared) => shared.history(server, tool).await?,
+            None => self.registry.history(server, tool),
+        };
+        if versions.is_empty() {
+            return Err(CheckError::UnknownTool {
+                server: server.to_owned(),
+                tool: tool.to_owned(),
+            });
+        }
+        Ok(versions)
     }
 
     fn prepare(
@@ -485,14 +557,30 @@ impl Gate {
         tool: Option<&str>,
     ) -> Result<usize, CheckError> {
         caller.may_name(Some(server))?;
+        // What is removed, for the tools' histories.
+        let gone = self.registry.removal(server, tool, caller.token_name());
         let removed = match &self.shared {
             Some(shared) => {
-                let removed = shared.delete(server, tool).await?;
+                let removed = shared.delete(server, tool, &gone).await?;
                 shared.settle(server).await;
                 removed
             }
-            None => self.registry.remove(server, tool)?,
+            None => {
+                let removed = self.registry.remove(server, tool)?;
+                self.registry.record_history(server, &gone);
+                removed
+            }
         };
+        let changes: Vec<ToolChange> = gone
+            .iter()
+            .map(|(tool, _)| ToolChange {
+                tool: tool.clone(),
+                change: ChangeKind::Removed,
+                class: Class::Breaking,
+                schemas: Vec::new(),
+            })
+            .collect();
+        self.count_changes(server, &changes, caller.name());
         tracing::info!(
             server,
             tool = tool.unwrap_or("*"),

@@ -1,9 +1,11 @@
 //! Between protobuf messages and the core's types; no logic beyond the mapping.
 
 use super::proto;
+use crate::core::change::Change;
 use crate::core::check::{self, Check, Payload, SchemaSource};
 use crate::core::domain::{ProtocolVersion, Tier};
 use crate::core::error::CheckError;
+use crate::core::registry::history::{ChangeKind, ToolChange, Version};
 use crate::core::registry::{Registration, ServerListing, ServerSummary};
 use crate::core::verdict::{Action, Outcome, Verdict};
 use crate::core::Limits;
@@ -104,6 +106,7 @@ pub fn error(e: &CheckError) -> proto::Error {
 
 pub fn registration(r: Registration) -> proto::RegisterToolsResponse {
     proto::RegisterToolsResponse {
+        changes: r.changes.into_iter().map(tool_change).collect(),
         server: r.server,
         next_cursor: r.next_cursor.unwrap_or_default(),
         protocol_version: r.protocol_version.as_str().to_owned(),
@@ -125,6 +128,47 @@ pub fn registration(r: Registration) -> proto::RegisterToolsResponse {
                     .collect(),
             })
             .collect(),
+    }
+}
+
+fn tool_change(c: ToolChange) -> proto::ToolChange {
+    proto::ToolChange {
+        tool: c.tool,
+        change: change_kind(c.change).to_owned(),
+        class: c.class.as_str().to_owned(),
+        schemas: c.schemas.into_iter().map(part_change).collect(),
+    }
+}
+
+fn part_change(c: Change) -> proto::PartChange {
+    proto::PartChange {
+        schema: c.schema.as_str().to_owned(),
+        class: c.class.as_str().to_owned(),
+        reasons: c.reasons,
+    }
+}
+
+fn change_kind(kind: ChangeKind) -> &'static str {
+    match kind {
+        ChangeKind::Added => "added",
+        ChangeKind::Removed => "removed",
+        ChangeKind::Changed => "changed",
+    }
+}
+
+pub fn tool_version(v: Version) -> proto::ToolVersion {
+    let json = |v: Option<serde_json::Value>| v.map(|v| v.to_string()).unwrap_or_default();
+    proto::ToolVersion {
+        registered_at: v.registered_at,
+        registered_by: v.registered_by.unwrap_or_default(),
+        protocol_version: v.protocol_version,
+        input_schema_hash: v.input_schema_hash.unwrap_or_default(),
+        output_schema_hash: v.output_schema_hash.unwrap_or_default(),
+        annotations_json: json(v.annotations),
+        execution_json: json(v.execution),
+        change: change_kind(v.change).to_owned(),
+        class: v.class.as_str().to_owned(),
+        schemas: v.schemas.into_iter().map(part_change).collect(),
     }
 }
 

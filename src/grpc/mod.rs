@@ -153,6 +153,7 @@ impl Validator for ValidatorService {
             merge: msg.merge,
             protocol_version: convert::protocol_version(&msg.protocol_version)
                 .map_err(|e| self.refuse(&e))?,
+            learned: false,
         };
         let registration = self
             .gate
@@ -201,6 +202,24 @@ impl Validator for ValidatorService {
         Ok(Response::new(proto::RemoveToolsResponse {
             server: msg.server,
             removed: u32::try_from(removed).unwrap_or(u32::MAX),
+        }))
+    }
+
+    async fn tool_history(
+        &self,
+        request: Request<proto::ToolHistoryRequest>,
+    ) -> Result<Response<proto::ToolHistoryResponse>, Status> {
+        let caller = caller(&request)?;
+        let msg = request.into_inner();
+        let versions = self
+            .gate
+            .tool_history(&caller, &msg.server, &msg.tool)
+            .await
+            .map_err(|e| self.refuse(&e))?;
+        Ok(Response::new(proto::ToolHistoryResponse {
+            server: msg.server,
+            tool: msg.tool,
+            versions: versions.into_iter().map(convert::tool_version).collect(),
         }))
     }
 }

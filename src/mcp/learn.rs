@@ -102,6 +102,7 @@ impl Boundary {
         let how = RegisterOptions {
             merge: !first_page,
             protocol_version: protocol,
+            learned: true,
         };
         let body = line.slice_ref(result.bytes());
         match self
@@ -170,6 +171,7 @@ impl Boundary {
             let empty = RegisterOptions {
                 merge: false,
                 protocol_version: protocol,
+                learned: true,
             };
             let _ = self
                 .gate
@@ -195,6 +197,7 @@ impl Boundary {
             let how = RegisterOptions {
                 merge: true,
                 protocol_version: protocol,
+                learned: true,
             };
             if let Err(e) = self
                 .gate

@@ -12,6 +12,7 @@ use crate::core::error::CheckError;
 use crate::core::gate::{Admit, Gate};
 use crate::core::metrics::Transport;
 use crate::core::receiving::Held;
+use crate::core::registry::history::Version;
 use crate::core::registry::{RegisterOptions, Registration, ServerListing, ServerSummary};
 use crate::core::verdict::Verdict;
 use axum::body::{Body, Bytes};
@@ -154,7 +155,11 @@ fn router(gate: Arc<Gate>) -> Router {
             "/v1/servers/{server}/tools",
             put(register_tools).get(list_tools).delete(remove_tools),
         )
-        .route("/v1/servers/{server}/tools/{tool}", delete(remove_tool));
+        .route("/v1/servers/{server}/tools/{tool}", delete(remove_tool))
+        .route(
+            "/v1/servers/{server}/tools/{tool}/history",
+            get(tool_history),
+        );
     let admin = Router::new()
         .route("/v1/admin/reload-policy", post(reload_policy))
         .route("/v1/admin/reload-tokens", post(reload_tokens));
@@ -398,6 +403,7 @@ async fn register_tools(
             .map(|v| ProtocolVersion::parse(&v))
             .transpose()
             .map_err(|e| refuse(&gate, e.into()))?,
+        learned: false,
     };
     let bytes = read_body(&gate, &headers, raw).await?;
     let registration = gate
@@ -447,6 +453,30 @@ async fn list_tools(
     gate.server_tools(&caller, &server, query.schemas)
         .map(Json)
         .map_err(|e| refuse(&gate, e))
+}
+
+/// A tool's history: each version it was registered with, newest first, and its change.
+#[derive(Serialize)]
+struct ToolHistory {
+    server: String,
+    tool: String,
+    versions: Vec<Version>,
+}
+
+async fn tool_history(
+    State(gate): State<Arc<Gate>>,
+    Extension(caller): Extension<Arc<Caller>>,
+    Path((server, tool)): Path<(String, String)>,
+) -> Result<Json<ToolHistory>, ApiError> {
+    let versions = gate
+        .tool_history(&caller, &server, &tool)
+        .await
+        .map_err(|e| refuse(&gate, e))?;
+    Ok(Json(ToolHistory {
+        server,
+        tool,
+        versions,
+    }))
 }
 
 #[derive(Serialize)]

@@ -474,6 +474,41 @@ async fn a_listen_stream_and_an_input_required_retry_are_followed() {
     );
 }
 
+#[tokio::test]
+async fn the_table_of_changes_is_classed_the_same_when_learned_through_the_gateway() {
+    use crate::contracts::{changes_anything, table, tools_lists};
+    let table = table();
+    let (old, new) = tools_lists(&table);
+    let dir = tempfile::tempdir().expect("a directory");
+    let file = dir.path().join("lists.json");
+    std::fs::write(&file, json!([old, new]).to_string()).expect("write");
+    let path = file.to_str().expect("a UTF-8 path");
+    let (_server, url) = raw_upstream_with(&["--tools-sequence", path]).await;
+    let gateway = Gateway::start(&[format!("table={url}")], &[]).await;
+    // The client lists twice: the gateway learns the old contract, then the new one.
+    for id in [1, 2] {
+        let (status, _, body) = post(
+            &gateway.url("table"),
+            &request_26(id, "tools/list", json!({})),
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let text = metrics_text(gateway.metrics_port).await;
+    let mut wrong = Vec::new();
+    for (i, case) in table.iter().enumerate() {
+        let series = format!(
+            r#"schemagate_contract_changes_total{{server="table",tool="t{i}",schema="{}",class="{}"}}"#,
+            case.part, case.class
+        );
+        let expected = if changes_anything(case) { 1.0 } else { 0.0 };
+        if metric(&text, &series) != expected {
+            wrong.push(format!("{}: {series} is not {expected}", case.name));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
 /// How many processes `pid` has started and not yet reaped.
 fn children_of(pid: u32) -> usize {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {

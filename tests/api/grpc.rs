@@ -120,7 +120,15 @@ async fn registered_tools_over_grpc() {
     assert_eq!(reg.tools.len(), 2);
     assert_eq!(reg.tools[0].output_schema_hash.len(), 64);
     assert_eq!(reg.tools[1].errors[0].code, "schema_invalid");
-    // The same registration as REST's, field for field.
+    // The same registration as REST's, field for field (the tools removed first, so that both
+    // add them).
+    let removed = app
+        .client
+        .delete(app.url("/v1/servers/crm/tools"))
+        .send()
+        .await
+        .expect("DELETE");
+    assert_eq!(removed.status(), 200);
     let (status, rest) = app.register("crm", &tools).await;
     assert_eq!(status, 200);
     assert_eq!(registration_as_rest(&reg), rest);
@@ -565,6 +573,14 @@ async fn the_shared_corpus_judges_the_same_over_both() {
     for (server, list) in tools["servers"].as_object().expect("servers") {
         let (status, rest) = app.register(server, list).await;
         assert_eq!(status, 200, "{rest}");
+        // Removed, so the gRPC registration adds the same tools again (the same `changes`).
+        let removed = app
+            .client
+            .delete(app.url(&format!("/v1/servers/{server}/tools")))
+            .send()
+            .await
+            .expect("DELETE");
+        assert_eq!(removed.status(), 200);
         let registration = grpc
             .register_tools(proto::RegisterToolsRequest {
                 server: server.clone(),

@@ -346,6 +346,25 @@ pub fn registration_as_rest(r: &proto::RegisterToolsResponse) -> Value {
     if !r.next_cursor.is_empty() {
         out["next_cursor"] = json!(r.next_cursor);
     }
+    if !r.changes.is_empty() {
+        out["changes"] = json!(r
+            .changes
+            .iter()
+            .map(|c| {
+                let mut change = json!({"tool": c.tool, "change": c.change, "class": c.class});
+                if !c.schemas.is_empty() {
+                    change["schemas"] = json!(c
+                        .schemas
+                        .iter()
+                        .map(
+                            |p| json!({"schema": p.schema, "class": p.class, "reasons": p.reasons})
+                        )
+                        .collect::<Vec<_>>());
+                }
+                change
+            })
+            .collect::<Vec<_>>());
+    }
     out
 }
 

@@ -34,11 +34,11 @@ pub use annotations::annotations_change;
 use crate::core::policy::{CompileOptions, RegexEngine};
 use jsonschema::canonical::{CanonicalSchema, Containment, Satisfiability};
 use jsonschema::PatternOptions;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 /// What a change means to the consumers of a contract.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Class {
     /// The same canonical schema: nothing a consumer can see changed.
@@ -64,10 +64,25 @@ impl Class {
             Class::Unknown => "unknown",
         }
     }
+
+    /// The class of a change made of parts of these classes: the one that asks most of the
+    /// consumer (breaking, then unknown, then compatible, then identical).
+    pub fn worst(classes: impl IntoIterator<Item = Class>) -> Class {
+        let rank = |class: Class| match class {
+            Class::Identical => 0,
+            Class::Compatible => 1,
+            Class::Unknown => 2,
+            Class::Breaking => 3,
+        };
+        classes
+            .into_iter()
+            .max_by_key(|c| rank(*c))
+            .unwrap_or(Class::Identical)
+    }
 }
 
 /// The part of a tool a change is to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Part {
     Output,
@@ -87,7 +102,7 @@ impl Part {
 }
 
 /// One part's change: its class, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Change {
     pub schema: Part,
     pub class: Class,

@@ -526,6 +526,27 @@ impl Metrics {
     }
 
     /// Counts a policy reload, `ok` or `error`.
+    /// Counts one changed part (`schema`: output, input or annotations) of a registered tool,
+    /// with its class. Server and tool fold as checks' do.
+    pub fn contract_change(
+        &self,
+        server: &str,
+        tool: &str,
+        schema: &'static str,
+        class: &'static str,
+    ) {
+        let target = self.target(Some(server), Some(tool));
+        let labels = vec![
+            Label::new("server", target.server.to_string()),
+            Label::new("tool", target.tool.to_string()),
+            Label::new("schema", schema),
+            Label::new("class", class),
+        ];
+        self.recorder
+            .register_counter(&Key::from_parts(CONTRACT_CHANGES_TOTAL, labels), &METADATA)
+            .increment(1);
+    }
+
     pub fn policy_reload(&self, ok: bool) {
         self.policy_reloads[usize::from(!ok)].increment(1);
     }

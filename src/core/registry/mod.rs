@@ -10,6 +10,7 @@
 //! This in-process map is what checks read in both modes. With `--registry redis://...`,
 //! [`redis`] keeps it a copy of the registrations held in Redis (see there).
 
+pub mod history;
 pub mod redis;
 mod tools_list;
 
@@ -22,6 +23,7 @@ use crate::core::schema::cache::{CacheKey, SchemaCache};
 use arc_swap::{ArcSwap, Guard};
 use bytes::Bytes;
 use hashbrown::HashMap;
+use history::{History, ToolChange, Version};
 use serde::Serialize;
 use serde_json::value::RawValue;
 use std::sync::{Arc, Mutex};
@@ -95,6 +97,10 @@ pub struct ToolSchemas {
     /// The MCP revision the tool was registered under: checks that name none follow it.
     pub protocol: ProtocolVersion,
     pub provenance: Provenance,
+    /// The tool's MCP `annotations` and `execution`, as JSON text, when it declares them: kept
+    /// for its history and to class their changes.
+    pub annotations: Option<Arc<str>>,
+    pub execution: Option<Arc<str>>,
 }
 
 /// How a registration applies.
@@ -104,6 +110,9 @@ pub struct RegisterOptions {
     pub merge: bool,
     /// The MCP revision the server speaks; none: the newest.
     pub protocol_version: Option<ProtocolVersion>,
+    /// Learned from a `tools/list` on the MCP wire (the proxy, the gateway): without a token,
+    /// the history says `proxy` registered it.
+    pub learned: bool,
 }
 
 /// The result of registering a server's tools.
@@ -117,6 +126,9 @@ pub struct Registration {
     /// `merge` so this one is kept.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_cursor: Option<String>,
+    /// What the registration changed, tool by tool (absent: nothing).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<ToolChange>,
 }
 
 /// One registered tool: its schema hashes, and the compile error of a schema that is broken
@@ -153,6 +165,8 @@ pub struct Prepared {
     pub protocol: ProtocolVersion,
     /// What the caller is answered.
     pub registration: Registration,
+    /// The versions the registration adds to tools' histories, by tool.
+    pub versions: Vec<(String, Version)>,
 }
 
 /// One server's registered tools, and its latest registration's provenance.
@@ -261,6 +275,11 @@ pub struct Registry {
     /// Held while a registration builds the next map, so two at once cannot lose one.
     writing: Mutex<()>,
     max_tools: usize,
+    /// Each tool's versions (in this process; a shared registry keeps them in Redis).
+    history: History,
+    /// A server's tools as they were before a paginated listing began replacing them (its
+    /// first page), until its last page: what the listing's changes are judged against.
+    listing_base: Mutex<HashMap<String, Arc<ServerTools>>>,
 }
 
 impl Registry {
@@ -269,7 +288,140 @@ impl Registry {
             servers: ArcSwap::from_pointee(Servers::default()),
             writing: Mutex::new(()),
             max_tools,
+            history: History::new(
+                u64::try_from(max_tools)
+                    .unwrap_or(u64::MAX)
+                    .saturating_mul(2),
+            ),
+            listing_base: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// `tool`'s versions in this process, newest first.
+    pub fn history(&self, server: &str, tool: &str) -> Vec<Version> {
+        self.history.versions(server, tool)
+    }
+
+    /// The versions that removing `tool` of `server` (`None`: all its tools) adds to their
+    /// histories, as of now, by `by`.
+    pub fn removal(
+        &self,
+        server: &str,
+        tool: Option<&str>,
+        by: Option<&str>,
+    ) -> Vec<(String, Version)> {
+        let servers = self.load();
+        let Some(tools) = servers.server(server) else {
+            return Vec::new();
+        };
+        let provenance = Provenance::now(by);
+        let mut gone: Vec<&ToolSchemas> = tools
+            .tools
+            .values()
+            .filter(|t| tool.is_none_or(|name| t.name.as_str() == name))
+            .collect();
+        gone.sort_by(|a, b| a.name.as_str().cmp(b.name.as_str()));
+        gone.into_iter()
+            .filter_map(|old| {
+                let change = history::compare(Some(old), None, CompileOptions::ALL[0], &|_| true)?;
+                Some((change.tool.clone(), Version::of(&change, None, &provenance)))
+            })
+            .collect()
+    }
+
+    /// Records a registration's versions in this process's histories.
+    pub fn record_history(&self, server: &str, versions: &[(String, Version)]) {
+        for (tool, version) in versions {
+            self.history.record(server, tool, version.clone());
+        }
+    }
+
+    /// What registering `tools` (one page of a listing when `next_cursor`, added to the
+    /// server's tools when `merge`) changes, tool by tool, and the versions it adds to their
+    /// histories. A paginated listing is judged against the tools in force before its first
+    /// page, and its removals are known at its last.
+    /// `usable`: whether a schema of a tool compiles (only those are analysed).
+    fn changes(
+        &self,
+        policy: &Policy,
+        server: &str,
+        tools: &[ToolSchemas],
+        (merge, next_cursor): (bool, Option<&str>),
+        provenance: &Provenance,
+        usable: &dyn Fn(&str, &RegisteredSchema) -> bool,
+    ) -> (Vec<ToolChange>, Vec<(String, Version)>) {
+        let current = self.servers.load();
+        let in_force = current.server(server).cloned();
+        // The tools the registration is judged against, and whether a listing is whole with it
+        // (then what it no longer lists was removed).
+        let (base, listing_ends) = {
+            let mut bases = self.listing_base.lock().unwrap_or_else(|e| e.into_inner());
+            match (merge, next_cursor) {
+                // A first page of several: the listing is judged against what is in force now.
+                (false, Some(_)) => {
+                    if let Some(tools) = &in_force {
+                        bases.insert(server.to_owned(), Arc::clone(tools));
+                    }
+                    (in_force.clone(), false)
+                }
+                (false, None) => {
+                    bases.remove(server);
+                    (in_force.clone(), true)
+                }
+                (true, Some(_)) => (
+                    bases.get(server).cloned().or_else(|| in_force.clone()),
+                    false,
+                ),
+                (true, None) => match bases.remove(server) {
+                    Some(base) => (Some(base), true),
+                    None => (in_force.clone(), false),
+                },
+            }
+        };
+        let base_tool = |name: &str| base.as_ref().and_then(|b| b.tools.get(name));
+        let options = |name: &str| policy.rules_for(Some(server), Some(name)).compile;
+        let mut changes = Vec::new();
+        let mut versions = Vec::new();
+        for tool in tools {
+            let name = tool.name.as_str();
+            let analysed = |s: &RegisteredSchema| usable(name, s);
+            if let Some(change) =
+                history::compare(base_tool(name), Some(tool), options(name), &analysed)
+            {
+                versions.push((
+                    name.to_owned(),
+                    Version::of(&change, Some(tool), provenance),
+                ));
+                changes.push(change);
+            }
+        }
+        if listing_ends {
+            if let Some(base) = &base {
+                let listed = |name: &str| {
+                    tools.iter().any(|t| t.name.as_str() == name)
+                        || (merge
+                            && in_force
+                                .as_ref()
+                                .is_some_and(|f| f.tools.contains_key(name)))
+                };
+                let mut gone: Vec<&ToolSchemas> = base
+                    .tools
+                    .values()
+                    .filter(|t| !listed(t.name.as_str()))
+                    .collect();
+                gone.sort_by(|a, b| a.name.as_str().cmp(b.name.as_str()));
+                for old in gone {
+                    let name = old.name.as_str();
+                    if let Some(change) =
+                        history::compare(Some(old), None, options(name), &|_| true)
+                    {
+                        versions.push((name.to_owned(), Version::of(&change, None, provenance)));
+                        changes.push(change);
+                    }
+                }
+            }
+        }
+        (changes, versions)
     }
 
     /// Refuses `tools` for `server` when storing them would pass the limit on registered tools.
@@ -459,13 +611,31 @@ impl Registry {
                 errors,
             });
         }
+        // Classed once every new schema was compiled under the cost bounds: only schemas that
+        // compile are analysed (an old one is compiled again, or found in the cache).
+        let usable = |tool: &str, schema: &RegisteredSchema| {
+            let options = policy.rules_for(Some(server), Some(tool)).compile;
+            let (compiled, _) =
+                cache.get_or_compile(schema.key(options), &schema.text, options, true);
+            compiled.is_ok()
+        };
+        let (changes, versions) = self.changes(
+            policy,
+            server,
+            &list.tools,
+            (how.merge, list.next_cursor.as_deref()),
+            &provenance,
+            &usable,
+        );
         Ok(Prepared {
             registration: Registration {
                 server: server.to_owned(),
                 protocol_version: protocol,
                 tools: report,
                 next_cursor: list.next_cursor,
+                changes,
             },
+            versions,
             server: server_id,
             tools: list.tools,
             merge: how.merge,
@@ -484,8 +654,10 @@ impl Registry {
             provenance,
             protocol,
             registration,
+            versions,
         } = prepared;
         self.store(&server, tools, merge, provenance, protocol)?;
+        self.record_history(server.as_str(), &versions);
         Ok(registration)
     }
 

@@ -6,6 +6,7 @@ use crate::core::error::{from_json_error, CheckError};
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
+use std::sync::Arc;
 
 /// One `tools/list` result: its tools, and its `nextCursor` when it is one page of several.
 #[derive(Debug)]
@@ -38,6 +39,10 @@ pub fn parse_tools_list(
         input: Option<&'a RawValue>,
         #[serde(borrow, rename = "outputSchema", default)]
         output: Option<&'a RawValue>,
+        #[serde(borrow, default)]
+        annotations: Option<&'a RawValue>,
+        #[serde(borrow, default)]
+        execution: Option<&'a RawValue>,
     }
     let list: WireList<'_> =
         serde_json::from_slice(body).map_err(|e| from_json_error(&e, depth_limit, None))?;
@@ -60,9 +65,15 @@ pub fn parse_tools_list(
                     RegisteredSchema::new(server.as_str(), name.as_str(), text)
                 })
             };
+            let text = |raw: Option<&RawValue>| {
+                raw.filter(|r| r.get() != "null")
+                    .map(|r| Arc::from(r.get()))
+            };
             Ok(ToolSchemas {
                 input: schema(t.input),
                 output: schema(t.output),
+                annotations: text(t.annotations),
+                execution: text(t.execution),
                 name,
                 protocol,
                 provenance: provenance.clone(),

@@ -32,7 +32,11 @@ mod records;
 pub use self::failure::redacted;
 use self::failure::{unavailable, FollowError};
 
-use self::records::{build, text_key, tools_key, ServerRecord, ToolRecord, CHANGES, SERVERS};
+use self::records::{
+    build, history_key, text_key, tools_key, ServerRecord, ToolRecord, CHANGES, HISTORY_TTL_SECS,
+    SERVERS,
+};
+use super::history::{Version, MAX_VERSIONS};
 use super::{Registry, ServerTools};
 use crate::core::domain::SchemaHash;
 use crate::core::error::CheckError;
@@ -435,16 +439,45 @@ impl RedisRegistry {
             .arg(server)
             .arg(serde_json::to_vec(&meta).map_err(unavailable)?)
             .ignore();
+        push_history(&mut pipe, server, &prepared.versions)?;
         pipe.cmd("PUBLISH").arg(CHANGES).arg(server).ignore();
         self.query(RegistryOp::Write, pipe).await
     }
 
+    /// `tool`'s history as Redis holds it, newest first. A version that does not read is left
+    /// out (logged).
+    pub async fn history(&self, server: &str, tool: &str) -> Result<Vec<Version>, CheckError> {
+        let mut pipe = redis::pipe();
+        pipe.cmd("LRANGE")
+            .arg(history_key(server, tool))
+            .arg(0)
+            .arg(-1);
+        let (records,): (Vec<Vec<u8>>,) = self.query(RegistryOp::Sync, pipe).await?;
+        Ok(records
+            .iter()
+            .filter_map(|record| match serde_json::from_slice(record) {
+                Ok(version) => Some(version),
+                Err(e) => {
+                    tracing::warn!(server, tool, error = %e, "registry (Redis): a version of this tool's history does not read; left out");
+                    None
+                }
+            })
+            .collect())
+    }
+
     /// Removes `tool` of `server` (or, with `None`, the server and all its tools) from Redis;
     /// says how many tools were removed, or why none was.
-    pub async fn delete(&self, server: &str, tool: Option<&str>) -> Result<usize, CheckError> {
+    /// `gone`: the versions the removal adds to the tools' histories.
+    pub async fn delete(
+        &self,
+        server: &str,
+        tool: Option<&str>,
+        gone: &[(String, Version)],
+    ) -> Result<usize, CheckError> {
         let key = tools_key(server);
         let mut pipe = redis::pipe();
         pipe.atomic();
+        push_history(&mut pipe, server, gone)?;
         pipe.cmd("HEXISTS").arg(SERVERS).arg(server);
         match tool {
             None => {
@@ -576,4 +609,25 @@ impl RedisRegistry {
             }
         }
     }
+}
+
+/// Adds `versions` to their tools' histories in `pipe`: newest first, the last
+/// [`MAX_VERSIONS`] kept, for [`HISTORY_TTL_SECS`] after the last change.
+fn push_history(
+    pipe: &mut redis::Pipeline,
+    server: &str,
+    versions: &[(String, Version)],
+) -> Result<(), CheckError> {
+    for (tool, version) in versions {
+        let key = history_key(server, tool);
+        let record = serde_json::to_vec(version).map_err(unavailable)?;
+        pipe.cmd("LPUSH").arg(&key).arg(record).ignore();
+        pipe.cmd("LTRIM")
+            .arg(&key)
+            .arg(0)
+            .arg(MAX_VERSIONS - 1)
+            .ignore();
+        pipe.cmd("EXPIRE").arg(&key).arg(HISTORY_TTL_SECS).ignore();
+    }
+    Ok(())
 }

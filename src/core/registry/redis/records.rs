@@ -17,6 +17,14 @@ pub(super) fn tools_key(server: &str) -> String {
 pub(super) fn text_key(hash: &SchemaHash) -> String {
     format!("schemagate:schema:{hash}")
 }
+/// A tool's history: a list of versions (JSON), newest first.
+pub(super) fn history_key(server: &str, tool: &str) -> String {
+    // The server's length keeps `a:b` + `c` apart from `a` + `b:c`.
+    format!("schemagate:history:{}:{server}:{tool}", server.len())
+}
+/// How long a tool's history is kept after its last change (90 days): a tool removed for good
+/// does not keep its history forever.
+pub(super) const HISTORY_TTL_SECS: u64 = 90 * 24 * 3600;
 
 /// A server's entry in `schemagate:servers`.
 #[derive(Serialize, Deserialize)]
@@ -48,6 +56,10 @@ pub(super) struct ToolRecord {
     at: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     by: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    annotations: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    execution: Option<String>,
 }
 
 impl ToolRecord {
@@ -58,6 +70,8 @@ impl ToolRecord {
             protocol: tool.protocol.as_str().to_owned(),
             at: tool.provenance.at_ms,
             by: tool.provenance.by.as_deref().map(str::to_owned),
+            annotations: tool.annotations.as_deref().map(str::to_owned),
+            execution: tool.execution.as_deref().map(str::to_owned),
         }
     }
 }
@@ -104,6 +118,8 @@ pub(super) fn build(
                     at_ms: record.at,
                     by: record.by.as_deref().map(Arc::from),
                 },
+                annotations: record.annotations.as_deref().map(Arc::from),
+                execution: record.execution.as_deref().map(Arc::from),
             },
         );
     }

@@ -1,0 +1,230 @@
+//! Contracts over time: what a registration did to each tool (added, removed, or changed, with
+//! the class of each changed part: see [`crate::core::change`]), and each tool's history, the
+//! versions it was registered with, newest first. Bounded: [`MAX_VERSIONS`] per tool, and tools
+//! with a history at most twice the registry's tool limit (the least recently changed are
+//! forgotten past it). With a shared registry, Redis holds the histories instead (see
+//! [`super::redis`]).
+
+use super::{RegisteredSchema, ToolSchemas};
+use crate::core::change::{annotations_change, schema_change, Change, Class, Part};
+use crate::core::policy::CompileOptions;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+/// Versions kept per tool.
+pub const MAX_VERSIONS: usize = 20;
+
+/// What a registration did to a tool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeKind {
+    Added,
+    Removed,
+    Changed,
+}
+
+/// One tool's change in a registration: added (compatible), removed (breaking: its callers get
+/// `unknown_tool`), or changed, each changed part with its class and reasons.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolChange {
+    pub tool: String,
+    pub change: ChangeKind,
+    /// The class of the change as a whole: its worst part's.
+    pub class: Class,
+    /// The parts whose text changed (for a tool changed), each with its class: `identical` for
+    /// one rewritten to the same canonical form.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub schemas: Vec<Change>,
+}
+
+/// One version of a tool's contract, as registered, and how it differs from the one before.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Version {
+    /// RFC 3339 (UTC, milliseconds).
+    pub registered_at: String,
+    /// The token that registered it; `proxy` for a contract learned from `tools/list`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub registered_by: Option<String>,
+    pub protocol_version: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_schema_hash: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema_hash: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution: Option<Value>,
+    /// Against the version before it.
+    pub change: ChangeKind,
+    pub class: Class,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub schemas: Vec<Change>,
+}
+
+impl Version {
+    /// The version `tool` is, after `change` (`tool` `None`: removed, as of `at`).
+    pub fn of(
+        change: &ToolChange,
+        tool: Option<&ToolSchemas>,
+        removed: &super::Provenance,
+    ) -> Self {
+        let provenance = tool.map_or(removed, |t| &t.provenance);
+        let json = |text: &Option<Arc<str>>| {
+            text.as_deref()
+                .and_then(|t| serde_json::from_str::<Value>(t).ok())
+        };
+        Version {
+            registered_at: provenance.at_rfc3339(),
+            registered_by: provenance.by.as_deref().map(str::to_owned),
+            protocol_version: tool
+                .map(|t| t.protocol.as_str().to_owned())
+                .unwrap_or_default(),
+            input_schema_hash: tool
+                .and_then(|t| t.input.as_ref())
+                .map(|s| s.hash.to_string()),
+            output_schema_hash: tool
+                .and_then(|t| t.output.as_ref())
+                .map(|s| s.hash.to_string()),
+            annotations: tool.and_then(|t| json(&t.annotations)),
+            execution: tool.and_then(|t| json(&t.execution)),
+            change: change.change,
+            class: change.class,
+            schemas: change.schemas.clone(),
+        }
+    }
+}
+
+/// What registering `new` does to the tool in force (`old`), judged under `options`; `None`
+/// when nothing of it changes. A schema change is analysed only when both schemas are `usable`
+/// (they compile under the cost bounds): otherwise it is `unknown`.
+pub fn compare(
+    old: Option<&ToolSchemas>,
+    new: Option<&ToolSchemas>,
+    options: CompileOptions,
+    usable: &dyn Fn(&RegisteredSchema) -> bool,
+) -> Option<ToolChange> {
+    let (old, new) = match (old, new) {
+        (None, None) => return None,
+        (None, Some(new)) => {
+            return Some(ToolChange {
+                tool: new.name.as_str().to_owned(),
+                change: ChangeKind::Added,
+                class: Class::Compatible,
+                schemas: Vec::new(),
+            })
+        }
+        (Some(old), None) => {
+            return Some(ToolChange {
+                tool: old.name.as_str().to_owned(),
+                change: ChangeKind::Removed,
+                class: Class::Breaking,
+                schemas: Vec::new(),
+            })
+        }
+        (Some(old), Some(new)) => (old, new),
+    };
+    let hash = |s: &Option<RegisteredSchema>| s.as_ref().map(|s| s.hash);
+    let same_input = hash(&old.input) == hash(&new.input);
+    let same_output = hash(&old.output) == hash(&new.output);
+    if same_input
+        && same_output
+        && old.annotations == new.annotations
+        && old.execution == new.execution
+    {
+        return None;
+    }
+    let json = |schema: &Option<RegisteredSchema>| {
+        schema
+            .as_ref()
+            .map(|s| serde_json::from_slice::<Value>(&s.text).unwrap_or(Value::Null))
+    };
+    let part = |old: &Option<RegisteredSchema>, new: &Option<RegisteredSchema>, part: Part| {
+        if [old, new].into_iter().flatten().all(usable) {
+            return schema_change(json(old).as_ref(), json(new).as_ref(), part, options);
+        }
+        Change {
+            schema: part,
+            class: Class::Unknown,
+            reasons: vec![
+                "(undecided: a schema that cannot be used is not analysed; the registration's errors say why)".to_owned(),
+            ],
+        }
+    };
+    let mut schemas = Vec::new();
+    if !same_output {
+        schemas.push(part(&old.output, &new.output, Part::Output));
+    }
+    if !same_input {
+        schemas.push(part(&old.input, &new.input, Part::Input));
+    }
+    let text = |t: &Option<Arc<str>>| {
+        t.as_deref()
+            .and_then(|t| serde_json::from_str::<Value>(t).ok())
+    };
+    if old.annotations != new.annotations || old.execution != new.execution {
+        let mut change = annotations_change(
+            text(&old.annotations).as_ref(),
+            text(&new.annotations).as_ref(),
+        );
+        let (before, after) = (text(&old.execution), text(&new.execution));
+        if before != after {
+            // How the tool runs (2025-11-25's `execution.taskSupport`) is recorded, not alerted.
+            let show = |v: &Option<Value>| {
+                v.as_ref()
+                    .map_or_else(|| "absent".to_owned(), Value::to_string)
+            };
+            change
+                .reasons
+                .push(format!("/execution: {} -> {}", show(&before), show(&after)));
+            if change.class == Class::Identical {
+                change.class = Class::Compatible;
+            }
+        }
+        schemas.push(change);
+    }
+    let class = Class::worst(schemas.iter().map(|c| c.class));
+    Some(ToolChange {
+        tool: new.name.as_str().to_owned(),
+        change: ChangeKind::Changed,
+        class,
+        schemas,
+    })
+}
+
+/// Each tool's versions, newest first, in this process.
+#[derive(Debug)]
+pub struct History {
+    tools: moka::sync::Cache<(String, String), Arc<VecDeque<Version>>>,
+}
+
+impl History {
+    /// Histories for at most `max_tools` tools.
+    pub fn new(max_tools: u64) -> Self {
+        Self {
+            tools: moka::sync::Cache::builder().max_capacity(max_tools).build(),
+        }
+    }
+
+    /// Adds `version` to `tool`'s history, keeping the newest [`MAX_VERSIONS`].
+    pub fn record(&self, server: &str, tool: &str, version: Version) {
+        let key = (server.to_owned(), tool.to_owned());
+        let mut versions = self
+            .tools
+            .get(&key)
+            .map(|v| v.as_ref().clone())
+            .unwrap_or_default();
+        versions.push_front(version);
+        versions.truncate(MAX_VERSIONS);
+        self.tools.insert(key, Arc::new(versions));
+    }
+
+    /// `tool`'s versions, newest first (empty: no history).
+    pub fn versions(&self, server: &str, tool: &str) -> Vec<Version> {
+        self.tools
+            .get(&(server.to_owned(), tool.to_owned()))
+            .map(|v| v.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+}

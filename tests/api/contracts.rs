@@ -1,0 +1,327 @@
+//! Contracts over time: each registration's changes classed from the consumer's side (the table
+//! of tests/data/contract_changes.json, registered over REST here and learned through the
+//! gateway in gateway.rs), counted, and kept in each tool's history, in process and in a shared
+//! Redis registry.
+
+use crate::helpers::{client, metric, spawn_app_with, TestApp};
+use crate::registry::start_redis;
+use schemagate::grpc::proto;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+/// One pair of the table.
+#[derive(Deserialize)]
+pub(crate) struct Case {
+    pub name: String,
+    pub part: String,
+    pub old: Option<Value>,
+    pub new: Option<Value>,
+    pub class: String,
+    pub reasons: Vec<String>,
+}
+
+pub(crate) fn table() -> Vec<Case> {
+    serde_json::from_str(include_str!("../data/contract_changes.json")).expect("the table reads")
+}
+
+/// The table as two tools/list results: tool `t{i}` with case i's old schema, then its new one.
+pub(crate) fn tools_lists(table: &[Case]) -> (Value, Value) {
+    let list = |new: bool| {
+        let tools: Vec<Value> = table
+            .iter()
+            .enumerate()
+            .map(|(i, case)| {
+                let mut tool = json!({"name": format!("t{i}")});
+                let schema = if new { &case.new } else { &case.old };
+                if let Some(schema) = schema {
+                    let key = if case.part == "input" {
+                        "inputSchema"
+                    } else {
+                        "outputSchema"
+                    };
+                    tool[key] = schema.clone();
+                }
+                tool
+            })
+            .collect();
+        json!({"tools": tools})
+    };
+    (list(false), list(true))
+}
+
+/// Whether case `i` changes its tool's registration at all (the same text registered again
+/// does not).
+pub(crate) fn changes_anything(case: &Case) -> bool {
+    case.old != case.new
+}
+
+#[tokio::test]
+async fn the_table_of_changes_is_classed_the_same_over_rest() {
+    let app = spawn_app_with(&[]).await;
+    let table = table();
+    let (old, new) = tools_lists(&table);
+    let (status, first) = app.register("table", &old).await;
+    assert_eq!(status, 200, "{first}");
+    let added = first["changes"].as_array().expect("changes");
+    assert_eq!(added.len(), table.len());
+    assert!(added
+        .iter()
+        .all(|c| c["change"] == "added" && c["class"] == "compatible"));
+
+    let (status, second) = app.register("table", &new).await;
+    assert_eq!(status, 200, "{second}");
+    let changes = second["changes"].as_array().expect("changes");
+    let mut wrong = Vec::new();
+    for (i, case) in table.iter().enumerate() {
+        let tool = format!("t{i}");
+        let change = changes.iter().find(|c| c["tool"] == tool.as_str());
+        if !changes_anything(case) {
+            if change.is_some() {
+                wrong.push(format!("{}: listed though nothing changed", case.name));
+            }
+            continue;
+        }
+        let Some(change) = change else {
+            wrong.push(format!("{}: not listed", case.name));
+            continue;
+        };
+        let part = &change["schemas"][0];
+        let reasons: Vec<&str> = part["reasons"]
+            .as_array()
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let missing: Vec<&String> = case
+            .reasons
+            .iter()
+            .filter(|r| !reasons.contains(&r.as_str()))
+            .collect();
+        if change["change"] != "changed"
+            || change["class"] != case.class.as_str()
+            || part["schema"] != case.part.as_str()
+            || part["class"] != case.class.as_str()
+            || !missing.is_empty()
+        {
+            wrong.push(format!(
+                "{}: expected {} with {missing:?}, got {change}",
+                case.name, case.class
+            ));
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "{} of {}:\n{}",
+        wrong.len(),
+        table.len(),
+        wrong.join("\n")
+    );
+
+    // Each changed part is counted by its class.
+    let (_, text) = app.get("/metrics").await;
+    for (i, case) in table
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| changes_anything(c))
+    {
+        let series = format!(
+            r#"schemagate_contract_changes_total{{server="table",tool="t{i}",schema="{}",class="{}"}}"#,
+            case.part, case.class
+        );
+        assert_eq!(metric(&text, &series), 1.0, "{}: {series}", case.name);
+    }
+}
+
+fn customer(required: &[&str], annotations: Value) -> Value {
+    json!({"tools": [{
+        "name": "get_customer",
+        "inputSchema": {"type": "object", "properties": {"id": {"type": "integer"}}},
+        "outputSchema": {"type": "object", "properties": {"id": {"type": "integer"}, "email": {"type": "string"}}, "required": required},
+        "annotations": annotations,
+    }]})
+}
+
+/// Registers get_customer's three versions on `app`: the first, then one that no longer
+/// promises `email` (breaking), then one whose annotations claim it reads only (breaking).
+async fn three_versions(app: &TestApp) {
+    for list in [
+        customer(&["id", "email"], json!({"readOnlyHint": false})),
+        customer(&["id"], json!({"readOnlyHint": false})),
+        customer(&["id"], json!({"readOnlyHint": true})),
+    ] {
+        let (status, answer) = app.register("crm", &list).await;
+        assert_eq!(status, 200, "{answer}");
+    }
+}
+
+/// Asserts `versions` (newest first) are the three of [`three_versions`], after `extra` newer.
+fn assert_three(versions: &[Value], extra: usize) {
+    assert_eq!(versions.len(), 3 + extra, "{versions:?}");
+    let v = &versions[extra..];
+    assert_eq!(
+        (v[0]["change"].as_str(), v[0]["class"].as_str()),
+        (Some("changed"), Some("breaking"))
+    );
+    assert_eq!(v[0]["schemas"][0]["schema"], "annotations");
+    assert_eq!(
+        v[0]["schemas"][0]["reasons"][0],
+        "/readOnlyHint: false -> true (a safety claim weakened)"
+    );
+    assert_eq!(v[0]["annotations"], json!({"readOnlyHint": true}));
+    assert_eq!(v[1]["class"], "breaking");
+    assert_eq!(v[1]["schemas"][0]["schema"], "output");
+    let reasons = v[1]["schemas"][0]["reasons"].as_array().expect("reasons");
+    assert!(
+        reasons.contains(&json!("/properties/email: removed from required")),
+        "{reasons:?}"
+    );
+    assert_ne!(v[1]["output_schema_hash"], v[2]["output_schema_hash"]);
+    assert_eq!(
+        (v[2]["change"].as_str(), v[2]["class"].as_str()),
+        (Some("added"), Some("compatible"))
+    );
+    assert!(v[2]["registered_at"]
+        .as_str()
+        .is_some_and(|t| t.ends_with('Z')));
+    assert_eq!(v[2]["protocol_version"], "2026-07-28");
+}
+
+async fn history(app: &TestApp, tool: &str) -> (u16, Value) {
+    let (status, text) = app
+        .get(&format!("/v1/servers/crm/tools/{tool}/history"))
+        .await;
+    (status, serde_json::from_str(&text).expect("JSON"))
+}
+
+#[tokio::test]
+async fn a_tools_history_keeps_each_version_and_how_it_changed() {
+    let app = spawn_app_with(&[]).await;
+    three_versions(&app).await;
+    let (status, body) = history(&app, "get_customer").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        (body["server"].as_str(), body["tool"].as_str()),
+        (Some("crm"), Some("get_customer"))
+    );
+    assert_three(body["versions"].as_array().expect("versions"), 0);
+
+    // Registering the same contract again changes nothing and adds no version.
+    let (_, again) = app
+        .register("crm", &customer(&["id"], json!({"readOnlyHint": true})))
+        .await;
+    assert!(again.get("changes").is_none(), "{again}");
+
+    // A removal is a version too.
+    let removed = app
+        .client
+        .delete(app.url("/v1/servers/crm/tools/get_customer"))
+        .send()
+        .await
+        .expect("DELETE");
+    assert_eq!(removed.status(), 200);
+    let (_, body) = history(&app, "get_customer").await;
+    let versions = body["versions"].as_array().expect("versions");
+    assert_eq!(
+        (
+            versions[0]["change"].as_str(),
+            versions[0]["class"].as_str()
+        ),
+        (Some("removed"), Some("breaking"))
+    );
+    assert_three(versions, 1);
+
+    // The same over gRPC.
+    let mut grpc = client(&app).await;
+    let answer = grpc
+        .tool_history(proto::ToolHistoryRequest {
+            server: "crm".into(),
+            tool: "get_customer".into(),
+        })
+        .await
+        .expect("ToolHistory")
+        .into_inner();
+    let classes: Vec<(&str, &str)> = answer
+        .versions
+        .iter()
+        .map(|v| (v.change.as_str(), v.class.as_str()))
+        .collect();
+    assert_eq!(
+        classes,
+        [
+            ("removed", "breaking"),
+            ("changed", "breaking"),
+            ("changed", "breaking"),
+            ("added", "compatible")
+        ]
+    );
+    assert_eq!(
+        answer.versions[1].annotations_json,
+        r#"{"readOnlyHint":true}"#
+    );
+
+    // A schema that cannot be used (here one that would fetch a $ref) is reported, and its
+    // change left unknown, never analysed.
+    let (status, answer) = app
+        .register(
+            "crm",
+            &json!({"tools": [{"name": "get_customer", "outputSchema": {"$ref": "https://schemas.example/c.json"}}]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        answer["tools"][0]["errors"][0]["code"], "schema_ref_not_allowed",
+        "{answer}"
+    );
+    assert_eq!(answer["changes"][0]["change"], "added", "{answer}");
+    let (_, answer) = app
+        .register(
+            "crm",
+            &json!({"tools": [{"name": "get_customer", "outputSchema": {"type": "object"}}]}),
+        )
+        .await;
+    assert_eq!(
+        answer["changes"][0]["schemas"][0]["class"], "unknown",
+        "{answer}"
+    );
+
+    // A tool never registered has no history.
+    let (status, body) = history(&app, "nope").await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (404, Some("unknown_tool")),
+        "{body}"
+    );
+    let status = grpc
+        .tool_history(proto::ToolHistoryRequest {
+            server: "crm".into(),
+            tool: "nope".into(),
+        })
+        .await
+        .expect_err("no history");
+    assert_eq!(status.code(), tonic::Code::NotFound);
+}
+
+#[tokio::test]
+async fn history_in_redis_is_seen_by_every_replica_and_outlives_them() {
+    let Some(redis) = start_redis() else { return };
+    let url = redis.url();
+    let flags = ["--registry", url.as_str(), "--registry-timeout-ms", "500"];
+    let (a, b) = (spawn_app_with(&flags).await, spawn_app_with(&flags).await);
+    for app in [&a, &b] {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while app.get("/readyz").await.0 != 200 {
+            assert!(Instant::now() < deadline, "not ready");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    three_versions(&a).await;
+    let (status, body) = history(&b, "get_customer").await;
+    assert_eq!(status, 200, "{body}");
+    assert_three(body["versions"].as_array().expect("versions"), 0);
+
+    // Every replica gone, a new one reads the same history.
+    a.stop().await.expect("a stops");
+    b.stop().await.expect("b stops");
+    let c = spawn_app_with(&flags).await;
+    let (_, body) = history(&c, "get_customer").await;
+    assert_three(body["versions"].as_array().expect("versions"), 0);
+}
