@@ -27,6 +27,8 @@ pub enum ErrorClass {
     Unauthenticated,
     /// Known credentials without the right to do this.
     Forbidden,
+    /// The request conflicts with the state it would change (a pinned contract).
+    Conflict,
     /// A fault inside schemagate; details are logged, not sent.
     Internal,
 }
@@ -59,6 +61,15 @@ pub enum CheckError {
     UnknownTool { server: String, tool: String },
     #[error("server {0:?} has no registered tools: register its tools first (list the registered servers to see which are)")]
     UnknownServer(String),
+    /// A registration that would change a pinned contract; `detail` names each refused tool,
+    /// its change, its reasons and the hash that accepts it.
+    #[error("the contract of server {server:?} is pinned and this registration would change it, so nothing was registered: {detail}. Accept each change (POST /v1/servers/{server}/tools/TOOL/accept, or gRPC AcceptContract, with its hash; admin scope) and register again, or unpin it in the policy")]
+    ContractPinned {
+        server: String,
+        detail: String,
+        /// The tools whose changes were refused.
+        tools: Vec<String>,
+    },
     #[error("request body is larger than the limit of {limit} bytes (see --max-body-bytes): split the batch or send less")]
     BodyTooLarge { limit: usize },
     #[error("batch has {len} items; the limit is {limit} (see --max-batch-items): split it")]
@@ -200,6 +211,7 @@ impl CheckError {
             CheckError::Overloaded(_) => "overloaded",
             CheckError::Unauthenticated(_) => "unauthenticated",
             CheckError::Forbidden { .. } => "forbidden",
+            CheckError::ContractPinned { .. } => "contract_pinned",
             CheckError::Unavailable => "unavailable",
             CheckError::RegistryUnavailable(_) => "registry_unavailable",
             CheckError::Internal => "internal",
@@ -208,7 +220,7 @@ impl CheckError {
 
     /// Every code, in the order of [`CheckError::code_index`]: the `code` label values of
     /// `schemagate_request_errors_total`, there from start-up.
-    pub const CODES: [&'static str; 28] = [
+    pub const CODES: [&'static str; 29] = [
         "malformed_json",
         "malformed_message",
         "invalid_field",
@@ -234,6 +246,7 @@ impl CheckError {
         "overloaded",
         "unauthenticated",
         "forbidden",
+        "contract_pinned",
         "unavailable",
         "registry_unavailable",
         "internal",
@@ -276,6 +289,7 @@ impl CheckError {
             CheckError::Overloaded(_) => ErrorClass::Overloaded,
             CheckError::Unauthenticated(_) => ErrorClass::Unauthenticated,
             CheckError::Forbidden { .. } => ErrorClass::Forbidden,
+            CheckError::ContractPinned { .. } => ErrorClass::Conflict,
             CheckError::Unavailable | CheckError::RegistryUnavailable(_) => ErrorClass::Unavailable,
             CheckError::Internal => ErrorClass::Internal,
         }
@@ -367,6 +381,11 @@ mod tests {
             CheckError::Forbidden {
                 token: "t".into(),
                 denied: Denied::Scope("check"),
+            },
+            CheckError::ContractPinned {
+                server: String::new(),
+                detail: String::new(),
+                tools: Vec::new(),
             },
             CheckError::Unavailable,
             CheckError::RegistryUnavailable(String::new()),

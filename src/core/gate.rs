@@ -6,6 +6,7 @@
 use crate::core::auth::{Auth, Caller};
 use crate::core::change::Class;
 use crate::core::check::Check;
+use crate::core::domain::ToolName;
 use crate::core::error::CheckError;
 pub use crate::core::executor::{Admit, QueueLimits};
 use crate::core::executor::{Cost, Executor};
@@ -16,6 +17,7 @@ use crate::core::policy::{Policy, PolicyError, PolicyStore};
 use crate::core::receiving::{Held, Receiving};
 use crate::core::registry::history::{ChangeKind, ToolChange, Version};
 use crate::core::registry::redis::{RedisConfig, RedisRegistry};
+use crate::core::registry::AcceptedHashes;
 use crate::core::registry::{
     Prepared, RegisterOptions, Registration, Registry, ServerListing, ServerSummary,
 };
@@ -382,13 +384,31 @@ impl Gate {
             checks: 1,
             bytes: body.len(),
         };
+        let accepted = match &self.shared {
+            Some(shared) => shared.accepted(&server).await?,
+            None => self.registry.accepted(&server),
+        };
         let gate = Arc::clone(self);
         let prepared = self
             .executor
             .run(cost, move || {
-                gate.prepare(&server, &body, how, by.as_deref())
+                gate.prepare(&server, &body, how, by.as_deref(), &accepted)
             })
             .await?;
+        if !prepared.refused.is_empty() {
+            // Counted and logged as changes seen, then refused whole: the old contract stays.
+            let server = prepared.server.as_str();
+            let changes: Vec<ToolChange> =
+                prepared.refused.iter().map(|r| r.change.clone()).collect();
+            self.count_changes(server, &changes, caller.name());
+            let detail: Vec<String> = prepared.refused.iter().map(|r| r.describe()).collect();
+            tracing::warn!(server, refused = ?detail, token = caller.name(), "a registration was refused: it would change a pinned contract");
+            return Err(CheckError::ContractPinned {
+                server: server.to_owned(),
+                detail: detail.join("; "),
+                tools: changes.into_iter().map(|c| c.tool).collect(),
+            });
+        }
         let registration = match &self.shared {
             None => self.commit(prepared)?,
             Some(shared) => {
@@ -483,6 +503,7 @@ impl Gate {
         body: &Bytes,
         how: RegisterOptions,
         by: Option<&str>,
+        accepted: &AcceptedHashes,
     ) -> Result<Prepared, CheckError> {
         self.registry.prepare(
             &self.cache,
@@ -492,7 +513,40 @@ impl Gate {
             body,
             how,
             by,
+            &|tool, hash| accepted.contains(&(tool.to_owned(), hash.to_owned())),
         )
+    }
+
+    /// Accepts `hash` as `tool`'s contract on `server` past a pin (shared through the registry
+    /// when there is one): a registration that brings that contract is no longer refused.
+    pub async fn accept_contract(
+        &self,
+        caller: &Caller,
+        server: &str,
+        tool: &str,
+        hash: &str,
+    ) -> Result<(), CheckError> {
+        caller.may_name(Some(server))?;
+        ToolName::parse(tool)?;
+        let valid =
+            hash.len() == 64 && hash.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+        if !valid {
+            return Err(CheckError::InvalidField(format!(
+                "`hash` {hash:?} is not a contract hash: send the 64 lowercase hex digits a contract_pinned refusal names"
+            )));
+        }
+        match &self.shared {
+            Some(shared) => shared.accept(server, tool, hash).await?,
+            None => self.registry.accept(server, tool, hash),
+        }
+        tracing::info!(
+            server,
+            tool,
+            hash,
+            token = caller.name(),
+            "a pinned contract's change was accepted"
+        );
+        Ok(())
     }
 
     /// Puts a prepared registration in force here. Its texts are also kept apart, so their
@@ -522,7 +576,7 @@ impl Gate {
         body: &Bytes,
         how: RegisterOptions,
     ) -> Result<Registration, CheckError> {
-        let prepared = self.prepare(server, body, how, None)?;
+        let prepared = self.prepare(server, body, how, None, &self.registry.accepted(server))?;
         self.commit(prepared)
     }
 

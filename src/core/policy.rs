@@ -96,6 +96,9 @@ pub struct Rules {
     pub require_object_root: Option<bool>,
     /// What failing tool-call arguments lead to.
     pub arguments: ArgumentsMode,
+    /// The tool's contract is pinned: a registration that changes it (or, for a server pinned
+    /// as a whole, adds or removes tools) is refused until the new contract is accepted.
+    pub pin: bool,
 }
 
 impl Rules {
@@ -128,6 +131,7 @@ struct Switches {
     require_object_root: Option<bool>,
     regex_engine: Option<RegexEngine>,
     arguments: Option<ArgumentsMode>,
+    pin: Option<bool>,
 }
 
 impl Switches {
@@ -139,6 +143,7 @@ impl Switches {
             require_object_root: over.require_object_root.or(self.require_object_root),
             regex_engine: over.regex_engine.or(self.regex_engine),
             arguments: over.arguments.or(self.arguments),
+            pin: over.pin.or(self.pin),
         }
     }
 }
@@ -357,6 +362,7 @@ impl Policy {
             arguments: switches
                 .arguments
                 .unwrap_or_else(|| ArgumentsMode::of_tier(tier)),
+            pin: switches.pin.unwrap_or(false),
         }
     }
 }

@@ -16,6 +16,7 @@ pub fn code_of(class: ErrorClass) -> Code {
         ErrorClass::Timeout => Code::DeadlineExceeded,
         ErrorClass::Unauthenticated => Code::Unauthenticated,
         ErrorClass::Forbidden => Code::PermissionDenied,
+        ErrorClass::Conflict => Code::FailedPrecondition,
         ErrorClass::Unavailable => Code::Unavailable,
         ErrorClass::Internal => Code::Internal,
     }
@@ -165,6 +166,7 @@ mod tests {
             (ErrorClass::Timeout, Code::DeadlineExceeded),
             (ErrorClass::Unauthenticated, Code::Unauthenticated),
             (ErrorClass::Forbidden, Code::PermissionDenied),
+            (ErrorClass::Conflict, Code::FailedPrecondition),
             (ErrorClass::Internal, Code::Internal),
         ];
         for (class, code) in pinned {

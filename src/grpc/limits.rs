@@ -42,6 +42,7 @@ fn scope_of(path: &str) -> Option<Scope> {
         "RegisterTools" | "ListServers" | "ListTools" | "RemoveTools" | "ToolHistory" => {
             Some(Scope::Register)
         }
+        "AcceptContract" => Some(Scope::Admin),
         _ => Some(Scope::Check),
     }
 }

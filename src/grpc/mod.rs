@@ -205,6 +205,23 @@ impl Validator for ValidatorService {
         }))
     }
 
+    async fn accept_contract(
+        &self,
+        request: Request<proto::AcceptContractRequest>,
+    ) -> Result<Response<proto::AcceptContractResponse>, Status> {
+        let caller = caller(&request)?;
+        let msg = request.into_inner();
+        self.gate
+            .accept_contract(&caller, &msg.server, &msg.tool, &msg.hash)
+            .await
+            .map_err(|e| self.refuse(&e))?;
+        Ok(Response::new(proto::AcceptContractResponse {
+            server: msg.server,
+            tool: msg.tool,
+            accepted: msg.hash,
+        }))
+    }
+
     async fn tool_history(
         &self,
         request: Request<proto::ToolHistoryRequest>,

@@ -7,6 +7,7 @@ use super::scan::Unread;
 use super::session::{ListPage, Listing, Pending};
 use super::{meta_protocol, Boundary, Direction, Link, Outgoing, PROTOCOL_META_KEY};
 use crate::core::domain::ProtocolVersion;
+use crate::core::error::CheckError;
 use crate::core::registry::RegisterOptions;
 use bytes::Bytes;
 use serde::Deserialize;
@@ -121,6 +122,23 @@ impl Boundary {
                 }
                 tracing::info!(server = %self.config.server, tools = registration.tools.len(), first_page, ours, "contract registered");
             }
+            Err(CheckError::ContractPinned { tools: refused, .. }) => {
+                // The pinned tools keep the contract in force (their calls are checked against
+                // it); the others are registered one by one, added to it.
+                tracing::warn!(server = %self.config.server, refused = ?refused, "tools/list changes a pinned contract: the pinned tools keep the contract in force until the change is accepted");
+                let others = page
+                    .map(|p| p.tools)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .filter(|tool| {
+                        !refused
+                            .iter()
+                            .any(|name| Some(name.as_str()) == tool_name(tool).as_deref())
+                    })
+                    .collect();
+                self.register_one_by_one(line, others, false, protocol)
+                    .await;
+            }
             Err(e) => {
                 tracing::warn!(server = %self.config.server, error = %e, "tools/list could not be registered as a whole: registering its tools one by one");
                 self.register_one_by_one(
@@ -183,11 +201,6 @@ impl Boundary {
                 )
                 .await;
         }
-        #[derive(Deserialize)]
-        struct Named<'a> {
-            #[serde(borrow, default)]
-            name: Option<Cow<'a, str>>,
-        }
         for tool in tools {
             let text = line.slice_ref(tool.get().as_bytes());
             let mut body = Vec::with_capacity(text.len() + 12);
@@ -204,15 +217,30 @@ impl Boundary {
                 .register(&self.caller, self.config.server.clone(), body.into(), how)
                 .await
             {
-                let name = serde_json::from_str::<Named<'_>>(tool.get())
-                    .ok()
-                    .and_then(|n| n.name)
-                    .unwrap_or_default();
+                let name = tool_name(tool).unwrap_or_default();
+                if matches!(e, CheckError::ContractPinned { .. }) {
+                    // The pinned contract stays in force: its calls are checked against it.
+                    tracing::warn!(server = %self.config.server, tool = %name, "a listed tool changes a pinned contract: its calls are checked against the contract in force until the change is accepted");
+                    continue;
+                }
                 tracing::warn!(server = %self.config.server, tool = %name, error = %e, "a listed tool could not be registered: its calls cannot be checked");
                 self.session.mark_unenforceable(&name);
             }
         }
     }
+}
+
+/// The `name` of a listed tool.
+fn tool_name(tool: &RawValue) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Named<'a> {
+        #[serde(borrow, default)]
+        name: Option<Cow<'a, str>>,
+    }
+    serde_json::from_str::<Named<'_>>(tool.get())
+        .ok()
+        .and_then(|n| n.name)
+        .map(Cow::into_owned)
 }
 
 /// The boundary's own `tools/list` request: `id` (JSON text), the page's `cursor`, and the

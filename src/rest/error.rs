@@ -16,6 +16,7 @@ pub fn status_of(class: ErrorClass) -> StatusCode {
         ErrorClass::Timeout => StatusCode::REQUEST_TIMEOUT,
         ErrorClass::Unauthenticated => StatusCode::UNAUTHORIZED,
         ErrorClass::Forbidden => StatusCode::FORBIDDEN,
+        ErrorClass::Conflict => StatusCode::CONFLICT,
         ErrorClass::Internal => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }
@@ -179,6 +180,14 @@ mod tests {
                     denied: crate::core::error::Denied::Scope("register"),
                 },
                 403,
+            ),
+            (
+                CheckError::ContractPinned {
+                    server: "s".into(),
+                    detail: "d".into(),
+                    tools: vec!["t".into()],
+                },
+                409,
             ),
             (CheckError::Unavailable, 503),
             (CheckError::Internal, 500),

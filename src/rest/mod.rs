@@ -161,6 +161,10 @@ fn router(gate: Arc<Gate>) -> Router {
             get(tool_history),
         );
     let admin = Router::new()
+        .route(
+            "/v1/servers/{server}/tools/{tool}/accept",
+            post(accept_contract),
+        )
         .route("/v1/admin/reload-policy", post(reload_policy))
         .route("/v1/admin/reload-tokens", post(reload_tokens));
     let metrics_route = Router::new().route("/metrics", get(metrics));
@@ -476,6 +480,48 @@ async fn tool_history(
         server,
         tool,
         versions,
+    }))
+}
+
+/// The body of an accept: the contract hash a `contract_pinned` refusal named.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Accept {
+    hash: String,
+}
+
+#[derive(Serialize)]
+struct Accepted {
+    server: String,
+    tool: String,
+    accepted: String,
+}
+
+/// Accepts a change to a pinned contract (admin scope): the registration that brings the
+/// contract with this hash is no longer refused.
+async fn accept_contract(
+    State(gate): State<Arc<Gate>>,
+    Extension(caller): Extension<Arc<Caller>>,
+    Path((server, tool)): Path<(String, String)>,
+    headers: HeaderMap,
+    raw: Body,
+) -> Result<Json<Accepted>, ApiError> {
+    let bytes = read_body(&gate, &headers, raw).await?;
+    let accept: Accept = serde_json::from_slice(&bytes).map_err(|e| {
+        refuse(
+            &gate,
+            CheckError::MalformedJson(format!(
+                "the body must be {{\"hash\": \"...\"}}, the contract hash a contract_pinned refusal named: {e}"
+            )),
+        )
+    })?;
+    gate.accept_contract(&caller, &server, &tool, &accept.hash)
+        .await
+        .map_err(|e| refuse(&gate, e))?;
+    Ok(Json(Accepted {
+        server,
+        tool,
+        accepted: accept.hash,
     }))
 }
 

@@ -325,3 +325,205 @@ async fn history_in_redis_is_seen_by_every_replica_and_outlives_them() {
     let (_, body) = history(&c, "get_customer").await;
     assert_three(body["versions"].as_array().expect("versions"), 0);
 }
+
+/// The hash a `contract_pinned` refusal names for its (first) tool.
+fn accept_hash(message: &str) -> String {
+    let (_, rest) = message
+        .split_once("accept it with hash ")
+        .unwrap_or_else(|| panic!("no hash in {message}"));
+    rest.chars().take(64).collect()
+}
+
+/// get_customer's result `{"id": 7}`, checked by server and tool.
+fn check() -> Value {
+    json!({"server": "crm", "tool": "get_customer", "result": {"structuredContent": {"id": 7}}})
+}
+
+async fn accept(app: &TestApp, tool: &str, hash: &str) -> (u16, Value) {
+    let response = app
+        .client
+        .post(app.url(&format!("/v1/servers/crm/tools/{tool}/accept")))
+        .body(json!({"hash": hash}).to_string())
+        .send()
+        .await
+        .expect("accept");
+    let status = response.status().as_u16();
+    (status, response.json().await.expect("JSON"))
+}
+
+#[tokio::test]
+async fn a_pinned_contract_changes_only_once_its_change_is_accepted() {
+    let app = TestApp::with_policy(
+        "[[servers]]\nmatch = \"crm\"\ntier = \"untrusted\"\npin = true\n",
+        &[],
+    )
+    .await;
+    let v1 = customer(&["id"], json!({"title": "Customer"}));
+    assert_eq!(
+        app.register("crm", &v1).await.0,
+        200,
+        "the first contract is pinned, not refused"
+    );
+    assert_eq!(app.validate(&check()).await.1["valid"], true);
+
+    // A breaking change is refused with its class, reasons and the hash that accepts it; the
+    // old contract stays in force.
+    let v2 = customer(&["id", "email"], json!({"title": "Customer"}));
+    let v3 = customer(&["id"], json!({"title": "Customer"}));
+    let v3 = {
+        let mut v = v3;
+        v["tools"][0]["outputSchema"]["properties"]["id"] = json!({"type": "string"});
+        v
+    };
+    let (status, refusal) = app.register("crm", &v3).await;
+    assert_eq!(status, 409, "{refusal}");
+    assert_eq!(refusal["error"]["code"], "contract_pinned");
+    let message = refusal["error"]["message"].as_str().expect("message");
+    assert!(
+        message.contains("tool \"get_customer\" changed (breaking; output breaking"),
+        "{message}"
+    );
+    assert!(message.contains("/properties/id/type"), "{message}");
+    assert_eq!(
+        app.validate(&check()).await.1["valid"],
+        true,
+        "still the first contract"
+    );
+    assert_eq!(
+        app.metric(r#"schemagate_contract_changes_total{server="crm",tool="get_customer",schema="output",class="breaking"}"#).await,
+        1.0,
+        "a refused change is counted"
+    );
+    // A compatible change of the schema is refused too (the contract is pinned, not only its
+    // breaking changes); so is a tool added to the pinned server.
+    let (status, _) = app.register("crm", &v2).await;
+    assert_eq!(status, 409);
+    let mut more = v1.clone();
+    more["tools"]
+        .as_array_mut()
+        .expect("tools")
+        .push(json!({"name": "renamed_customer"}));
+    let (status, refusal) = app.register("crm", &more).await;
+    assert_eq!(status, 409, "{refusal}");
+    assert!(refusal["error"]["message"]
+        .as_str()
+        .unwrap_or("")
+        .contains("tool \"renamed_customer\" added"));
+    // A title is not a contract: it passes.
+    let retitled = customer(&["id"], json!({"title": "A customer"}));
+    assert_eq!(app.register("crm", &retitled).await.0, 200);
+
+    // Accepted by its hash, the change registers; then checks follow it.
+    let (status, body) = accept(&app, "get_customer", "not-a-hash").await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (400, Some("invalid_field")),
+        "{body}"
+    );
+    let (status, refusal) = app.register("crm", &v3).await;
+    assert_eq!(status, 409);
+    let hash = accept_hash(refusal["error"]["message"].as_str().expect("message"));
+    let (status, body) = accept(&app, "get_customer", &hash).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["accepted"], hash.as_str());
+    let (status, answer) = app.register("crm", &v3).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        app.validate(&check()).await.1["valid"],
+        false,
+        "id must now be a string"
+    );
+
+    // Over gRPC, the refusal is FAILED_PRECONDITION.
+    let mut grpc = client(&app).await;
+    let refused = grpc
+        .register_tools(proto::RegisterToolsRequest {
+            server: "crm".into(),
+            tools_list: v1.to_string().into(),
+            ..Default::default()
+        })
+        .await
+        .expect_err("pinned");
+    assert_eq!(refused.code(), tonic::Code::FailedPrecondition);
+    assert!(
+        refused.message().contains("contract_pinned") || refused.message().contains("pinned"),
+        "{}",
+        refused.message()
+    );
+}
+
+#[tokio::test]
+async fn a_pin_on_one_tool_leaves_the_others_free() {
+    let app = TestApp::with_policy(
+        "[[servers]]\nmatch = \"crm\"\ntier = \"untrusted\"\ntools = { get_customer = { pin = true } }\n",
+        &[],
+    )
+    .await;
+    let mut v1 = customer(&["id"], json!({}));
+    v1["tools"]
+        .as_array_mut()
+        .expect("tools")
+        .push(json!({"name": "ping", "inputSchema": {"type": "object"}}));
+    assert_eq!(app.register("crm", &v1).await.0, 200);
+    let mut v2 = v1.clone();
+    v2["tools"][1]["inputSchema"] = json!({"type": "object", "required": ["x"]});
+    v2["tools"]
+        .as_array_mut()
+        .expect("tools")
+        .push(json!({"name": "new_tool"}));
+    let (status, answer) = app.register("crm", &v2).await;
+    assert_eq!(
+        status, 200,
+        "another tool changes, a tool is added: {answer}"
+    );
+    // Removing the pinned tool is a change to it.
+    let mut v3 = v2.clone();
+    v3["tools"].as_array_mut().expect("tools").remove(0);
+    let (status, refusal) = app.register("crm", &v3).await;
+    assert_eq!(status, 409, "{refusal}");
+    assert!(refusal["error"]["message"]
+        .as_str()
+        .unwrap_or("")
+        .contains("tool \"get_customer\" removed"));
+}
+
+#[tokio::test]
+async fn accepted_changes_are_shared_through_redis() {
+    let Some(redis) = start_redis() else { return };
+    let url = redis.url();
+    let policy = "[[servers]]\nmatch = \"crm\"\ntier = \"untrusted\"\npin = true\n";
+    let flags = ["--registry", url.as_str(), "--registry-timeout-ms", "500"];
+    let (a, b) = (
+        TestApp::with_policy(policy, &flags).await,
+        TestApp::with_policy(policy, &flags).await,
+    );
+    for app in [&a, &b] {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while app.get("/readyz").await.0 != 200 {
+            assert!(Instant::now() < deadline, "not ready");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    assert_eq!(
+        a.register("crm", &customer(&["id"], json!({}))).await.0,
+        200
+    );
+    let v2 = customer(&["id", "email"], json!({}));
+    // B refuses it too (it holds A's contract through Redis); accepted on B, A takes it.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let refusal = loop {
+        let (status, refusal) = b.register("crm", &v2).await;
+        if status == 409 {
+            break refusal;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "B never saw the pinned contract: {status} {refusal}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let hash = accept_hash(refusal["error"]["message"].as_str().expect("message"));
+    assert_eq!(accept(&b, "get_customer", &hash).await.0, 200);
+    let (status, answer) = a.register("crm", &v2).await;
+    assert_eq!(status, 200, "{answer}");
+}

@@ -509,6 +509,50 @@ async fn the_table_of_changes_is_classed_the_same_when_learned_through_the_gatew
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
 }
 
+#[tokio::test]
+async fn a_pinned_contract_learned_through_the_gateway_stays_in_force() {
+    let tools = |required: &str| json!({"tools": [{"name": "shifty", "inputSchema": {"type": "object"}, "outputSchema": {"type": "object", "required": [required]}}]});
+    let dir = tempfile::tempdir().expect("a directory");
+    let lists = dir.path().join("lists.json");
+    std::fs::write(&lists, json!([tools("m"), tools("n")]).to_string()).expect("write");
+    let policy = dir.path().join("policy.toml");
+    std::fs::write(
+        &policy,
+        "[[servers]]\nmatch = \"crm\"\ntier = \"untrusted\"\npin = true\n",
+    )
+    .expect("write");
+    let (_server, url) =
+        raw_upstream_with(&["--tools-sequence", lists.to_str().expect("UTF-8")]).await;
+    let gateway = Gateway::start(
+        &[format!("crm={url}")],
+        &["--policy", policy.to_str().expect("UTF-8")],
+    )
+    .await;
+    let route = gateway.url("crm");
+    // The first listing is learned; the second changes the pinned contract and is refused.
+    for id in [1, 2] {
+        let (status, _, body) = post(&route, &request_26(id, "tools/list", json!({}))).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let call = request_26(3, "tools/call", json!({"name": "shifty", "arguments": {}}));
+    let (_, _, body) = post(&route, &call).await;
+    let answer: Value = serde_json::from_str(&body).expect("JSON");
+    assert_eq!(
+        answer["result"]["structuredContent"],
+        json!({"m": 1}),
+        "judged by the pinned contract, which requires m: {body}"
+    );
+    let text = metrics_text(gateway.metrics_port).await;
+    assert_eq!(
+        metric(
+            &text,
+            r#"schemagate_contract_changes_total{server="crm",tool="shifty",schema="output",class="breaking"}"#
+        ),
+        1.0,
+        "the refused change is counted"
+    );
+}
+
 /// How many processes `pid` has started and not yet reaped.
 fn children_of(pid: u32) -> usize {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {

@@ -96,6 +96,75 @@ impl Version {
     }
 }
 
+/// A change a pin refuses: the change, and the hash that accepts it.
+#[derive(Debug, Clone)]
+pub struct Refusal {
+    pub change: ToolChange,
+    /// The tool's contract hash after the change ([`contract_hash`]).
+    pub accept: String,
+}
+
+impl Refusal {
+    /// The refusal in one line: the tool, its change and class, each part's reasons, and the
+    /// hash that accepts it.
+    pub fn describe(&self) -> String {
+        let change = &self.change;
+        let kind = match change.change {
+            ChangeKind::Added => "added",
+            ChangeKind::Removed => "removed",
+            ChangeKind::Changed => "changed",
+        };
+        let mut text = format!("tool {:?} {kind} ({}", change.tool, change.class.as_str());
+        for part in &change.schemas {
+            text.push_str(&format!(
+                "; {} {}: {}",
+                part.schema.as_str(),
+                part.class.as_str(),
+                part.reasons.join(", ")
+            ));
+        }
+        text.push_str(&format!("), accept it with hash {}", self.accept));
+        text
+    }
+}
+
+/// Whether a pin stops `change`: a tool added or removed; a schema whose canonical form
+/// changed; annotations whose safety claims weakened (or could not be compared). Other
+/// annotation edits (a title) pass, as they would not be alerted.
+pub fn pin_applies(change: &ToolChange) -> bool {
+    match change.change {
+        ChangeKind::Added | ChangeKind::Removed => true,
+        ChangeKind::Changed => change.schemas.iter().any(|part| match part.schema {
+            Part::Annotations => matches!(part.class, Class::Breaking | Class::Unknown),
+            Part::Output | Part::Input => part.class != Class::Identical,
+        }),
+    }
+}
+
+/// A tool's contract hash: its schemas' hashes, annotations and execution, together (`None`:
+/// the tool removed). What an accept names.
+pub fn contract_hash(tool: Option<&ToolSchemas>) -> String {
+    let mut hasher = blake3::Hasher::new();
+    match tool {
+        None => {
+            hasher.update(b"removed");
+        }
+        Some(tool) => {
+            let hash = |s: &Option<RegisteredSchema>| s.as_ref().map(|s| s.hash.to_string());
+            for part in [
+                hash(&tool.input),
+                hash(&tool.output),
+                tool.annotations.as_deref().map(str::to_owned),
+                tool.execution.as_deref().map(str::to_owned),
+            ] {
+                hasher.update(part.as_deref().unwrap_or("-").as_bytes());
+                hasher.update(b"\n");
+            }
+        }
+    }
+    hasher.finalize().to_hex().to_string()
+}
+
 /// What registering `new` does to the tool in force (`old`), judged under `options`; `None`
 /// when nothing of it changes. A schema change is analysed only when both schemas are `usable`
 /// (they compile under the cost bounds): otherwise it is `unknown`.

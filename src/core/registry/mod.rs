@@ -23,7 +23,7 @@ use crate::core::schema::cache::{CacheKey, SchemaCache};
 use arc_swap::{ArcSwap, Guard};
 use bytes::Bytes;
 use hashbrown::HashMap;
-use history::{History, ToolChange, Version};
+use history::{History, Refusal, ToolChange, Version};
 use serde::Serialize;
 use serde_json::value::RawValue;
 use std::sync::{Arc, Mutex};
@@ -167,6 +167,8 @@ pub struct Prepared {
     pub registration: Registration,
     /// The versions the registration adds to tools' histories, by tool.
     pub versions: Vec<(String, Version)>,
+    /// The changes pinned contracts refuse: when there is one, nothing may be stored.
+    pub refused: Vec<Refusal>,
 }
 
 /// One server's registered tools, and its latest registration's provenance.
@@ -280,7 +282,19 @@ pub struct Registry {
     /// A server's tools as they were before a paginated listing began replacing them (its
     /// first page), until its last page: what the listing's changes are judged against.
     listing_base: Mutex<HashMap<String, Arc<ServerTools>>>,
+    /// Contract hashes accepted past a pin, by server and tool (in this process; a shared
+    /// registry keeps them in Redis).
+    accepted: Mutex<Accepted>,
 }
+
+/// Accepted contract hashes: by server, the tool and hash pairs.
+pub type Accepted = HashMap<String, AcceptedHashes>;
+/// One server's accepted contract hashes: (tool, hash) pairs.
+pub type AcceptedHashes = hashbrown::HashSet<(String, String)>;
+
+/// Most hashes accepted per server (in process); past it the oldest are not kept apart from the
+/// rest, so the set is cleared and starts again.
+const MAX_ACCEPTED: usize = 10_000;
 
 impl Registry {
     pub fn new(max_tools: usize) -> Self {
@@ -294,7 +308,24 @@ impl Registry {
                     .saturating_mul(2),
             ),
             listing_base: Mutex::new(HashMap::new()),
+            accepted: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Accepts `hash` as `tool`'s contract on `server` past a pin (in this process).
+    pub fn accept(&self, server: &str, tool: &str, hash: &str) {
+        let mut accepted = self.accepted.lock().unwrap_or_else(|e| e.into_inner());
+        let hashes = accepted.entry(server.to_owned()).or_default();
+        if hashes.len() >= MAX_ACCEPTED {
+            hashes.clear();
+        }
+        hashes.insert((tool.to_owned(), hash.to_owned()));
+    }
+
+    /// The contract hashes accepted on `server` (in this process).
+    pub fn accepted(&self, server: &str) -> AcceptedHashes {
+        let accepted = self.accepted.lock().unwrap_or_else(|e| e.into_inner());
+        accepted.get(server).cloned().unwrap_or_default()
     }
 
     /// `tool`'s versions in this process, newest first.
@@ -340,7 +371,38 @@ impl Registry {
     /// server's tools when `merge`) changes, tool by tool, and the versions it adds to their
     /// histories. A paginated listing is judged against the tools in force before its first
     /// page, and its removals are known at its last.
-    /// `usable`: whether a schema of a tool compiles (only those are analysed).
+    /// The changes of a registration that pins refuse (see [`history::pin_applies`]): a changed
+    /// or removed tool whose rules pin it; a tool added to a server whose contract is in force,
+    /// when the new tool's rules pin it (a server, tier or policy pinned as a whole). A change
+    /// whose contract hash was accepted passes.
+    fn refusals(
+        policy: &Policy,
+        server: &str,
+        changes: &[ToolChange],
+        tools: &[ToolSchemas],
+        had_contract: bool,
+        accepted: &dyn Fn(&str, &str) -> bool,
+    ) -> Vec<Refusal> {
+        changes
+            .iter()
+            .filter(|change| history::pin_applies(change))
+            .filter(|change| {
+                let pinned = policy.rules_for(Some(server), Some(&change.tool)).pin;
+                pinned && (change.change != history::ChangeKind::Added || had_contract)
+            })
+            .map(|change| {
+                let tool = tools.iter().find(|t| t.name.as_str() == change.tool);
+                Refusal {
+                    change: change.clone(),
+                    accept: history::contract_hash(tool),
+                }
+            })
+            .filter(|refusal| !accepted(&refusal.change.tool, &refusal.accept))
+            .collect()
+    }
+
+    /// `usable`: whether a schema of a tool compiles (only those are analysed). Also says
+    /// whether the server had a contract to judge against.
     fn changes(
         &self,
         policy: &Policy,
@@ -349,7 +411,7 @@ impl Registry {
         (merge, next_cursor): (bool, Option<&str>),
         provenance: &Provenance,
         usable: &dyn Fn(&str, &RegisteredSchema) -> bool,
-    ) -> (Vec<ToolChange>, Vec<(String, Version)>) {
+    ) -> (Vec<ToolChange>, Vec<(String, Version)>, bool) {
         let current = self.servers.load();
         let in_force = current.server(server).cloned();
         // The tools the registration is judged against, and whether a listing is whole with it
@@ -421,7 +483,7 @@ impl Registry {
                 }
             }
         }
-        (changes, versions)
+        (changes, versions, base.is_some())
     }
 
     /// Refuses `tools` for `server` when storing them would pass the limit on registered tools.
@@ -566,6 +628,7 @@ impl Registry {
         body: &Bytes,
         how: RegisterOptions,
         by: Option<&str>,
+        accepted: &dyn Fn(&str, &str) -> bool,
     ) -> Result<Prepared, CheckError> {
         let server_id = ServerId::parse(server)?;
         let protocol = how.protocol_version.unwrap_or(ProtocolVersion::NEWEST);
@@ -619,13 +682,21 @@ impl Registry {
                 cache.get_or_compile(schema.key(options), &schema.text, options, true);
             compiled.is_ok()
         };
-        let (changes, versions) = self.changes(
+        let (changes, versions, had_contract) = self.changes(
             policy,
             server,
             &list.tools,
             (how.merge, list.next_cursor.as_deref()),
             &provenance,
             &usable,
+        );
+        let refused = Self::refusals(
+            policy,
+            server,
+            &changes,
+            &list.tools,
+            had_contract,
+            accepted,
         );
         Ok(Prepared {
             registration: Registration {
@@ -636,6 +707,7 @@ impl Registry {
                 changes,
             },
             versions,
+            refused,
             server: server_id,
             tools: list.tools,
             merge: how.merge,
@@ -655,6 +727,7 @@ impl Registry {
             protocol,
             registration,
             versions,
+            refused: _,
         } = prepared;
         self.store(&server, tools, merge, provenance, protocol)?;
         self.record_history(server.as_str(), &versions);

@@ -33,8 +33,8 @@ pub use self::failure::redacted;
 use self::failure::{unavailable, FollowError};
 
 use self::records::{
-    build, history_key, text_key, tools_key, ServerRecord, ToolRecord, CHANGES, HISTORY_TTL_SECS,
-    SERVERS,
+    accepted_key, build, history_key, text_key, tools_key, ServerRecord, ToolRecord, CHANGES,
+    HISTORY_TTL_SECS, SERVERS,
 };
 use super::history::{Version, MAX_VERSIONS};
 use super::{Registry, ServerTools};
@@ -442,6 +442,31 @@ impl RedisRegistry {
         push_history(&mut pipe, server, &prepared.versions)?;
         pipe.cmd("PUBLISH").arg(CHANGES).arg(server).ignore();
         self.query(RegistryOp::Write, pipe).await
+    }
+
+    /// Accepts `hash` as `tool`'s contract on `server` past a pin, for every replica.
+    pub async fn accept(&self, server: &str, tool: &str, hash: &str) -> Result<(), CheckError> {
+        let mut pipe = redis::pipe();
+        pipe.cmd("HSET")
+            .arg(accepted_key(server))
+            .arg(format!("{tool}\n{hash}"))
+            .arg(1)
+            .ignore();
+        self.query(RegistryOp::Write, pipe).await
+    }
+
+    /// The contract hashes accepted on `server`, as Redis holds them.
+    pub async fn accepted(&self, server: &str) -> Result<super::AcceptedHashes, CheckError> {
+        let mut pipe = redis::pipe();
+        pipe.cmd("HKEYS").arg(accepted_key(server));
+        let (fields,): (Vec<String>,) = self.query(RegistryOp::Write, pipe).await?;
+        Ok(fields
+            .into_iter()
+            .filter_map(|field| {
+                let (tool, hash) = field.split_once('\n')?;
+                Some((tool.to_owned(), hash.to_owned()))
+            })
+            .collect())
     }
 
     /// `tool`'s history as Redis holds it, newest first. A version that does not read is left

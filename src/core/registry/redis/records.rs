@@ -22,6 +22,10 @@ pub(super) fn history_key(server: &str, tool: &str) -> String {
     // The server's length keeps `a:b` + `c` apart from `a` + `b:c`.
     format!("schemagate:history:{}:{server}:{tool}", server.len())
 }
+/// A server's accepted contract hashes: a hash whose fields are `TOOL\nHASH`.
+pub(super) fn accepted_key(server: &str) -> String {
+    format!("schemagate:accepted:{server}")
+}
 /// How long a tool's history is kept after its last change (90 days): a tool removed for good
 /// does not keep its history forever.
 pub(super) const HISTORY_TTL_SECS: u64 = 90 * 24 * 3600;
