@@ -409,17 +409,7 @@ impl Gate {
                 tools: changes.into_iter().map(|c| c.tool).collect(),
             });
         }
-        let registration = match &self.shared {
-            None => self.commit(prepared)?,
-            Some(shared) => {
-                shared.write(&prepared).await?;
-                // In force here as Redis now holds it (with the texts at hand, so none is read
-                // back).
-                self.remember_texts(&prepared);
-                shared.settle(prepared.server.as_str()).await;
-                prepared.registration
-            }
-        };
+        let registration = self.put_in_force(prepared).await?;
         tracing::info!(
             server = %registration.server,
             tools = registration.tools.len(),
@@ -429,6 +419,137 @@ impl Gate {
         );
         self.count_changes(&registration.server, &registration.changes, caller.name());
         Ok(registration)
+    }
+
+    /// Puts a prepared registration in force: here, or written to the shared registry first
+    /// (refused as `registry_unavailable` when it cannot be).
+    async fn put_in_force(&self, prepared: Prepared) -> Result<Registration, CheckError> {
+        match &self.shared {
+            None => self.commit(prepared),
+            Some(shared) => {
+                shared.write(&prepared).await?;
+                // In force here as Redis now holds it (with the texts at hand, so none is read
+                // back).
+                self.remember_texts(&prepared);
+                shared.settle(prepared.server.as_str()).await;
+                Ok(prepared.registration)
+            }
+        }
+    }
+
+    /// Registers shadow (candidate) schemas for registered tools of `server` (a `tools/list`
+    /// result): judged beside the enforced ones on every check, reported in the verdict's
+    /// `shadow`, never enforced. The contract and its history do not change.
+    pub async fn register_shadow(
+        self: &Arc<Self>,
+        caller: &Arc<Caller>,
+        server: String,
+        body: Bytes,
+    ) -> Result<Registration, CheckError> {
+        caller.may_name(Some(&server))?;
+        let cost = Cost {
+            checks: 1,
+            bytes: body.len(),
+        };
+        let gate = Arc::clone(self);
+        let prepared = self
+            .executor
+            .run(cost, move || {
+                gate.registry.prepare_shadow(
+                    &gate.cache,
+                    &gate.policy.load(),
+                    gate.limits.max_depth,
+                    &server,
+                    &body,
+                )
+            })
+            .await?;
+        let registration = self.put_in_force(prepared).await?;
+        tracing::info!(server = %registration.server, tools = registration.tools.len(), token = caller.name(), "shadow schemas registered");
+        Ok(registration)
+    }
+
+    /// Drops the shadow schemas of `tool` (`None`: of every tool) of `server`; says how many
+    /// tools had one.
+    pub async fn remove_shadow(
+        &self,
+        caller: &Caller,
+        server: &str,
+        tool: Option<&str>,
+    ) -> Result<usize, CheckError> {
+        caller.may_name(Some(server))?;
+        let prepared = self.registry.prepare_shadow_removal(server, tool)?;
+        let removed = prepared.tools.len();
+        self.put_in_force(prepared).await?;
+        tracing::info!(
+            server,
+            tool = tool.unwrap_or("*"),
+            removed,
+            token = caller.name(),
+            "shadow schemas removed"
+        );
+        Ok(removed)
+    }
+
+    /// Makes `tool`'s shadow schemas its contract: a registration of the tool with them (a
+    /// normal change: classified, kept in its history, refused by a pin until accepted), its
+    /// shadow schemas dropped.
+    pub async fn promote_shadow(
+        self: &Arc<Self>,
+        caller: &Arc<Caller>,
+        server: &str,
+        tool: &str,
+    ) -> Result<Registration, CheckError> {
+        caller.may_name(Some(server))?;
+        let (body, protocol) = {
+            let registered = self.registry.load();
+            let schemas = registered
+                .tool(server, tool)
+                .ok_or_else(|| CheckError::UnknownTool {
+                    server: server.to_owned(),
+                    tool: tool.to_owned(),
+                })?;
+            if schemas.shadow_input.is_none() && schemas.shadow_output.is_none() {
+                return Err(CheckError::InvalidField(format!(
+                    "tool {tool:?} of server {server:?} has no shadow schema to promote: register one with ?shadow=true (gRPC RegisterTools with shadow) first"
+                )));
+            }
+            let text = |s: &Option<crate::core::registry::RegisteredSchema>| {
+                s.as_ref()
+                    .map(|s| String::from_utf8_lossy(&s.text).into_owned())
+            };
+            let mut entry = vec![format!("\"name\":{}", serde_json::Value::from(tool))];
+            for (key, value) in [
+                (
+                    "inputSchema",
+                    text(&schemas.shadow_input).or_else(|| text(&schemas.input)),
+                ),
+                (
+                    "outputSchema",
+                    text(&schemas.shadow_output).or_else(|| text(&schemas.output)),
+                ),
+                (
+                    "annotations",
+                    schemas.annotations.as_deref().map(str::to_owned),
+                ),
+                ("execution", schemas.execution.as_deref().map(str::to_owned)),
+            ] {
+                if let Some(value) = value {
+                    entry.push(format!("\"{key}\":{value}"));
+                }
+            }
+            (
+                Bytes::from(format!("{{\"tools\":[{{{}}}]}}", entry.join(","))),
+                schemas.protocol,
+            )
+        };
+        let how = RegisterOptions {
+            merge: true,
+            protocol_version: Some(protocol),
+            learned: false,
+            drop_shadow: true,
+        };
+        self.register(caller, server.to_owned(), body, how).await
     }
 
     /// Counts and logs what a registration changed: a line per changed tool (a warning for a
@@ -561,7 +682,7 @@ impl Gate {
         for schema in prepared
             .tools
             .iter()
-            .flat_map(|t| [&t.input, &t.output])
+            .flat_map(|t| [&t.input, &t.output, &t.shadow_input, &t.shadow_output])
             .flatten()
         {
             self.texts.remember(schema.hash, &schema.text);

@@ -4,6 +4,7 @@
 
 use crate::core::check::{Check, Document, Payload, SchemaSource, ToolResult};
 use crate::core::document::DocumentJson;
+use crate::core::domain::SchemaHash;
 use crate::core::domain::{ProtocolVersion, ServerId, Tier, ToolName};
 use crate::core::error::CheckError;
 use crate::core::metrics::{Attempt, Metrics, TargetMetrics};
@@ -12,10 +13,11 @@ use crate::core::registry::redis::RedisRegistry;
 use crate::core::registry::Registry;
 use crate::core::resolve::{miss, schema_of, SchemaRef};
 use crate::core::schema::cache::SchemaCache;
+use crate::core::schema::compile::CompiledSchema;
 use crate::core::schema::texts::SchemaTexts;
 use crate::core::verdict::{
     clip, feedback, fold_indices, schema_keyword, with_article, Action, Finding, Outcome,
-    ValidationFailure, Verdict,
+    ShadowVerdict, ValidationFailure, Verdict,
 };
 use crate::core::Limits;
 use std::panic::AssertUnwindSafe;
@@ -38,6 +40,7 @@ fn unvalidated_verdict(tier: Tier, check: &Check) -> Verdict {
         truncated: false,
         feedback: String::new(),
         findings: Vec::new(),
+        shadow: None,
         call_id: check.call_id.clone(),
     }
 }
@@ -184,6 +187,7 @@ impl Judge {
             key,
             text,
             protocol,
+            shadow,
         }) = found
         else {
             return Ok(unvalidated(Outcome::Unchecked));
@@ -209,6 +213,25 @@ impl Judge {
                 .cache
                 .get(&key)
                 .ok_or(Deferred::ToWorker { hit_counted: false })?,
+        };
+        // The tool's shadow schema, compiled as the enforced one is (one that does not compile
+        // is not judged: its registration reported why).
+        let shadow = match shadow {
+            None => None,
+            Some((shadow_hash, shadow_key, shadow_text)) => {
+                let compiled = match placement {
+                    Placement::Worker { .. } => {
+                        self.cache
+                            .get_or_compile(shadow_key, &shadow_text, rules.compile, true)
+                            .0
+                    }
+                    Placement::Inline => self
+                        .cache
+                        .get(&shadow_key)
+                        .ok_or(Deferred::ToWorker { hit_counted: true })?,
+                };
+                Some((shadow_hash, compiled))
+            }
         };
         drop(registered);
         let compiled = match compiled.as_ref() {
@@ -292,8 +315,67 @@ impl Judge {
             }
         }
 
+        if let Some((shadow_hash, compiled)) = &shadow {
+            if let Ok(shadow) = compiled.as_ref() {
+                verdict.shadow =
+                    self.shadow_verdict(*shadow_hash, shadow, document, on_worker, check, &rules)?;
+            }
+        }
+
         self.conclude(&mut verdict, &rules, check, &target, attempt);
+        if let Some(shadow) = &verdict.shadow {
+            self.metrics
+                .shadow_validation(&target, shadow.errors.is_empty());
+        }
         Ok(verdict)
+    }
+
+    /// How the shadow schema `compiled` judges the check's `document`: `None` when the check
+    /// would cost more than --max-check-work (not judged, so not reported); on an async thread,
+    /// long work is sent to a worker.
+    fn shadow_verdict(
+        &self,
+        schema_hash: SchemaHash,
+        compiled: &CompiledSchema,
+        document: Option<&Document>,
+        on_worker: bool,
+        check: &Check,
+        rules: &Rules,
+    ) -> Result<Option<ShadowVerdict>, Deferred> {
+        let mut judged = unvalidated_verdict(rules.tier, check);
+        match document {
+            None => judged.errors.push(ValidationFailure {
+                instance_path: String::new(),
+                schema_path: String::new(),
+                keyword: "structuredContent".into(),
+                message: "structuredContent is absent".into(),
+            }),
+            Some(doc) => {
+                let work = compiled.work(doc.nodes, doc.string_bytes);
+                if work > self.limits.max_check_work {
+                    return Ok(None);
+                }
+                if !on_worker && work > INLINE_WORK {
+                    return Err(Deferred::ToWorker { hit_counted: true });
+                }
+                if !compiled.validator.is_valid(doc.root()) {
+                    if !on_worker && work.saturating_mul(4) > INLINE_WORK {
+                        return Err(Deferred::ToWorker { hit_counted: true });
+                    }
+                    self.collect_errors(&compiled.validator, doc, work, &mut judged);
+                }
+            }
+        }
+        let rejects = match check.payload {
+            Payload::Arguments(_) => rules.arguments == ArgumentsMode::Reject,
+            _ => rules.tier == Tier::Untrusted,
+        };
+        Ok(Some(ShadowVerdict {
+            would_block: !judged.errors.is_empty() && rejects,
+            schema_hash,
+            errors: judged.errors,
+            truncated: judged.truncated,
+        }))
     }
 
     fn collect_errors(

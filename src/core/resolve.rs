@@ -1,7 +1,7 @@
 //! Which schema a check is judged against: the one it carries inline, one it names by hash
 //! (registered, or seen in an earlier check), or the registered contract's input or output
 //! schema for its server and tool; and, when this replica holds none of those, what a shared
-//! registry should be asked for. Pinned and shadow schemas will be chosen here too.
+//! registry should be asked for; and the tool's shadow schema, judged beside it.
 
 use crate::core::check::{Check, Payload, SchemaSource};
 use crate::core::domain::{ProtocolVersion, SchemaHash};
@@ -21,6 +21,9 @@ pub(crate) struct SchemaRef<'a> {
     pub(crate) key: CacheKey,
     pub(crate) text: Cow<'a, Bytes>,
     pub(crate) protocol: Option<ProtocolVersion>,
+    /// The registered tool's shadow (candidate) schema for the payload, if it has one: its
+    /// hash, cache key and text. Judged beside this one, and only reported.
+    pub(crate) shadow: Option<(SchemaHash, CacheKey, Bytes)>,
 }
 
 /// The schema `check` is validated against under `options`; `None` for a registered tool
@@ -41,6 +44,7 @@ pub(crate) fn schema_of<'a>(
                 key: CacheKey::new(server, tool, &hash, options),
                 text: Cow::Borrowed(text),
                 protocol: None,
+                shadow: None,
             }))
         }
         SchemaSource::Hash(h) => {
@@ -55,6 +59,7 @@ pub(crate) fn schema_of<'a>(
                 key: CacheKey::new(server, tool, &hash, options),
                 text: Cow::Owned(text),
                 protocol: None,
+                shadow: None,
             }))
         }
         SchemaSource::Registered => {
@@ -67,15 +72,16 @@ pub(crate) fn schema_of<'a>(
                     server: server.to_owned(),
                     tool: tool.to_owned(),
                 })?;
-            let schema = match check.payload {
-                Payload::Arguments(_) => schemas.input.as_ref(),
-                _ => schemas.output.as_ref(),
+            let (schema, shadow) = match check.payload {
+                Payload::Arguments(_) => (schemas.input.as_ref(), schemas.shadow_input.as_ref()),
+                _ => (schemas.output.as_ref(), schemas.shadow_output.as_ref()),
             };
             Ok(schema.map(|schema| SchemaRef {
                 hash: schema.hash,
                 key: schema.key(options),
                 text: Cow::Borrowed(&schema.text),
                 protocol: Some(schemas.protocol),
+                shadow: shadow.map(|s| (s.hash, s.key(options), s.text.clone())),
             }))
         }
     }

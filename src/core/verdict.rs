@@ -105,31 +105,40 @@ pub struct Verdict {
     pub feedback: String,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub findings: Vec<Finding>,
+    /// How the tool's shadow (candidate) schema judged the same payload, when it has one:
+    /// reported, never enforced.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<ShadowVerdict>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub call_id: Option<String>,
+}
+
+/// A shadow schema's judgement of a payload: whether it would have blocked it (it fails the
+/// candidate, and the tier or `arguments` rejects failures), and why.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ShadowVerdict {
+    pub would_block: bool,
+    pub schema_hash: SchemaHash,
+    pub errors: Vec<ValidationFailure>,
+    /// More failures exist than `errors` holds.
+    pub truncated: bool,
 }
 
 impl Verdict {
     /// About how many bytes this verdict takes as JSON, so its answer is written without
     /// growing its buffer.
     pub fn json_size_hint(&self) -> usize {
-        let errors: usize = self
-            .errors
-            .iter()
-            .map(|e| {
-                80 + e.instance_path.len()
-                    + e.schema_path.len()
-                    + e.keyword.len()
-                    + e.message.len() * 2
-            })
-            .sum();
         let findings: usize = self
             .findings
             .iter()
             .map(|f| 64 + f.instance_path.len() * 2 + f.message.len() * 2)
             .sum();
         let call_id = self.call_id.as_ref().map_or(0, |c| 16 + c.len() * 2);
-        200 + errors + findings + call_id + self.feedback.len() * 2
+        let shadow = self
+            .shadow
+            .as_ref()
+            .map_or(0, |s| 200 + errors_size(&s.errors));
+        200 + errors_size(&self.errors) + findings + call_id + shadow + self.feedback.len() * 2
     }
 }
 
@@ -156,20 +165,7 @@ impl Verdict {
             out.push(b'"');
         }
         out.extend_from_slice(b",\"errors\":[");
-        for (i, e) in self.errors.iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            out.extend_from_slice(b"{\"instance_path\":");
-            json_string(out, &e.instance_path)?;
-            out.extend_from_slice(b",\"schema_path\":");
-            json_string(out, &e.schema_path)?;
-            out.extend_from_slice(b",\"keyword\":");
-            json_string(out, &e.keyword)?;
-            out.extend_from_slice(b",\"message\":");
-            json_string(out, &e.message)?;
-            out.push(b'}');
-        }
+        write_errors(out, &self.errors)?;
         out.extend_from_slice(match self.truncated {
             true => b"],\"truncated\":true,\"feedback\":",
             false => b"],\"truncated\":false,\"feedback\":",
@@ -191,6 +187,19 @@ impl Verdict {
             }
             out.push(b']');
         }
+        if let Some(shadow) = &self.shadow {
+            out.extend_from_slice(match shadow.would_block {
+                true => b",\"shadow\":{\"would_block\":true,\"schema_hash\":\"",
+                false => b",\"shadow\":{\"would_block\":false,\"schema_hash\":\"",
+            });
+            out.extend_from_slice(shadow.schema_hash.to_hex().as_bytes());
+            out.extend_from_slice(b"\",\"errors\":[");
+            write_errors(out, &shadow.errors)?;
+            out.extend_from_slice(match shadow.truncated {
+                true => b"],\"truncated\":true}",
+                false => b"],\"truncated\":false}",
+            });
+        }
         if let Some(call_id) = &self.call_id {
             out.extend_from_slice(b",\"call_id\":");
             json_string(out, call_id)?;
@@ -198,6 +207,35 @@ impl Verdict {
         out.push(b'}');
         Ok(())
     }
+}
+
+/// The JSON size `errors` may take, escapes included.
+fn errors_size(errors: &[ValidationFailure]) -> usize {
+    errors
+        .iter()
+        .map(|e| {
+            80 + e.instance_path.len() + e.schema_path.len() + e.keyword.len() + e.message.len() * 2
+        })
+        .sum()
+}
+
+/// `errors` as the items of a JSON array.
+fn write_errors(out: &mut Vec<u8>, errors: &[ValidationFailure]) -> Result<(), serde_json::Error> {
+    for (i, e) in errors.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(b"{\"instance_path\":");
+        json_string(out, &e.instance_path)?;
+        out.extend_from_slice(b",\"schema_path\":");
+        json_string(out, &e.schema_path)?;
+        out.extend_from_slice(b",\"keyword\":");
+        json_string(out, &e.keyword)?;
+        out.extend_from_slice(b",\"message\":");
+        json_string(out, &e.message)?;
+        out.push(b'}');
+    }
+    Ok(())
 }
 
 /// `text` as a JSON string, escaped as serde_json escapes it.
@@ -404,6 +442,7 @@ mod tests {
             truncated: false,
             feedback: String::new(),
             findings: Vec::new(),
+            shadow: None,
             call_id: Some("call-\"1\"".into()),
         };
         verdict.feedback = feedback("Output", &verdict.errors, false);
@@ -428,6 +467,7 @@ mod tests {
             truncated: false,
             feedback: String::new(),
             findings: Vec::new(),
+            shadow: None,
             call_id: None,
         };
         let errors = vec![
@@ -470,6 +510,25 @@ mod tests {
                     },
                 ],
                 call_id: Some(String::new()),
+                ..base.clone()
+            },
+            Verdict {
+                shadow: Some(ShadowVerdict {
+                    would_block: true,
+                    schema_hash: SchemaHash::of(b"{\"type\":\"object\"}"),
+                    errors: errors.clone(),
+                    truncated: false,
+                }),
+                ..base.clone()
+            },
+            Verdict {
+                shadow: Some(ShadowVerdict {
+                    would_block: false,
+                    schema_hash: SchemaHash::of(b"{}"),
+                    errors: Vec::new(),
+                    truncated: true,
+                }),
+                call_id: Some("c".into()),
                 ..base.clone()
             },
         ];

@@ -72,17 +72,14 @@ pub fn verdict(v: Verdict) -> proto::Verdict {
             Outcome::Unchecked => proto::Outcome::Unchecked,
         } as i32,
         schema_hash: v.schema_hash.map(|h| h.to_string()).unwrap_or_default(),
-        errors: v
-            .errors
-            .into_iter()
-            .map(|e| proto::ValidationFailure {
-                instance_path: e.instance_path,
-                schema_path: e.schema_path,
-                keyword: e.keyword,
-                message: e.message,
-            })
-            .collect(),
+        errors: v.errors.into_iter().map(failure).collect(),
         truncated: v.truncated,
+        shadow: v.shadow.map(|s| proto::ShadowVerdict {
+            would_block: s.would_block,
+            schema_hash: s.schema_hash.to_string(),
+            errors: s.errors.into_iter().map(failure).collect(),
+            truncated: s.truncated,
+        }),
         feedback: v.feedback,
         findings: v
             .findings
@@ -101,6 +98,15 @@ pub fn error(e: &CheckError) -> proto::Error {
     proto::Error {
         code: e.code().to_owned(),
         message: super::error::message(e),
+    }
+}
+
+fn failure(e: crate::core::verdict::ValidationFailure) -> proto::ValidationFailure {
+    proto::ValidationFailure {
+        instance_path: e.instance_path,
+        schema_path: e.schema_path,
+        keyword: e.keyword,
+        message: e.message,
     }
 }
 

@@ -39,9 +39,8 @@ const STREAMING: [&str; 4] = [
 /// The scope a call needs: the Validator's methods need one; health and reflection are open.
 fn scope_of(path: &str) -> Option<Scope> {
     match path.strip_prefix("/schemagate.v1.Validator/")? {
-        "RegisterTools" | "ListServers" | "ListTools" | "RemoveTools" | "ToolHistory" => {
-            Some(Scope::Register)
-        }
+        "RegisterTools" | "ListServers" | "ListTools" | "RemoveTools" | "ToolHistory"
+        | "PromoteShadow" => Some(Scope::Register),
         "AcceptContract" => Some(Scope::Admin),
         _ => Some(Scope::Check),
     }

@@ -154,10 +154,30 @@ impl Validator for ValidatorService {
             protocol_version: convert::protocol_version(&msg.protocol_version)
                 .map_err(|e| self.refuse(&e))?,
             learned: false,
+            drop_shadow: false,
         };
+        let registration = if msg.shadow {
+            self.gate
+                .register_shadow(&caller, msg.server, msg.tools_list)
+                .await
+        } else {
+            self.gate
+                .register(&caller, msg.server, msg.tools_list, how)
+                .await
+        }
+        .map_err(|e| self.refuse(&e))?;
+        Ok(Response::new(convert::registration(registration)))
+    }
+
+    async fn promote_shadow(
+        &self,
+        request: Request<proto::PromoteShadowRequest>,
+    ) -> Result<Response<proto::RegisterToolsResponse>, Status> {
+        let caller = caller(&request)?;
+        let msg = request.into_inner();
         let registration = self
             .gate
-            .register(&caller, msg.server, msg.tools_list, how)
+            .promote_shadow(&caller, &msg.server, &msg.tool)
             .await
             .map_err(|e| self.refuse(&e))?;
         Ok(Response::new(convert::registration(registration)))
@@ -194,11 +214,12 @@ impl Validator for ValidatorService {
         let caller = caller(&request)?;
         let msg = request.into_inner();
         let tool = (!msg.tool.is_empty()).then_some(msg.tool.as_str());
-        let removed = self
-            .gate
-            .remove_tools(&caller, &msg.server, tool)
-            .await
-            .map_err(|e| self.refuse(&e))?;
+        let removed = if msg.shadow {
+            self.gate.remove_shadow(&caller, &msg.server, tool).await
+        } else {
+            self.gate.remove_tools(&caller, &msg.server, tool).await
+        }
+        .map_err(|e| self.refuse(&e))?;
         Ok(Response::new(proto::RemoveToolsResponse {
             server: msg.server,
             removed: u32::try_from(removed).unwrap_or(u32::MAX),

@@ -104,6 +104,7 @@ impl Boundary {
             merge: !first_page,
             protocol_version: protocol,
             learned: true,
+            drop_shadow: false,
         };
         let body = line.slice_ref(result.bytes());
         match self
@@ -190,6 +191,7 @@ impl Boundary {
                 merge: false,
                 protocol_version: protocol,
                 learned: true,
+                drop_shadow: false,
             };
             let _ = self
                 .gate
@@ -211,6 +213,7 @@ impl Boundary {
                 merge: true,
                 protocol_version: protocol,
                 learned: true,
+                drop_shadow: false,
             };
             if let Err(e) = self
                 .gate

@@ -159,6 +159,10 @@ fn router(gate: Arc<Gate>) -> Router {
         .route(
             "/v1/servers/{server}/tools/{tool}/history",
             get(tool_history),
+        )
+        .route(
+            "/v1/servers/{server}/tools/{tool}/promote",
+            post(promote_shadow),
         );
     let admin = Router::new()
         .route(
@@ -381,6 +385,33 @@ struct RegisterQuery {
     #[serde(default)]
     merge: bool,
     protocol_version: Option<String>,
+    /// The listed schemas are shadow (candidate) schemas of registered tools.
+    #[serde(default)]
+    shadow: bool,
+}
+
+/// `?shadow=true` on a removal: remove the shadow schemas only.
+#[derive(Deserialize)]
+struct ShadowQuery {
+    #[serde(default)]
+    shadow: bool,
+}
+
+/// Reads a removal's query.
+fn shadow_query(
+    gate: &Gate,
+    query: Result<Query<ShadowQuery>, QueryRejection>,
+) -> Result<bool, ApiError> {
+    let Query(query) = query.map_err(|e| {
+        refuse(
+            gate,
+            CheckError::InvalidField(format!(
+                "{}: the query takes `shadow=true|false`",
+                e.body_text()
+            )),
+        )
+    })?;
+    Ok(query.shadow)
 }
 
 async fn register_tools(
@@ -395,7 +426,7 @@ async fn register_tools(
         refuse(
             &gate,
             CheckError::InvalidField(format!(
-                "{}: the query takes `merge=true|false` and `protocol_version=2025-06-18|2025-11-25|2026-07-28`",
+                "{}: the query takes `merge=true|false`, `protocol_version=2025-06-18|2025-11-25|2026-07-28` and `shadow=true|false`",
                 e.body_text()
             )),
         )
@@ -408,13 +439,28 @@ async fn register_tools(
             .transpose()
             .map_err(|e| refuse(&gate, e.into()))?,
         learned: false,
+        drop_shadow: false,
     };
     let bytes = read_body(&gate, &headers, raw).await?;
-    let registration = gate
-        .register(&caller, server, bytes, how)
-        .await
-        .map_err(|e| refuse(&gate, e))?;
+    let registration = if query.shadow {
+        gate.register_shadow(&caller, server, bytes).await
+    } else {
+        gate.register(&caller, server, bytes, how).await
+    }
+    .map_err(|e| refuse(&gate, e))?;
     Ok(Json(registration))
+}
+
+/// Makes a tool's shadow schemas its contract (a normal, classified change).
+async fn promote_shadow(
+    State(gate): State<Arc<Gate>>,
+    Extension(caller): Extension<Arc<Caller>>,
+    Path((server, tool)): Path<(String, String)>,
+) -> Result<Json<Registration>, ApiError> {
+    gate.promote_shadow(&caller, &server, &tool)
+        .await
+        .map(Json)
+        .map_err(|e| refuse(&gate, e))
 }
 
 #[derive(Serialize)]
@@ -536,11 +582,14 @@ async fn remove_tools(
     State(gate): State<Arc<Gate>>,
     Extension(caller): Extension<Arc<Caller>>,
     Path(server): Path<String>,
+    query: Result<Query<ShadowQuery>, QueryRejection>,
 ) -> Result<Json<Removed>, ApiError> {
-    let removed = gate
-        .remove_tools(&caller, &server, None)
-        .await
-        .map_err(|e| refuse(&gate, e))?;
+    let removed = if shadow_query(&gate, query)? {
+        gate.remove_shadow(&caller, &server, None).await
+    } else {
+        gate.remove_tools(&caller, &server, None).await
+    }
+    .map_err(|e| refuse(&gate, e))?;
     Ok(Json(Removed { server, removed }))
 }
 
@@ -549,11 +598,14 @@ async fn remove_tool(
     State(gate): State<Arc<Gate>>,
     Extension(caller): Extension<Arc<Caller>>,
     Path((server, tool)): Path<(String, String)>,
+    query: Result<Query<ShadowQuery>, QueryRejection>,
 ) -> Result<Json<Removed>, ApiError> {
-    let removed = gate
-        .remove_tools(&caller, &server, Some(&tool))
-        .await
-        .map_err(|e| refuse(&gate, e))?;
+    let removed = if shadow_query(&gate, query)? {
+        gate.remove_shadow(&caller, &server, Some(&tool)).await
+    } else {
+        gate.remove_tools(&caller, &server, Some(&tool)).await
+    }
+    .map_err(|e| refuse(&gate, e))?;
     Ok(Json(Removed { server, removed }))
 }
 

@@ -318,6 +318,25 @@ async fn history_in_redis_is_seen_by_every_replica_and_outlives_them() {
     assert_eq!(status, 200, "{body}");
     assert_three(body["versions"].as_array().expect("versions"), 0);
 
+    // A shadow schema registered on A judges B's checks too.
+    let candidate = customer(&["id", "email"], json!({"readOnlyHint": true}));
+    assert_eq!(
+        a.register_with("crm", "?shadow=true", &candidate).await.0,
+        200
+    );
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        let (_, verdict) = b.validate(&result_check(4)).await;
+        if verdict["shadow"]["would_block"] == true {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no shadow verdict on B: {verdict}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
     // Every replica gone, a new one reads the same history.
     a.stop().await.expect("a stops");
     b.stop().await.expect("b stops");
@@ -526,4 +545,136 @@ async fn accepted_changes_are_shared_through_redis() {
     assert_eq!(accept(&b, "get_customer", &hash).await.0, 200);
     let (status, answer) = a.register("crm", &v2).await;
     assert_eq!(status, 200, "{answer}");
+}
+
+/// get_customer's result: with `email` unless `i` is a multiple of 4.
+fn result_check(i: usize) -> Value {
+    let mut content = json!({"id": i});
+    if i % 4 != 0 {
+        content["email"] = json!(format!("c{i}@example.com"));
+    }
+    json!({"server": "crm", "tool": "get_customer", "result": {"structuredContent": content}, "call_id": format!("c{i}")})
+}
+
+#[tokio::test]
+async fn a_shadow_schema_reports_what_it_would_block_and_changes_nothing_until_promoted() {
+    let app = spawn_app_with(&[]).await;
+    assert_eq!(
+        app.register("crm", &customer(&["id"], json!({}))).await.0,
+        200
+    );
+    // The candidate requires `email`, which one result in four lacks.
+    let candidate = customer(&["id", "email"], json!({}));
+    let (status, shadow) = app.register_with("crm", "?shadow=true", &candidate).await;
+    assert_eq!(status, 200, "{shadow}");
+    assert!(
+        shadow.get("changes").is_none(),
+        "the contract does not change: {shadow}"
+    );
+    let candidate_hash = shadow["tools"][0]["output_schema_hash"].clone();
+
+    let checks: Vec<Value> = (0..40).map(result_check).collect();
+    let (status, answer) = app.validate_batch(&checks).await;
+    assert_eq!(status, 200, "{answer}");
+    let verdicts = answer["results"].as_array().expect("results");
+    for (i, verdict) in verdicts.iter().enumerate() {
+        assert_eq!(
+            verdict["valid"], true,
+            "the enforced verdict is unchanged: {verdict}"
+        );
+        assert_eq!(verdict["action"], "pass");
+        let blocks = verdict["shadow"]["would_block"]
+            .as_bool()
+            .expect("a shadow verdict");
+        assert_eq!(blocks, i % 4 == 0, "{i}: {verdict}");
+        assert_eq!(verdict["shadow"]["schema_hash"], candidate_hash);
+        if blocks {
+            assert_eq!(verdict["shadow"]["errors"][0]["keyword"], "required");
+        }
+    }
+    let (_, text) = app.get("/metrics").await;
+    for (outcome, count) in [("valid", 30.0), ("invalid", 10.0)] {
+        let series = format!(
+            r#"schemagate_shadow_validations_total{{server="crm",tool="get_customer",outcome="{outcome}"}}"#
+        );
+        assert_eq!(metric(&text, &series), count, "{series}");
+    }
+
+    // Over gRPC, the same shadow verdict.
+    let mut grpc = client(&app).await;
+    let verdict = grpc
+        .validate(crate::helpers::grpc_check(&result_check(4)))
+        .await
+        .expect("validate")
+        .into_inner();
+    let shadow = verdict.shadow.expect("a shadow verdict");
+    assert!(shadow.would_block);
+    assert_eq!(verdict.valid, Some(true));
+
+    // Registered again (as a proxy re-lists), the tool keeps its shadow schema.
+    assert_eq!(
+        app.register("crm", &customer(&["id"], json!({}))).await.0,
+        200
+    );
+    assert!(app.validate(&result_check(8)).await.1["shadow"]["would_block"] == true);
+
+    // Promoted: a normal, classified change; then enforced, and no shadow any more.
+    let promoted = app
+        .client
+        .post(app.url("/v1/servers/crm/tools/get_customer/promote"))
+        .send()
+        .await
+        .expect("promote");
+    assert_eq!(promoted.status(), 200);
+    let promoted: Value = promoted.json().await.expect("JSON");
+    assert_eq!(promoted["changes"][0]["class"], "compatible", "{promoted}");
+    assert_eq!(
+        promoted["changes"][0]["schemas"][0]["reasons"][0],
+        "/properties/email: added to required"
+    );
+    let (_, verdict) = app.validate(&result_check(8)).await;
+    assert_eq!(verdict["valid"], false, "{verdict}");
+    assert!(verdict.get("shadow").is_none(), "{verdict}");
+    let (_, body) = history(&app, "get_customer").await;
+    assert_eq!(body["versions"][0]["output_schema_hash"], candidate_hash);
+
+    // Dropped with ?shadow=true: the verdict has no shadow; the contract stays.
+    let relaxed = customer(&["id"], json!({}));
+    assert_eq!(
+        app.register_with("crm", "?shadow=true", &relaxed).await.0,
+        200
+    );
+    assert!(app
+        .validate(&result_check(8))
+        .await
+        .1
+        .get("shadow")
+        .is_some());
+    let dropped = app
+        .client
+        .delete(app.url("/v1/servers/crm/tools/get_customer?shadow=true"))
+        .send()
+        .await
+        .expect("DELETE");
+    assert_eq!(dropped.status(), 200);
+    let (_, verdict) = app.validate(&result_check(8)).await;
+    assert!(verdict.get("shadow").is_none(), "{verdict}");
+    assert_eq!(verdict["valid"], false, "the promoted contract stays");
+
+    // A shadow for a tool not registered, or a promotion with no shadow, is refused.
+    let (status, body) = app
+        .register_with("crm", "?shadow=true", &json!({"tools": [{"name": "nope"}]}))
+        .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (404, Some("unknown_tool")),
+        "{body}"
+    );
+    let promoted = app
+        .client
+        .post(app.url("/v1/servers/crm/tools/get_customer/promote"))
+        .send()
+        .await
+        .expect("promote");
+    assert_eq!(promoted.status(), 400);
 }

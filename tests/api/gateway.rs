@@ -67,7 +67,7 @@ impl Gateway {
         }
         let child = command.spawn().expect("spawn schemagate gateway");
         let health = format!("http://127.0.0.1:{port}/readyz");
-        for _ in 0..200 {
+        for _ in 0..800 {
             if let Ok(response) = crate::http_client::get(&health).await {
                 if response.status() == 200 {
                     return Self {
@@ -79,7 +79,7 @@ impl Gateway {
             }
             tokio::time::sleep(Duration::from_millis(25)).await;
         }
-        panic!("schemagate gateway was not ready within 5 s");
+        panic!("schemagate gateway was not ready within 20 s");
     }
 
     fn url(&self, route: &str) -> String {

@@ -182,6 +182,7 @@ async fn registrations_are_listed_and_removed_over_rest_and_grpc() {
         .remove_tools(proto::RemoveToolsRequest {
             server: "crm".into(),
             tool: String::new(),
+            shadow: false,
         })
         .await
         .expect("remove")

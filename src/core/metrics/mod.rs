@@ -547,6 +547,22 @@ impl Metrics {
             .increment(1);
     }
 
+    /// Counts one check judged by its tool's shadow schema as well, by how the candidate judged
+    /// it.
+    pub fn shadow_validation(&self, target: &TargetMetrics, valid: bool) {
+        let labels = vec![
+            Label::new("server", target.server.to_string()),
+            Label::new("tool", target.tool.to_string()),
+            Label::new("outcome", if valid { "valid" } else { "invalid" }),
+        ];
+        self.recorder
+            .register_counter(
+                &Key::from_parts(SHADOW_VALIDATIONS_TOTAL, labels),
+                &METADATA,
+            )
+            .increment(1);
+    }
+
     pub fn policy_reload(&self, ok: bool) {
         self.policy_reloads[usize::from(!ok)].increment(1);
     }

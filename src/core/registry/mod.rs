@@ -101,6 +101,9 @@ pub struct ToolSchemas {
     /// for its history and to class their changes.
     pub annotations: Option<Arc<str>>,
     pub execution: Option<Arc<str>>,
+    /// Candidate schemas judged beside the enforced ones and only reported (`?shadow=true`).
+    pub shadow_input: Option<RegisteredSchema>,
+    pub shadow_output: Option<RegisteredSchema>,
 }
 
 /// How a registration applies.
@@ -113,6 +116,9 @@ pub struct RegisterOptions {
     /// Learned from a `tools/list` on the MCP wire (the proxy, the gateway): without a token,
     /// the history says `proxy` registered it.
     pub learned: bool,
+    /// The tools' shadow schemas go (a promotion); otherwise a tool registered again keeps its
+    /// shadow schemas.
+    pub drop_shadow: bool,
 }
 
 /// The result of registering a server's tools.
@@ -193,7 +199,15 @@ impl Servers {
     fn new(servers: HashMap<String, Arc<ServerTools>>) -> Self {
         let mut texts = HashMap::new();
         for tool in servers.values().flat_map(|s| s.tools.values()) {
-            for schema in [&tool.input, &tool.output].into_iter().flatten() {
+            for schema in [
+                &tool.input,
+                &tool.output,
+                &tool.shadow_input,
+                &tool.shadow_output,
+            ]
+            .into_iter()
+            .flatten()
+            {
                 texts
                     .entry(schema.hash)
                     .or_insert_with(|| schema.text.clone());
@@ -633,8 +647,19 @@ impl Registry {
         let server_id = ServerId::parse(server)?;
         let protocol = how.protocol_version.unwrap_or(ProtocolVersion::NEWEST);
         let provenance = Provenance::now(by);
-        let list = parse_tools_list(&server_id, body, depth_limit, protocol, &provenance)?;
+        let mut list = parse_tools_list(&server_id, body, depth_limit, protocol, &provenance)?;
         self.ensure_fits(&server_id, &list.tools, how.merge)?;
+        if !how.drop_shadow {
+            // A tool registered again keeps its shadow schemas.
+            if let Some(in_force) = self.servers.load().server(server) {
+                for tool in &mut list.tools {
+                    if let Some(old) = in_force.tools.get(tool.name.as_str()) {
+                        tool.shadow_input = old.shadow_input.clone();
+                        tool.shadow_output = old.shadow_output.clone();
+                    }
+                }
+            }
+        }
         let mut report = Vec::with_capacity(list.tools.len());
         for tool in &list.tools {
             let rules = policy.rules_for(Some(server), Some(tool.name.as_str()));
@@ -714,6 +739,142 @@ impl Registry {
             provenance,
             protocol,
         })
+    }
+
+    /// Reads shadow (candidate) schemas for `server`'s registered tools from a `tools/list`
+    /// result (each listed tool's inputSchema and outputSchema become its shadow ones; a
+    /// schema left out clears that shadow) and compiles them; nothing is stored yet. A tool
+    /// that is not registered refuses the whole (`unknown_tool`).
+    pub fn prepare_shadow(
+        &self,
+        cache: &SchemaCache,
+        policy: &Policy,
+        depth_limit: usize,
+        server: &str,
+        body: &Bytes,
+    ) -> Result<Prepared, CheckError> {
+        let server_id = ServerId::parse(server)?;
+        let current = self.servers.load();
+        let in_force = current
+            .server(server)
+            .ok_or_else(|| CheckError::UnknownServer(server.to_owned()))?;
+        let list = parse_tools_list(
+            &server_id,
+            body,
+            depth_limit,
+            in_force.protocol,
+            &in_force.provenance,
+        )?;
+        let mut tools = Vec::with_capacity(list.tools.len());
+        let mut report = Vec::with_capacity(list.tools.len());
+        for candidate in list.tools {
+            let name = candidate.name.as_str();
+            let mut tool =
+                in_force
+                    .tools
+                    .get(name)
+                    .cloned()
+                    .ok_or_else(|| CheckError::UnknownTool {
+                        server: server.to_owned(),
+                        tool: name.to_owned(),
+                    })?;
+            let rules = policy.rules_for(Some(server), Some(name));
+            let mut errors = Vec::new();
+            for (label, schema) in [
+                ("inputSchema", &candidate.input),
+                ("outputSchema", &candidate.output),
+            ] {
+                let Some(schema) = schema else { continue };
+                let key = schema.key(rules.compile);
+                let (compiled, _) = cache.get_or_compile(key, &schema.text, rules.compile, true);
+                if let Err(e) = compiled.as_ref() {
+                    errors.push(SchemaProblem {
+                        schema: label,
+                        code: e.code(),
+                        message: e.to_string(),
+                    });
+                }
+            }
+            report.push(RegisteredTool {
+                name: name.to_owned(),
+                input_schema_hash: candidate.input.as_ref().map(|s| s.hash),
+                output_schema_hash: candidate.output.as_ref().map(|s| s.hash),
+                errors,
+            });
+            tool.shadow_input = candidate.input;
+            tool.shadow_output = candidate.output;
+            tools.push(tool);
+        }
+        Ok(Self::unchanged_contract(server_id, in_force, tools, report))
+    }
+
+    /// The registration that drops the shadow schemas of `tool` (`None`: of every tool) of
+    /// `server`; nothing is stored yet.
+    pub fn prepare_shadow_removal(
+        &self,
+        server: &str,
+        tool: Option<&str>,
+    ) -> Result<Prepared, CheckError> {
+        let server_id = ServerId::parse(server)?;
+        let current = self.servers.load();
+        let in_force = current
+            .server(server)
+            .ok_or_else(|| CheckError::UnknownServer(server.to_owned()))?;
+        if let Some(tool) = tool {
+            if !in_force.tools.contains_key(tool) {
+                return Err(CheckError::UnknownTool {
+                    server: server.to_owned(),
+                    tool: tool.to_owned(),
+                });
+            }
+        }
+        let tools: Vec<ToolSchemas> = in_force
+            .tools
+            .values()
+            .filter(|t| tool.is_none_or(|name| t.name.as_str() == name))
+            .filter(|t| t.shadow_input.is_some() || t.shadow_output.is_some())
+            .map(|t| ToolSchemas {
+                shadow_input: None,
+                shadow_output: None,
+                ..t.clone()
+            })
+            .collect();
+        let report = tools
+            .iter()
+            .map(|t| RegisteredTool {
+                name: t.name.as_str().to_owned(),
+                input_schema_hash: None,
+                output_schema_hash: None,
+                errors: Vec::new(),
+            })
+            .collect();
+        Ok(Self::unchanged_contract(server_id, in_force, tools, report))
+    }
+
+    /// A registration of `tools` (merged) that leaves the server's contract, its provenance and
+    /// its tools' histories as they are: only their shadow schemas change.
+    fn unchanged_contract(
+        server: ServerId,
+        in_force: &ServerTools,
+        tools: Vec<ToolSchemas>,
+        report: Vec<RegisteredTool>,
+    ) -> Prepared {
+        Prepared {
+            registration: Registration {
+                server: server.as_str().to_owned(),
+                protocol_version: in_force.protocol,
+                tools: report,
+                next_cursor: None,
+                changes: Vec::new(),
+            },
+            server,
+            tools,
+            merge: true,
+            provenance: in_force.provenance.clone(),
+            protocol: in_force.protocol,
+            versions: Vec::new(),
+            refused: Vec::new(),
+        }
     }
 
     /// Puts a prepared registration in force here (in-process mode; with a shared registry, what

@@ -74,6 +74,8 @@ pub fn parse_tools_list(
                 output: schema(t.output),
                 annotations: text(t.annotations),
                 execution: text(t.execution),
+                shadow_input: None,
+                shadow_output: None,
                 name,
                 protocol,
                 provenance: provenance.clone(),

@@ -351,7 +351,15 @@ impl RedisRegistry {
                 })
                 .collect();
             for (_, record) in &tools {
-                for hex in [&record.input, &record.output].into_iter().flatten() {
+                for hex in [
+                    &record.input,
+                    &record.output,
+                    &record.shadow_input,
+                    &record.shadow_output,
+                ]
+                .into_iter()
+                .flatten()
+                {
                     if let Ok(hash) = SchemaHash::parse(hex) {
                         if held.text(&hash).is_none() && self.texts.get(&hash).is_none() {
                             wanted.insert(hash);
@@ -411,7 +419,7 @@ impl RedisRegistry {
         for schema in prepared
             .tools
             .iter()
-            .flat_map(|t| [&t.input, &t.output])
+            .flat_map(|t| [&t.input, &t.output, &t.shadow_input, &t.shadow_output])
             .flatten()
         {
             if written.insert(schema.hash) {

@@ -64,6 +64,10 @@ pub(super) struct ToolRecord {
     annotations: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     execution: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) shadow_input: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) shadow_output: Option<String>,
 }
 
 impl ToolRecord {
@@ -76,6 +80,8 @@ impl ToolRecord {
             by: tool.provenance.by.as_deref().map(str::to_owned),
             annotations: tool.annotations.as_deref().map(str::to_owned),
             execution: tool.execution.as_deref().map(str::to_owned),
+            shadow_input: tool.shadow_input.as_ref().map(|s| s.hash.to_string()),
+            shadow_output: tool.shadow_output.as_ref().map(|s| s.hash.to_string()),
         }
     }
 }
@@ -103,7 +109,12 @@ pub(super) fn build(
                 .ok_or(())?;
             Ok(Some(RegisteredSchema::new(server, &name, text)))
         };
-        let (Ok(input), Ok(output)) = (schema(&record.input), schema(&record.output)) else {
+        let (Ok(input), Ok(output), Ok(shadow_input), Ok(shadow_output)) = (
+            schema(&record.input),
+            schema(&record.output),
+            schema(&record.shadow_input),
+            schema(&record.shadow_output),
+        ) else {
             tracing::error!(
                 server,
                 tool = name,
@@ -124,6 +135,8 @@ pub(super) fn build(
                 },
                 annotations: record.annotations.as_deref().map(Arc::from),
                 execution: record.execution.as_deref().map(Arc::from),
+                shadow_input,
+                shadow_output,
             },
         );
     }
