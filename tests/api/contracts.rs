@@ -543,7 +543,18 @@ async fn accepted_changes_are_shared_through_redis() {
     };
     let hash = accept_hash(refusal["error"]["message"].as_str().expect("message"));
     assert_eq!(accept(&b, "get_customer", &hash).await.0, 200);
-    let (status, answer) = a.register("crm", &v2).await;
+    // Every replica gone, a new one still honours the pin and the accepted hash.
+    a.stop().await.expect("a stops");
+    b.stop().await.expect("b stops");
+    let c = TestApp::with_policy(policy, &flags).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while c.get("/readyz").await.0 != 200 {
+        assert!(Instant::now() < deadline, "not ready");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let unaccepted = customer(&["id", "email", "name"], json!({}));
+    assert_eq!(c.register("crm", &unaccepted).await.0, 409, "still pinned");
+    let (status, answer) = c.register("crm", &v2).await;
     assert_eq!(status, 200, "{answer}");
 }
 
