@@ -701,6 +701,24 @@ impl Gate {
         self.commit(prepared)
     }
 
+    /// Registers shadow schemas for `server`'s registered tools on the calling thread, in this
+    /// instance alone (see [`Gate::register_shadow`]). For use off the async runtime (benchmarks,
+    /// tests).
+    pub fn register_shadow_now(
+        &self,
+        server: &str,
+        body: &Bytes,
+    ) -> Result<Registration, CheckError> {
+        let prepared = self.registry.prepare_shadow(
+            &self.cache,
+            &self.policy.load(),
+            self.limits.max_depth,
+            server,
+            body,
+        )?;
+        self.commit(prepared)
+    }
+
     /// Whether `server` has a contract registered (here, or through the shared registry).
     pub fn has_contract(&self, server: &str) -> bool {
         self.registry.has_server(server)
