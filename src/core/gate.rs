@@ -15,7 +15,7 @@ use crate::core::judge::{guarded, Deferred, Judge, Placement};
 use crate::core::metrics::{Metrics, Transport};
 use crate::core::policy::{Policy, PolicyError, PolicyStore};
 use crate::core::receiving::{Held, Receiving};
-use crate::core::registry::history::{ChangeKind, ToolChange, Version};
+use crate::core::registry::history::{contract_hash, ChangeKind, Refusal, ToolChange, Version};
 use crate::core::registry::redis::{RedisConfig, RedisRegistry};
 use crate::core::registry::AcceptedHashes;
 use crate::core::registry::{
@@ -81,6 +81,9 @@ pub struct Gate {
     auth: Arc<Auth>,
     instrument: Instrument,
     ready: AtomicBool,
+    /// Held from a registration's (or removal's) judgement to its being in force, so that two
+    /// at once on this replica are judged each against the other's result (changes, pins).
+    registering: tokio::sync::Mutex<()>,
 }
 
 impl Gate {
@@ -132,6 +135,7 @@ impl Gate {
             metrics: Arc::clone(&metrics),
             executor: Executor::new(config.worker_threads, config.queue)?,
             receiving: Receiving::new(config.max_receiving_bytes),
+            registering: tokio::sync::Mutex::new(()),
             auth: Arc::new(config.auth),
             instrument: Instrument::new(metrics),
             ready: AtomicBool::new(true),
@@ -384,6 +388,7 @@ impl Gate {
             checks: 1,
             bytes: body.len(),
         };
+        let _registering = self.registering.lock().await;
         let accepted = match &self.shared {
             Some(shared) => shared.accepted(&server).await?,
             None => self.registry.accepted(&server),
@@ -396,18 +401,7 @@ impl Gate {
             })
             .await?;
         if !prepared.refused.is_empty() {
-            // Counted and logged as changes seen, then refused whole: the old contract stays.
-            let server = prepared.server.as_str();
-            let changes: Vec<ToolChange> =
-                prepared.refused.iter().map(|r| r.change.clone()).collect();
-            self.count_changes(server, &changes, caller.name());
-            let detail: Vec<String> = prepared.refused.iter().map(|r| r.describe()).collect();
-            tracing::warn!(server, refused = ?detail, token = caller.name(), "a registration was refused: it would change a pinned contract");
-            return Err(CheckError::ContractPinned {
-                server: server.to_owned(),
-                detail: detail.join("; "),
-                tools: changes.into_iter().map(|c| c.tool).collect(),
-            });
+            return Err(self.pinned(prepared.server.as_str(), &prepared.refused, caller.name()));
         }
         let registration = self.put_in_force(prepared).await?;
         tracing::info!(
@@ -451,6 +445,7 @@ impl Gate {
             checks: 1,
             bytes: body.len(),
         };
+        let _registering = self.registering.lock().await;
         let gate = Arc::clone(self);
         let prepared = self
             .executor
@@ -478,6 +473,7 @@ impl Gate {
         tool: Option<&str>,
     ) -> Result<usize, CheckError> {
         caller.may_name(Some(server))?;
+        let _registering = self.registering.lock().await;
         let prepared = self.registry.prepare_shadow_removal(server, tool)?;
         let removed = prepared.tools.len();
         self.put_in_force(prepared).await?;
@@ -550,6 +546,20 @@ impl Gate {
             drop_shadow: true,
         };
         self.register(caller, server.to_owned(), body, how).await
+    }
+
+    /// The refusal of changes to a pinned contract: counted and logged as changes seen, then
+    /// refused whole, so the old contract stays.
+    fn pinned(&self, server: &str, refused: &[Refusal], by: &str) -> CheckError {
+        let changes: Vec<ToolChange> = refused.iter().map(|r| r.change.clone()).collect();
+        self.count_changes(server, &changes, by);
+        let detail: Vec<String> = refused.iter().map(Refusal::describe).collect();
+        tracing::warn!(server, refused = ?detail, token = by, "refused: it would change a pinned contract");
+        CheckError::ContractPinned {
+            server: server.to_owned(),
+            detail: detail.join("; "),
+            tools: changes.into_iter().map(|c| c.tool).collect(),
+        }
     }
 
     /// Counts and logs what a registration changed: a line per changed tool (a warning for a
@@ -750,8 +760,34 @@ impl Gate {
         tool: Option<&str>,
     ) -> Result<usize, CheckError> {
         caller.may_name(Some(server))?;
+        let _registering = self.registering.lock().await;
         // What is removed, for the tools' histories.
         let gone = self.registry.removal(server, tool, caller.token_name());
+        // A pinned tool is removed only once its removal is accepted, as a registration that
+        // drops it would be.
+        let accepted = match &self.shared {
+            Some(shared) => shared.accepted(server).await?,
+            None => self.registry.accepted(server),
+        };
+        let removed_hash = contract_hash(None);
+        let policy = self.policy.load();
+        let refused: Vec<Refusal> = gone
+            .iter()
+            .filter(|(name, _)| policy.rules_for(Some(server), Some(name)).pin)
+            .filter(|(name, _)| !accepted.contains(&(name.clone(), removed_hash.clone())))
+            .map(|(name, _)| Refusal {
+                change: ToolChange {
+                    tool: name.clone(),
+                    change: ChangeKind::Removed,
+                    class: Class::Breaking,
+                    schemas: Vec::new(),
+                },
+                accept: removed_hash.clone(),
+            })
+            .collect();
+        if !refused.is_empty() {
+            return Err(self.pinned(server, &refused, caller.name()));
+        }
         let removed = match &self.shared {
             Some(shared) => {
                 let removed = shared.delete(server, tool, &gone).await?;

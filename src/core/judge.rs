@@ -317,8 +317,9 @@ impl Judge {
 
         if let Some((shadow_hash, compiled)) = &shadow {
             if let Ok(shadow) = compiled.as_ref() {
+                let judged = (document, version, on_worker);
                 verdict.shadow =
-                    self.shadow_verdict(*shadow_hash, shadow, document, on_worker, check, &rules)?;
+                    self.shadow_verdict(*shadow_hash, shadow, judged, check, &rules)?;
             }
         }
 
@@ -337,13 +338,25 @@ impl Judge {
         &self,
         schema_hash: SchemaHash,
         compiled: &CompiledSchema,
-        document: Option<&Document>,
-        on_worker: bool,
+        (document, version, on_worker): (Option<&Document>, ProtocolVersion, bool),
         check: &Check,
         rules: &Rules,
     ) -> Result<Option<ShadowVerdict>, Deferred> {
         let mut judged = unvalidated_verdict(rules.tier, check);
+        let root_refused = matches!(check.payload, Payload::Result(_))
+            && rules.object_root_required(version)
+            && !compiled.root_is_object;
         match document {
+            // Promoted, this candidate would refuse every result: its root is not an object.
+            _ if root_refused => judged.errors.push(ValidationFailure {
+                instance_path: String::new(),
+                schema_path: String::new(),
+                keyword: "type".into(),
+                message: format!(
+                    "the candidate's root is not an object schema, which MCP {} requires of an outputSchema",
+                    version.as_str()
+                ),
+            }),
             None => judged.errors.push(ValidationFailure {
                 instance_path: String::new(),
                 schema_path: String::new(),

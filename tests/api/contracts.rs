@@ -469,6 +469,54 @@ async fn a_pinned_contract_changes_only_once_its_change_is_accepted() {
         "{}",
         refused.message()
     );
+
+    // A removal is a change: refused until accepted (its hash is the removal's).
+    let url = app.url("/v1/servers/crm/tools/get_customer");
+    let removed = app.client.delete(&url).send().await.expect("DELETE");
+    assert_eq!(removed.status(), 409);
+    let refusal: Value = removed.json().await.expect("JSON");
+    let message = refusal["error"]["message"]
+        .as_str()
+        .expect("message")
+        .to_owned();
+    assert!(
+        message.contains("tool \"get_customer\" removed"),
+        "{message}"
+    );
+    let server = app
+        .client
+        .delete(app.url("/v1/servers/crm/tools"))
+        .send()
+        .await
+        .expect("DELETE");
+    assert_eq!(server.status(), 409, "the whole server neither");
+    assert_eq!(app.validate(&check()).await.0, 200, "still registered");
+
+    // The first page of a paginated listing keeps a pinned tool it does not list.
+    let mut two = v3.clone();
+    two["tools"]
+        .as_array_mut()
+        .expect("tools")
+        .push(json!({"name": "ping", "inputSchema": {"type": "object"}}));
+    let hash = {
+        let (_, refusal) = app.register("crm", &two).await;
+        accept_hash(refusal["error"]["message"].as_str().expect("message"))
+    };
+    assert_eq!(accept(&app, "ping", &hash).await.0, 200);
+    assert_eq!(app.register("crm", &two).await.0, 200, "ping accepted");
+    let page = json!({"tools": [two["tools"][1].clone()], "nextCursor": "2"});
+    let (status, answer) = app.register("crm", &page).await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        app.validate(&check()).await.0,
+        200,
+        "get_customer is kept: {answer}"
+    );
+
+    let hash = accept_hash(&message);
+    assert_eq!(accept(&app, "get_customer", &hash).await.0, 200);
+    let removed = app.client.delete(&url).send().await.expect("DELETE");
+    assert_eq!(removed.status(), 200, "accepted, the removal goes through");
 }
 
 #[tokio::test]

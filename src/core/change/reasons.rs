@@ -6,6 +6,7 @@
 //! depth and in the number of reasons, as schemas come from callers.
 
 use serde_json::{Map, Value};
+use std::collections::HashSet;
 
 /// Most reasons listed; past it, how many more there were.
 const MAX_REASONS: usize = 64;
@@ -157,12 +158,14 @@ impl Walk {
                 .unwrap_or_default()
         };
         let (old, new) = (names(old), names(new));
-        for name in new.iter().filter(|n| !old.contains(n)) {
+        let (old_set, new_set): (HashSet<&String>, HashSet<&String>) =
+            (old.iter().collect(), new.iter().collect());
+        for name in new.iter().filter(|n| !old_set.contains(n)) {
             self.say(&format!("{at}/properties/{}", escape(name)), || {
                 "added to required".to_owned()
             });
         }
-        for name in old.iter().filter(|n| !new.contains(n)) {
+        for name in old.iter().filter(|n| !new_set.contains(n)) {
             self.say(&format!("{at}/properties/{}", escape(name)), || {
                 "removed from required".to_owned()
             });
@@ -173,10 +176,11 @@ impl Walk {
     fn values(&mut self, at: &str, old: Option<&Value>, new: Option<&Value>) {
         match (old.and_then(Value::as_array), new.and_then(Value::as_array)) {
             (Some(old), Some(new)) => {
-                for added in new.iter().filter(|v| !old.contains(v)) {
+                let (old_set, new_set) = (texts(old), texts(new));
+                for added in new.iter().filter(|v| !old_set.contains(&v.to_string())) {
                     self.say(at, || format!("added {}", quote(added)));
                 }
-                for removed in old.iter().filter(|v| !new.contains(v)) {
+                for removed in old.iter().filter(|v| !new_set.contains(&v.to_string())) {
                     self.say(at, || format!("removed {}", quote(removed)));
                 }
             }
@@ -223,10 +227,13 @@ impl Walk {
             }
             return;
         }
-        let mut unmatched_old: Vec<usize> =
-            (0..old.len()).filter(|&i| !new.contains(&old[i])).collect();
-        let unmatched_new: Vec<usize> =
-            (0..new.len()).filter(|&j| !old.contains(&new[j])).collect();
+        let (old_set, new_set) = (texts(old), texts(new));
+        let mut unmatched_old: Vec<usize> = (0..old.len())
+            .filter(|&i| !new_set.contains(&old[i].to_string()))
+            .collect();
+        let unmatched_new: Vec<usize> = (0..new.len())
+            .filter(|&j| !old_set.contains(&new[j].to_string()))
+            .collect();
         let mut left_old = unmatched_old.drain(..);
         for j in unmatched_new {
             match left_old.next() {
@@ -255,6 +262,12 @@ impl Walk {
             (None, None) => {}
         }
     }
+}
+
+/// Each value as JSON text (serde_json writes an object's keys in one order), for membership
+/// in linear time.
+fn texts(values: &[Value]) -> HashSet<String> {
+    values.iter().map(Value::to_string).collect()
 }
 
 /// The types `type` names; `None` when absent (every type).

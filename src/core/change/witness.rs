@@ -13,6 +13,9 @@ use serde_json::{json, Map, Value};
 const MAX_CANDIDATES: usize = 256;
 /// Deepest nesting a candidate is built to.
 const MAX_DEPTH: usize = 3;
+/// Most members of a keyword's list or map read for candidates (enum values, properties,
+/// required names, combinator members).
+const MAX_MEMBERS: usize = 32;
 /// The name of a property no schema declares, in candidates that try an undeclared one.
 const UNDECLARED: &str = "x-schemagate-undeclared";
 
@@ -62,6 +65,7 @@ fn build(schema: &Value, depth: usize, out: &mut Vec<Value>) {
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
+            .take(MAX_MEMBERS)
         {
             push(value.clone(), out);
         }
@@ -99,6 +103,7 @@ fn build(schema: &Value, depth: usize, out: &mut Vec<Value>) {
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
+            .take(MAX_MEMBERS)
         {
             build(member, depth + 1, out);
         }
@@ -131,6 +136,7 @@ fn objects(schema: &Map<String, Value>, depth: usize, out: &mut Vec<Value>) {
         .into_iter()
         .flatten()
         .filter_map(Value::as_str)
+        .take(MAX_MEMBERS)
     {
         if let Some(value) = first(name).into_iter().next() {
             base.insert(name.to_owned(), value);
@@ -143,7 +149,7 @@ fn objects(schema: &Map<String, Value>, depth: usize, out: &mut Vec<Value>) {
         }
     };
     add(base.clone(), out);
-    for name in properties.keys() {
+    for name in properties.keys().take(MAX_MEMBERS) {
         for value in first(name).into_iter().take(8) {
             let mut object = base.clone();
             object.insert(name.clone(), value);

@@ -15,6 +15,9 @@ use std::sync::Arc;
 
 /// Versions kept per tool.
 pub const MAX_VERSIONS: usize = 20;
+/// Longest schema text whose changes are analysed (classes and reasons); a longer one's change
+/// is `unknown`.
+const MAX_ANALYSED_BYTES: usize = 256 * 1024;
 
 /// What a registration did to a tool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -210,15 +213,18 @@ pub fn compare(
             .map(|s| serde_json::from_slice::<Value>(&s.text).unwrap_or(Value::Null))
     };
     let part = |old: &Option<RegisteredSchema>, new: &Option<RegisteredSchema>, part: Part| {
-        if [old, new].into_iter().flatten().all(usable) {
+        let schemas = || [old, new].into_iter().flatten();
+        let why = if !schemas().all(usable) {
+            "a schema that cannot be used is not analysed; the registration's errors say why"
+        } else if schemas().any(|s| s.text.len() > MAX_ANALYSED_BYTES) {
+            "a schema past 256 KiB is not analysed"
+        } else {
             return schema_change(json(old).as_ref(), json(new).as_ref(), part, options);
-        }
+        };
         Change {
             schema: part,
             class: Class::Unknown,
-            reasons: vec![
-                "(undecided: a schema that cannot be used is not analysed; the registration's errors say why)".to_owned(),
-            ],
+            reasons: vec![format!("(undecided: {why})")],
         }
     };
     let mut schemas = Vec::new();
@@ -266,6 +272,8 @@ pub fn compare(
 #[derive(Debug)]
 pub struct History {
     tools: moka::sync::Cache<(String, String), Arc<VecDeque<Version>>>,
+    /// Held while a version is added, so two at once cannot lose one.
+    writing: std::sync::Mutex<()>,
 }
 
 impl History {
@@ -273,12 +281,14 @@ impl History {
     pub fn new(max_tools: u64) -> Self {
         Self {
             tools: moka::sync::Cache::builder().max_capacity(max_tools).build(),
+            writing: std::sync::Mutex::new(()),
         }
     }
 
     /// Adds `version` to `tool`'s history, keeping the newest [`MAX_VERSIONS`].
     pub fn record(&self, server: &str, tool: &str, version: Version) {
         let key = (server.to_owned(), tool.to_owned());
+        let _writing = self.writing.lock().unwrap_or_else(|e| e.into_inner());
         let mut versions = self
             .tools
             .get(&key)

@@ -603,6 +603,12 @@ impl Registry {
     /// Removes `tool` of `server`, or with `None` all of the server's tools (and the server);
     /// says how many tools were removed.
     pub fn remove(&self, server: &str, tool: Option<&str>) -> Result<usize, CheckError> {
+        if tool.is_none() {
+            self.listing_base
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(server);
+        }
         let mut removed = 0;
         self.change(|servers| {
             let unknown_server = || CheckError::UnknownServer(server.to_owned());
@@ -650,13 +656,24 @@ impl Registry {
         let mut list = parse_tools_list(&server_id, body, depth_limit, protocol, &provenance)?;
         self.ensure_fits(&server_id, &list.tools, how.merge)?;
         if !how.drop_shadow {
-            // A tool registered again keeps its shadow schemas.
-            if let Some(in_force) = self.servers.load().server(server) {
-                for tool in &mut list.tools {
-                    if let Some(old) = in_force.tools.get(tool.name.as_str()) {
-                        tool.shadow_input = old.shadow_input.clone();
-                        tool.shadow_output = old.shadow_output.clone();
-                    }
+            // A tool registered again keeps its shadow schemas (on a later page of a listing,
+            // as they were before its first page).
+            let current = self.servers.load();
+            let base = self
+                .listing_base
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(server)
+                .cloned();
+            for tool in &mut list.tools {
+                let name = tool.name.as_str();
+                let old = current
+                    .server(server)
+                    .and_then(|s| s.tools.get(name))
+                    .or_else(|| base.as_ref().and_then(|b| b.tools.get(name)));
+                if let Some(old) = old {
+                    tool.shadow_input = old.shadow_input.clone();
+                    tool.shadow_output = old.shadow_output.clone();
                 }
             }
         }
@@ -723,6 +740,21 @@ impl Registry {
             had_contract,
             accepted,
         );
+        // A first page of several replaces the server's tools with its own: a pinned tool in
+        // force that it does not list is kept (its removal is judged at the listing's end).
+        let mut tools = list.tools;
+        if !how.merge && list.next_cursor.is_some() {
+            if let Some(in_force) = self.servers.load().server(server) {
+                let mut kept: Vec<ToolSchemas> = in_force
+                    .tools
+                    .values()
+                    .filter(|t| !tools.iter().any(|n| n.name == t.name))
+                    .filter(|t| policy.rules_for(Some(server), Some(t.name.as_str())).pin)
+                    .cloned()
+                    .collect();
+                tools.append(&mut kept);
+            }
+        }
         Ok(Prepared {
             registration: Registration {
                 server: server.to_owned(),
@@ -734,7 +766,7 @@ impl Registry {
             versions,
             refused,
             server: server_id,
-            tools: list.tools,
+            tools,
             merge: how.merge,
             provenance,
             protocol,
@@ -787,7 +819,20 @@ impl Registry {
                 let Some(schema) = schema else { continue };
                 let key = schema.key(rules.compile);
                 let (compiled, _) = cache.get_or_compile(key, &schema.text, rules.compile, true);
-                if let Err(e) = compiled.as_ref() {
+                let problem = match compiled.as_ref() {
+                    Err(e) => Some(e.clone()),
+                    Ok(c)
+                        if label == "outputSchema"
+                            && rules.object_root_required(in_force.protocol)
+                            && !c.root_is_object =>
+                    {
+                        Some(CheckError::SchemaRootNotObject {
+                            version: in_force.protocol.as_str(),
+                        })
+                    }
+                    Ok(_) => None,
+                };
+                if let Some(e) = problem {
                     errors.push(SchemaProblem {
                         schema: label,
                         code: e.code(),

@@ -8,6 +8,9 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::sync::Arc;
 
+/// Longest `annotations` (or `execution`) of a tool that is kept.
+const MAX_METADATA_BYTES: usize = 16 * 1024;
+
 /// One `tools/list` result: its tools, and its `nextCursor` when it is one page of several.
 #[derive(Debug)]
 pub struct ToolsList {
@@ -65,8 +68,9 @@ pub fn parse_tools_list(
                     RegisteredSchema::new(server.as_str(), name.as_str(), text)
                 })
             };
+            // Kept for history and change classes up to a bound; longer ones are not kept.
             let text = |raw: Option<&RawValue>| {
-                raw.filter(|r| r.get() != "null")
+                raw.filter(|r| r.get() != "null" && r.get().len() <= MAX_METADATA_BYTES)
                     .map(|r| Arc::from(r.get()))
             };
             Ok(ToolSchemas {
