@@ -32,6 +32,7 @@
 //!   [`grpc`] (the service's two ports), [`stdio`] (`schemagate proxy`, the MCP wire on stdio) and
 //!   [`gateway`] (`schemagate gateway`, the MCP wire on Streamable HTTP, in front of remote
 //!   servers).
+//! - [`cli`]: the command line's own doors onto the core, with no service (`schemagate diff`).
 //! - [`serve`]: `schemagate serve`, start-up and drain.
 //! - [`config`]: the command line, turned into each layer's own configuration.
 //!
@@ -40,6 +41,7 @@
 //! from `tools/list`; a **registration** is the act that puts a contract in force, and its
 //! record. "Validator" alone names only the gRPC service `schemagate.v1.Validator`.
 
+pub mod cli;
 pub mod config;
 pub mod core;
 pub mod gateway;

@@ -60,6 +60,21 @@ async fn run(Cli { command }: Cli) -> anyhow::Result<()> {
             )
             .await
         }
+        Command::Diff(args) => {
+            let config = match args.diff_config() {
+                Ok(config) => config,
+                Err(e) => {
+                    eprintln!("schemagate diff: {e:#}");
+                    std::process::exit(schemagate::cli::diff::BAD_INPUT);
+                }
+            };
+            let code = schemagate::cli::diff::run(
+                config,
+                &mut std::io::stdout().lock(),
+                &mut std::io::stderr().lock(),
+            );
+            std::process::exit(code)
+        }
         Command::Serve(args) => {
             init_logs(&args.log)?;
             let http = tokio::net::TcpListener::bind(args.listen)

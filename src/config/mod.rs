@@ -4,6 +4,7 @@
 
 mod access;
 mod connections;
+mod diff;
 mod gateway;
 mod proxy;
 mod registry;
@@ -11,6 +12,7 @@ mod serve;
 
 pub use access::AccessArgs;
 pub use connections::ConnectionArgs;
+pub use diff::DiffArgs;
 pub use gateway::GatewayArgs;
 pub use proxy::ProxyArgs;
 pub use registry::RegistryArgs;
@@ -102,6 +104,10 @@ pub enum Command {
     /// a local server run on stdio, `--route NAME=stdio:COMMAND ARGS`), checking tool-call
     /// arguments and results against the contract it lists.
     Gateway(Box<GatewayArgs>),
+    /// Compare two tools/list snapshots as a registration would (`schemagate diff OLD.json
+    /// NEW.json`): each tool added, removed or changed, with its class and reasons; exit code 1
+    /// when a change reaches --fail-on (for CI), 2 when a file cannot be read.
+    Diff(Box<DiffArgs>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -711,6 +711,24 @@ impl Gate {
         self.commit(prepared)
     }
 
+    /// What registering `body` (a `tools/list` result) for `server` would change, tool by tool,
+    /// classed as a registration is; nothing is stored, and no pin applies. On the calling
+    /// thread (the command line's `diff`).
+    pub fn changes_now(&self, server: &str, body: &Bytes) -> Result<Vec<ToolChange>, CheckError> {
+        let how = RegisterOptions::default();
+        let prepared = self.registry.prepare(
+            &self.cache,
+            &self.policy.load(),
+            self.limits.max_depth,
+            server,
+            body,
+            how,
+            None,
+            &|_, _| true,
+        );
+        Ok(prepared?.registration.changes)
+    }
+
     /// Registers shadow schemas for `server`'s registered tools on the calling thread, in this
     /// instance alone (see [`Gate::register_shadow`]). For use off the async runtime (benchmarks,
     /// tests).

@@ -1,0 +1,138 @@
+//! `schemagate diff`, the built binary on files made here: the classes of the table of
+//! contract changes (the same a registration gives), the report's shapes, and exit codes.
+
+use crate::contracts::{changes_anything, table, tools_lists};
+use crate::proxy::schemagate;
+use serde_json::{json, Value};
+use std::path::Path;
+use std::process::Command;
+
+/// Runs `schemagate diff` with `args`: exit code, stdout, stderr.
+fn diff(args: &[&str]) -> (i32, String, String) {
+    let output = Command::new(schemagate())
+        .arg("diff")
+        .args(args)
+        .output()
+        .expect("run schemagate diff");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+fn write(dir: &Path, name: &str, value: &Value) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, value.to_string()).expect("write");
+    path.to_string_lossy().into_owned()
+}
+
+#[test]
+fn the_table_of_changes_is_classed_as_a_registration_classes_it() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let table = table();
+    let (old, new) = tools_lists(&table);
+    let (old, new) = (
+        write(dir.path(), "old.json", &old),
+        write(dir.path(), "new.json", &new),
+    );
+    let (code, out, err) = diff(&[&old, &new, "--output", "json", "--fail-on", "never"]);
+    assert_eq!(code, 0, "{err}");
+    let report: Value = serde_json::from_str(&out).expect("a JSON report");
+    let changes = report["changes"].as_array().expect("changes");
+    let mut wrong = Vec::new();
+    for (i, case) in table.iter().enumerate() {
+        let tool = format!("t{i}");
+        let change = changes.iter().find(|c| c["tool"] == tool.as_str());
+        match (changes_anything(case), change) {
+            (false, None) => {}
+            (true, Some(change)) if change["class"] == case.class.as_str() => {
+                assert_eq!(change["server"], "-");
+                assert_eq!(change["schemas"][0]["schema"], case.part.as_str());
+            }
+            (_, change) => wrong.push(format!(
+                "{}: expected {}, got {change:?}",
+                case.name, case.class
+            )),
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    let breaking = table
+        .iter()
+        .filter(|c| changes_anything(c) && c.class == "breaking")
+        .count();
+    assert_eq!(report["summary"]["breaking"], breaking);
+}
+
+#[test]
+fn exit_codes_say_whether_ci_should_stop() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let tool = |required: &[&str]| json!({"name": "get_customer", "outputSchema": {"type": "object", "properties": {"email": {"type": "string"}}, "required": required}});
+    let servers = |tools: Value| json!({"servers": {"crm": {"tools": tools}}});
+    let strict = write(
+        dir.path(),
+        "strict.json",
+        &servers(json!([tool(&["email"])])),
+    );
+    let loose = write(dir.path(), "loose.json", &servers(json!([tool(&[])])));
+    let more = write(
+        dir.path(),
+        "more.json",
+        &servers(json!([tool(&["email"]), {"name": "ping"}])),
+    );
+
+    // A field no longer promised: breaking, exit 1, the reason in the text report.
+    let (code, out, _) = diff(&[&strict, &loose]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("crm/get_customer: changed, breaking"), "{out}");
+    assert!(
+        out.contains("/properties/email: removed from required"),
+        "{out}"
+    );
+    assert_eq!(diff(&[&strict, &loose, "--fail-on", "never"]).0, 0);
+    // The reverse is compatible: exit 0, unless any change fails.
+    assert_eq!(diff(&[&loose, &strict]).0, 0);
+    assert_eq!(diff(&[&loose, &strict, "--fail-on", "any"]).0, 1);
+    // A tool added is compatible; removed, breaking.
+    let (code, out, _) = diff(&[&strict, &more]);
+    assert_eq!(
+        (code, out.contains("crm/ping: added, compatible")),
+        (0, true),
+        "{out}"
+    );
+    let (code, out, _) = diff(&[&more, &strict]);
+    assert_eq!(
+        (code, out.contains("crm/ping: removed, breaking")),
+        (1, true),
+        "{out}"
+    );
+    // Nothing changed.
+    let (code, out, _) = diff(&[&strict, &strict]);
+    assert_eq!(code, 0);
+    assert!(out.contains("0 tools changed"), "{out}");
+
+    // Input a person can act on: the file, and the line of broken JSON; exit 2.
+    let broken = dir.path().join("broken.json");
+    std::fs::write(&broken, "{\"tools\": [\n  {\"name\": }\n]}").expect("write");
+    let (code, _, err) = diff(&[&strict, broken.to_str().expect("UTF-8")]);
+    assert_eq!(code, 2);
+    assert!(err.contains("broken.json: line 2"), "{err}");
+    let (code, _, err) = diff(&[&strict, "/nonexistent/new.json"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("/nonexistent/new.json: cannot read it"),
+        "{err}"
+    );
+    let odd = write(dir.path(), "odd.json", &json!({"servers": []}));
+    let (code, _, err) = diff(&[&strict, &odd]);
+    assert_eq!(code, 2);
+    assert!(err.contains("odd.json: `servers` must map"), "{err}");
+    let bad_name = write(
+        dir.path(),
+        "bad_name.json",
+        &json!({"tools": [{"name": ""}]}),
+    );
+    let (code, _, err) = diff(&[&strict, &bad_name]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("bad_name.json"), "{err}");
+}
