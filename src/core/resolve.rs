@@ -66,12 +66,7 @@ pub(crate) fn schema_of<'a>(
             let (Some(server), Some(tool)) = (server, tool) else {
                 return Err(CheckError::MissingSchema);
             };
-            let schemas = registered
-                .tool(server, tool)
-                .ok_or_else(|| CheckError::UnknownTool {
-                    server: server.to_owned(),
-                    tool: tool.to_owned(),
-                })?;
+            let schemas = registered.registered(server, tool)?;
             let (schema, shadow) = match check.payload {
                 Payload::Arguments(_) => (schemas.input.as_ref(), schemas.shadow_input.as_ref()),
                 _ => (schemas.output.as_ref(), schemas.shadow_output.as_ref()),

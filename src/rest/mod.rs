@@ -1,23 +1,20 @@
 //! The REST adapter (axum): extracts bytes, calls the core, maps the answer. No validation logic
-//! lives here.
+//! lives here. The registration routes are in [`registrations`].
 
 mod error;
+mod registrations;
 
 pub use error::{codes, ApiError, ErrorBody};
 
 use crate::core::auth::{Caller, PeerNames, Scope};
 use crate::core::check::{batch_from_json, Check};
-use crate::core::domain::ProtocolVersion;
 use crate::core::error::CheckError;
 use crate::core::gate::{Admit, Gate};
 use crate::core::metrics::Transport;
 use crate::core::receiving::Held;
-use crate::core::registry::history::Version;
-use crate::core::registry::{RegisterOptions, Registration, ServerListing, ServerSummary};
 use crate::core::verdict::Verdict;
 use axum::body::{Body, Bytes};
-use axum::extract::rejection::QueryRejection;
-use axum::extract::{Path, Query, Request, State};
+use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::future::RouteFuture;
@@ -27,7 +24,7 @@ use futures_util::future::{BoxFuture, Either};
 use futures_util::FutureExt;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use std::convert::Infallible;
 use std::fmt::Display;
 use std::panic::AssertUnwindSafe;
@@ -137,6 +134,11 @@ fn json_answer(json: Vec<u8>) -> Response {
 
 /// The REST router over a shared core. Each group of routes asks for its scope once, in
 /// [`authorise`], before its handler runs.
+use registrations::{
+    accept_contract, list_servers, list_tools, promote_shadow, register_tools, remove_tool,
+    remove_tools, tool_history,
+};
+
 fn router(gate: Arc<Gate>) -> Router {
     let scoped = |routes: Router<Arc<Gate>>, scope: Scope| {
         routes.route_layer(middleware::from_fn_with_state(
@@ -375,238 +377,6 @@ async fn check_batch(
     }
     out.extend_from_slice(b"]}");
     Ok(json_answer(out))
-}
-
-/// The query of `PUT /v1/servers/{server}/tools`.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RegisterQuery {
-    /// Add the tools to the server's registration (one page of a paginated tools/list).
-    #[serde(default)]
-    merge: bool,
-    protocol_version: Option<String>,
-    /// The listed schemas are shadow (candidate) schemas of registered tools.
-    #[serde(default)]
-    shadow: bool,
-}
-
-/// `?shadow=true` on a removal: remove the shadow schemas only.
-#[derive(Deserialize)]
-struct ShadowQuery {
-    #[serde(default)]
-    shadow: bool,
-}
-
-/// Reads a removal's query.
-fn shadow_query(
-    gate: &Gate,
-    query: Result<Query<ShadowQuery>, QueryRejection>,
-) -> Result<bool, ApiError> {
-    let Query(query) = query.map_err(|e| {
-        refuse(
-            gate,
-            CheckError::InvalidField(format!(
-                "{}: the query takes `shadow=true|false`",
-                e.body_text()
-            )),
-        )
-    })?;
-    Ok(query.shadow)
-}
-
-async fn register_tools(
-    State(gate): State<Arc<Gate>>,
-    Extension(caller): Extension<Arc<Caller>>,
-    Path(server): Path<String>,
-    query: Result<Query<RegisterQuery>, QueryRejection>,
-    headers: HeaderMap,
-    raw: Body,
-) -> Result<Json<Registration>, ApiError> {
-    let Query(query) = query.map_err(|e| {
-        refuse(
-            &gate,
-            CheckError::InvalidField(format!(
-                "{}: the query takes `merge=true|false`, `protocol_version=2025-06-18|2025-11-25|2026-07-28` and `shadow=true|false`",
-                e.body_text()
-            )),
-        )
-    })?;
-    let how = RegisterOptions {
-        merge: query.merge,
-        protocol_version: query
-            .protocol_version
-            .map(|v| ProtocolVersion::parse(&v))
-            .transpose()
-            .map_err(|e| refuse(&gate, e.into()))?,
-        learned: false,
-        drop_shadow: false,
-    };
-    let bytes = read_body(&gate, &headers, raw).await?;
-    let registration = if query.shadow {
-        gate.register_shadow(&caller, server, bytes).await
-    } else {
-        gate.register(&caller, server, bytes, how).await
-    }
-    .map_err(|e| refuse(&gate, e))?;
-    Ok(Json(registration))
-}
-
-/// Makes a tool's shadow schemas its contract (a normal, classified change).
-async fn promote_shadow(
-    State(gate): State<Arc<Gate>>,
-    Extension(caller): Extension<Arc<Caller>>,
-    Path((server, tool)): Path<(String, String)>,
-) -> Result<Json<Registration>, ApiError> {
-    gate.promote_shadow(&caller, &server, &tool)
-        .await
-        .map(Json)
-        .map_err(|e| refuse(&gate, e))
-}
-
-#[derive(Serialize)]
-struct ServerList {
-    servers: Vec<ServerSummary>,
-}
-
-/// The registered servers the caller may name.
-async fn list_servers(
-    State(gate): State<Arc<Gate>>,
-    Extension(caller): Extension<Arc<Caller>>,
-) -> Json<ServerList> {
-    Json(ServerList {
-        servers: gate.servers(&caller),
-    })
-}
-
-#[derive(Deserialize)]
-struct ListQuery {
-    #[serde(default)]
-    schemas: bool,
-}
-
-/// One server's registered tools; `?schemas=true` adds each schema's text.
-async fn list_tools(
-    State(gate): State<Arc<Gate>>,
-    Extension(caller): Extension<Arc<Caller>>,
-    Path(server): Path<String>,
-    query: Result<Query<ListQuery>, QueryRejection>,
-) -> Result<Json<ServerListing>, ApiError> {
-    let Query(query) = query.map_err(|e| {
-        refuse(
-            &gate,
-            CheckError::InvalidField(format!(
-                "{}: the query takes `schemas=true|false`",
-                e.body_text()
-            )),
-        )
-    })?;
-    gate.server_tools(&caller, &server, query.schemas)
-        .map(Json)
-        .map_err(|e| refuse(&gate, e))
-}
-
-/// A tool's history: each version it was registered with, newest first, and its change.
-#[derive(Serialize)]
-struct ToolHistory {
-    server: String,
-    tool: String,
-    versions: Vec<Version>,
-}
-
-async fn tool_history(
-    State(gate): State<Arc<Gate>>,
-    Extension(caller): Extension<Arc<Caller>>,
-    Path((server, tool)): Path<(String, String)>,
-) -> Result<Json<ToolHistory>, ApiError> {
-    let versions = gate
-        .tool_history(&caller, &server, &tool)
-        .await
-        .map_err(|e| refuse(&gate, e))?;
-    Ok(Json(ToolHistory {
-        server,
-        tool,
-        versions,
-    }))
-}
-
-/// The body of an accept: the contract hash a `contract_pinned` refusal named.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct Accept {
-    hash: String,
-}
-
-#[derive(Serialize)]
-struct Accepted {
-    server: String,
-    tool: String,
-    accepted: String,
-}
-
-/// Accepts a change to a pinned contract (admin scope): the registration that brings the
-/// contract with this hash is no longer refused.
-async fn accept_contract(
-    State(gate): State<Arc<Gate>>,
-    Extension(caller): Extension<Arc<Caller>>,
-    Path((server, tool)): Path<(String, String)>,
-    headers: HeaderMap,
-    raw: Body,
-) -> Result<Json<Accepted>, ApiError> {
-    let bytes = read_body(&gate, &headers, raw).await?;
-    let accept: Accept = serde_json::from_slice(&bytes).map_err(|e| {
-        refuse(
-            &gate,
-            CheckError::MalformedJson(format!(
-                "the body must be {{\"hash\": \"...\"}}, the contract hash a contract_pinned refusal named: {e}"
-            )),
-        )
-    })?;
-    gate.accept_contract(&caller, &server, &tool, &accept.hash)
-        .await
-        .map_err(|e| refuse(&gate, e))?;
-    Ok(Json(Accepted {
-        server,
-        tool,
-        accepted: accept.hash,
-    }))
-}
-
-#[derive(Serialize)]
-struct Removed {
-    server: String,
-    removed: usize,
-}
-
-/// Removes all of a server's tools (and the server).
-async fn remove_tools(
-    State(gate): State<Arc<Gate>>,
-    Extension(caller): Extension<Arc<Caller>>,
-    Path(server): Path<String>,
-    query: Result<Query<ShadowQuery>, QueryRejection>,
-) -> Result<Json<Removed>, ApiError> {
-    let removed = if shadow_query(&gate, query)? {
-        gate.remove_shadow(&caller, &server, None).await
-    } else {
-        gate.remove_tools(&caller, &server, None).await
-    }
-    .map_err(|e| refuse(&gate, e))?;
-    Ok(Json(Removed { server, removed }))
-}
-
-/// Removes one tool of a server.
-async fn remove_tool(
-    State(gate): State<Arc<Gate>>,
-    Extension(caller): Extension<Arc<Caller>>,
-    Path((server, tool)): Path<(String, String)>,
-    query: Result<Query<ShadowQuery>, QueryRejection>,
-) -> Result<Json<Removed>, ApiError> {
-    let removed = if shadow_query(&gate, query)? {
-        gate.remove_shadow(&caller, &server, Some(&tool)).await
-    } else {
-        gate.remove_tools(&caller, &server, Some(&tool)).await
-    }
-    .map_err(|e| refuse(&gate, e))?;
-    Ok(Json(Removed { server, removed }))
 }
 
 #[derive(Serialize)]

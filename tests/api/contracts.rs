@@ -4,7 +4,7 @@
 //! Redis registry.
 
 use crate::helpers::{client, metric, spawn_app_with, TestApp};
-use crate::registry::start_redis;
+use crate::registry::{start_redis, wait_ready};
 use schemagate::grpc::proto;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -307,11 +307,7 @@ async fn history_in_redis_is_seen_by_every_replica_and_outlives_them() {
     let flags = ["--registry", url.as_str(), "--registry-timeout-ms", "500"];
     let (a, b) = (spawn_app_with(&flags).await, spawn_app_with(&flags).await);
     for app in [&a, &b] {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while app.get("/readyz").await.0 != 200 {
-            assert!(Instant::now() < deadline, "not ready");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        wait_ready(app).await;
     }
     three_versions(&a).await;
     let (status, body) = history(&b, "get_customer").await;
@@ -565,11 +561,7 @@ async fn accepted_changes_are_shared_through_redis() {
         TestApp::with_policy(policy, &flags).await,
     );
     for app in [&a, &b] {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while app.get("/readyz").await.0 != 200 {
-            assert!(Instant::now() < deadline, "not ready");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        wait_ready(app).await;
     }
     assert_eq!(
         a.register("crm", &customer(&["id"], json!({}))).await.0,
@@ -595,11 +587,7 @@ async fn accepted_changes_are_shared_through_redis() {
     a.stop().await.expect("a stops");
     b.stop().await.expect("b stops");
     let c = TestApp::with_policy(policy, &flags).await;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while c.get("/readyz").await.0 != 200 {
-        assert!(Instant::now() < deadline, "not ready");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_ready(&c).await;
     let unaccepted = customer(&["id", "email", "name"], json!({}));
     assert_eq!(c.register("crm", &unaccepted).await.0, 409, "still pinned");
     let (status, answer) = c.register("crm", &v2).await;

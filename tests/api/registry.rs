@@ -30,7 +30,7 @@ async fn replica(redis: &RedisServer) -> TestApp {
 }
 
 /// Waits until `app` reports ready (it has read the registry in full).
-async fn wait_ready(app: &TestApp) {
+pub(crate) async fn wait_ready(app: &TestApp) {
     let deadline = Instant::now() + Duration::from_secs(10);
     while Instant::now() < deadline {
         if app.get("/readyz").await.0 == 200 {

@@ -10,22 +10,25 @@
 //! This in-process map is what checks read in both modes. With `--registry redis://...`,
 //! [`redis`] keeps it a copy of the registrations held in Redis (see there).
 
+mod changes;
 pub mod history;
+mod listing;
 pub mod redis;
+mod shadow;
 mod tools_list;
 
+pub use listing::{ServerListing, ServerSummary, ToolListing};
 pub use tools_list::{parse_tools_list, ToolsList};
 
 use crate::core::domain::{ProtocolVersion, SchemaHash, ServerId, ToolName};
 use crate::core::error::CheckError;
-use crate::core::policy::{CompileOptions, Policy};
+use crate::core::policy::{CompileOptions, Policy, Rules};
 use crate::core::schema::cache::{CacheKey, SchemaCache};
 use arc_swap::{ArcSwap, Guard};
 use bytes::Bytes;
 use hashbrown::HashMap;
 use history::{History, Refusal, ToolChange, Version};
 use serde::Serialize;
-use serde_json::value::RawValue;
 use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -221,6 +224,15 @@ impl Servers {
         self.servers.get(server)?.tools.get(tool)
     }
 
+    /// The registered schemas of `tool` on `server`, or `unknown_tool`.
+    pub fn registered(&self, server: &str, tool: &str) -> Result<&ToolSchemas, CheckError> {
+        self.tool(server, tool)
+            .ok_or_else(|| CheckError::UnknownTool {
+                server: server.to_owned(),
+                tool: tool.to_owned(),
+            })
+    }
+
     /// One server's registration.
     pub fn server(&self, server: &str) -> Option<&Arc<ServerTools>> {
         self.servers.get(server)
@@ -239,49 +251,6 @@ impl Servers {
     fn tool_count(&self) -> usize {
         self.servers.values().map(|s| s.tools.len()).sum()
     }
-}
-
-/// A registered server, as `GET /v1/servers` lists it.
-#[derive(Debug, Serialize)]
-pub struct ServerSummary {
-    pub server: String,
-    pub tools: usize,
-    pub protocol_version: ProtocolVersion,
-    /// RFC 3339, of its latest registration.
-    pub registered_at: String,
-    /// The token that made its latest registration (absent without tokens).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub registered_by: Option<String>,
-}
-
-/// One registered tool, as `GET /v1/servers/{server}/tools` lists it.
-#[derive(Debug, Serialize)]
-pub struct ToolListing {
-    pub name: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub input_schema_hash: Option<SchemaHash>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub output_schema_hash: Option<SchemaHash>,
-    pub protocol_version: ProtocolVersion,
-    pub registered_at: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub registered_by: Option<String>,
-    /// The schema texts, exactly as registered, when asked for (`?schemas=true`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub input_schema: Option<Box<RawValue>>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub output_schema: Option<Box<RawValue>>,
-}
-
-/// One server's registration, listed.
-#[derive(Debug, Serialize)]
-pub struct ServerListing {
-    pub server: String,
-    pub protocol_version: ProtocolVersion,
-    pub registered_at: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub registered_by: Option<String>,
-    pub tools: Vec<ToolListing>,
 }
 
 /// Registered tools by server; bounded in the total number of tools.
@@ -324,180 +293,6 @@ impl Registry {
             listing_base: Mutex::new(HashMap::new()),
             accepted: Mutex::new(HashMap::new()),
         }
-    }
-
-    /// Accepts `hash` as `tool`'s contract on `server` past a pin (in this process).
-    pub fn accept(&self, server: &str, tool: &str, hash: &str) {
-        let mut accepted = self.accepted.lock().unwrap_or_else(|e| e.into_inner());
-        let hashes = accepted.entry(server.to_owned()).or_default();
-        if hashes.len() >= MAX_ACCEPTED {
-            hashes.clear();
-        }
-        hashes.insert((tool.to_owned(), hash.to_owned()));
-    }
-
-    /// The contract hashes accepted on `server` (in this process).
-    pub fn accepted(&self, server: &str) -> AcceptedHashes {
-        let accepted = self.accepted.lock().unwrap_or_else(|e| e.into_inner());
-        accepted.get(server).cloned().unwrap_or_default()
-    }
-
-    /// `tool`'s versions in this process, newest first.
-    pub fn history(&self, server: &str, tool: &str) -> Vec<Version> {
-        self.history.versions(server, tool)
-    }
-
-    /// The versions that removing `tool` of `server` (`None`: all its tools) adds to their
-    /// histories, as of now, by `by`.
-    pub fn removal(
-        &self,
-        server: &str,
-        tool: Option<&str>,
-        by: Option<&str>,
-    ) -> Vec<(String, Version)> {
-        let servers = self.load();
-        let Some(tools) = servers.server(server) else {
-            return Vec::new();
-        };
-        let provenance = Provenance::now(by);
-        let mut gone: Vec<&ToolSchemas> = tools
-            .tools
-            .values()
-            .filter(|t| tool.is_none_or(|name| t.name.as_str() == name))
-            .collect();
-        gone.sort_by(|a, b| a.name.as_str().cmp(b.name.as_str()));
-        gone.into_iter()
-            .filter_map(|old| {
-                let change = history::compare(Some(old), None, CompileOptions::ALL[0], &|_| true)?;
-                Some((change.tool.clone(), Version::of(&change, None, &provenance)))
-            })
-            .collect()
-    }
-
-    /// Records a registration's versions in this process's histories.
-    pub fn record_history(&self, server: &str, versions: &[(String, Version)]) {
-        for (tool, version) in versions {
-            self.history.record(server, tool, version.clone());
-        }
-    }
-
-    /// What registering `tools` (one page of a listing when `next_cursor`, added to the
-    /// server's tools when `merge`) changes, tool by tool, and the versions it adds to their
-    /// histories. A paginated listing is judged against the tools in force before its first
-    /// page, and its removals are known at its last.
-    /// The changes of a registration that pins refuse (see [`history::pin_applies`]): a changed
-    /// or removed tool whose rules pin it; a tool added to a server whose contract is in force,
-    /// when the new tool's rules pin it (a server, tier or policy pinned as a whole). A change
-    /// whose contract hash was accepted passes.
-    fn refusals(
-        policy: &Policy,
-        server: &str,
-        changes: &[ToolChange],
-        tools: &[ToolSchemas],
-        had_contract: bool,
-        accepted: &dyn Fn(&str, &str) -> bool,
-    ) -> Vec<Refusal> {
-        changes
-            .iter()
-            .filter(|change| history::pin_applies(change))
-            .filter(|change| {
-                let pinned = policy.rules_for(Some(server), Some(&change.tool)).pin;
-                pinned && (change.change != history::ChangeKind::Added || had_contract)
-            })
-            .map(|change| {
-                let tool = tools.iter().find(|t| t.name.as_str() == change.tool);
-                Refusal {
-                    change: change.clone(),
-                    accept: history::contract_hash(tool),
-                }
-            })
-            .filter(|refusal| !accepted(&refusal.change.tool, &refusal.accept))
-            .collect()
-    }
-
-    /// `usable`: whether a schema of a tool compiles (only those are analysed). Also says
-    /// whether the server had a contract to judge against.
-    fn changes(
-        &self,
-        policy: &Policy,
-        server: &str,
-        tools: &[ToolSchemas],
-        (merge, next_cursor): (bool, Option<&str>),
-        provenance: &Provenance,
-        usable: &dyn Fn(&str, &RegisteredSchema) -> bool,
-    ) -> (Vec<ToolChange>, Vec<(String, Version)>, bool) {
-        let current = self.servers.load();
-        let in_force = current.server(server).cloned();
-        // The tools the registration is judged against, and whether a listing is whole with it
-        // (then what it no longer lists was removed).
-        let (base, listing_ends) = {
-            let mut bases = self.listing_base.lock().unwrap_or_else(|e| e.into_inner());
-            match (merge, next_cursor) {
-                // A first page of several: the listing is judged against what is in force now.
-                (false, Some(_)) => {
-                    if let Some(tools) = &in_force {
-                        bases.insert(server.to_owned(), Arc::clone(tools));
-                    }
-                    (in_force.clone(), false)
-                }
-                (false, None) => {
-                    bases.remove(server);
-                    (in_force.clone(), true)
-                }
-                (true, Some(_)) => (
-                    bases.get(server).cloned().or_else(|| in_force.clone()),
-                    false,
-                ),
-                (true, None) => match bases.remove(server) {
-                    Some(base) => (Some(base), true),
-                    None => (in_force.clone(), false),
-                },
-            }
-        };
-        let base_tool = |name: &str| base.as_ref().and_then(|b| b.tools.get(name));
-        let options = |name: &str| policy.rules_for(Some(server), Some(name)).compile;
-        let mut changes = Vec::new();
-        let mut versions = Vec::new();
-        for tool in tools {
-            let name = tool.name.as_str();
-            let analysed = |s: &RegisteredSchema| usable(name, s);
-            if let Some(change) =
-                history::compare(base_tool(name), Some(tool), options(name), &analysed)
-            {
-                versions.push((
-                    name.to_owned(),
-                    Version::of(&change, Some(tool), provenance),
-                ));
-                changes.push(change);
-            }
-        }
-        if listing_ends {
-            if let Some(base) = &base {
-                let listed = |name: &str| {
-                    tools.iter().any(|t| t.name.as_str() == name)
-                        || (merge
-                            && in_force
-                                .as_ref()
-                                .is_some_and(|f| f.tools.contains_key(name)))
-                };
-                let mut gone: Vec<&ToolSchemas> = base
-                    .tools
-                    .values()
-                    .filter(|t| !listed(t.name.as_str()))
-                    .collect();
-                gone.sort_by(|a, b| a.name.as_str().cmp(b.name.as_str()));
-                for old in gone {
-                    let name = old.name.as_str();
-                    if let Some(change) =
-                        history::compare(Some(old), None, options(name), &|_| true)
-                    {
-                        versions.push((name.to_owned(), Version::of(&change, None, provenance)));
-                        changes.push(change);
-                    }
-                }
-            }
-        }
-        (changes, versions, base.is_some())
     }
 
     /// Refuses `tools` for `server` when storing them would pass the limit on registered tools.
@@ -680,41 +475,13 @@ impl Registry {
         let mut report = Vec::with_capacity(list.tools.len());
         for tool in &list.tools {
             let rules = policy.rules_for(Some(server), Some(tool.name.as_str()));
-            let mut errors = Vec::new();
-            for (label, schema, is_output) in [
-                ("inputSchema", &tool.input, false),
-                ("outputSchema", &tool.output, true),
-            ] {
-                let Some(schema) = schema else { continue };
-                let key = schema.key(rules.compile);
-                let (compiled, _) = cache.get_or_compile(key, &schema.text, rules.compile, true);
-                let problem = match compiled.as_ref() {
-                    Err(e) => Some(e.clone()),
-                    Ok(c)
-                        if is_output
-                            && rules.object_root_required(protocol)
-                            && !c.root_is_object =>
-                    {
-                        Some(CheckError::SchemaRootNotObject {
-                            version: protocol.as_str(),
-                        })
-                    }
-                    Ok(_) => None,
-                };
-                if let Some(e) = problem {
-                    errors.push(SchemaProblem {
-                        schema: label,
-                        code: e.code(),
-                        message: e.to_string(),
-                    });
-                }
-            }
-            report.push(RegisteredTool {
-                name: tool.name.as_str().to_owned(),
-                input_schema_hash: tool.input.as_ref().map(|s| s.hash),
-                output_schema_hash: tool.output.as_ref().map(|s| s.hash),
-                errors,
-            });
+            report.push(compile_reported(
+                cache,
+                &rules,
+                protocol,
+                tool.name.as_str(),
+                (&tool.input, &tool.output),
+            ));
         }
         // Classed once every new schema was compiled under the cost bounds: only schemas that
         // compile are analysed (an old one is compiled again, or found in the cache).
@@ -773,155 +540,6 @@ impl Registry {
         })
     }
 
-    /// Reads shadow (candidate) schemas for `server`'s registered tools from a `tools/list`
-    /// result (each listed tool's inputSchema and outputSchema become its shadow ones; a
-    /// schema left out clears that shadow) and compiles them; nothing is stored yet. A tool
-    /// that is not registered refuses the whole (`unknown_tool`).
-    pub fn prepare_shadow(
-        &self,
-        cache: &SchemaCache,
-        policy: &Policy,
-        depth_limit: usize,
-        server: &str,
-        body: &Bytes,
-    ) -> Result<Prepared, CheckError> {
-        let server_id = ServerId::parse(server)?;
-        let current = self.servers.load();
-        let in_force = current
-            .server(server)
-            .ok_or_else(|| CheckError::UnknownServer(server.to_owned()))?;
-        let list = parse_tools_list(
-            &server_id,
-            body,
-            depth_limit,
-            in_force.protocol,
-            &in_force.provenance,
-        )?;
-        let mut tools = Vec::with_capacity(list.tools.len());
-        let mut report = Vec::with_capacity(list.tools.len());
-        for candidate in list.tools {
-            let name = candidate.name.as_str();
-            let mut tool =
-                in_force
-                    .tools
-                    .get(name)
-                    .cloned()
-                    .ok_or_else(|| CheckError::UnknownTool {
-                        server: server.to_owned(),
-                        tool: name.to_owned(),
-                    })?;
-            let rules = policy.rules_for(Some(server), Some(name));
-            let mut errors = Vec::new();
-            for (label, schema) in [
-                ("inputSchema", &candidate.input),
-                ("outputSchema", &candidate.output),
-            ] {
-                let Some(schema) = schema else { continue };
-                let key = schema.key(rules.compile);
-                let (compiled, _) = cache.get_or_compile(key, &schema.text, rules.compile, true);
-                let problem = match compiled.as_ref() {
-                    Err(e) => Some(e.clone()),
-                    Ok(c)
-                        if label == "outputSchema"
-                            && rules.object_root_required(in_force.protocol)
-                            && !c.root_is_object =>
-                    {
-                        Some(CheckError::SchemaRootNotObject {
-                            version: in_force.protocol.as_str(),
-                        })
-                    }
-                    Ok(_) => None,
-                };
-                if let Some(e) = problem {
-                    errors.push(SchemaProblem {
-                        schema: label,
-                        code: e.code(),
-                        message: e.to_string(),
-                    });
-                }
-            }
-            report.push(RegisteredTool {
-                name: name.to_owned(),
-                input_schema_hash: candidate.input.as_ref().map(|s| s.hash),
-                output_schema_hash: candidate.output.as_ref().map(|s| s.hash),
-                errors,
-            });
-            tool.shadow_input = candidate.input;
-            tool.shadow_output = candidate.output;
-            tools.push(tool);
-        }
-        Ok(Self::unchanged_contract(server_id, in_force, tools, report))
-    }
-
-    /// The registration that drops the shadow schemas of `tool` (`None`: of every tool) of
-    /// `server`; nothing is stored yet.
-    pub fn prepare_shadow_removal(
-        &self,
-        server: &str,
-        tool: Option<&str>,
-    ) -> Result<Prepared, CheckError> {
-        let server_id = ServerId::parse(server)?;
-        let current = self.servers.load();
-        let in_force = current
-            .server(server)
-            .ok_or_else(|| CheckError::UnknownServer(server.to_owned()))?;
-        if let Some(tool) = tool {
-            if !in_force.tools.contains_key(tool) {
-                return Err(CheckError::UnknownTool {
-                    server: server.to_owned(),
-                    tool: tool.to_owned(),
-                });
-            }
-        }
-        let tools: Vec<ToolSchemas> = in_force
-            .tools
-            .values()
-            .filter(|t| tool.is_none_or(|name| t.name.as_str() == name))
-            .filter(|t| t.shadow_input.is_some() || t.shadow_output.is_some())
-            .map(|t| ToolSchemas {
-                shadow_input: None,
-                shadow_output: None,
-                ..t.clone()
-            })
-            .collect();
-        let report = tools
-            .iter()
-            .map(|t| RegisteredTool {
-                name: t.name.as_str().to_owned(),
-                input_schema_hash: None,
-                output_schema_hash: None,
-                errors: Vec::new(),
-            })
-            .collect();
-        Ok(Self::unchanged_contract(server_id, in_force, tools, report))
-    }
-
-    /// A registration of `tools` (merged) that leaves the server's contract, its provenance and
-    /// its tools' histories as they are: only their shadow schemas change.
-    fn unchanged_contract(
-        server: ServerId,
-        in_force: &ServerTools,
-        tools: Vec<ToolSchemas>,
-        report: Vec<RegisteredTool>,
-    ) -> Prepared {
-        Prepared {
-            registration: Registration {
-                server: server.as_str().to_owned(),
-                protocol_version: in_force.protocol,
-                tools: report,
-                next_cursor: None,
-                changes: Vec::new(),
-            },
-            server,
-            tools,
-            merge: true,
-            provenance: in_force.provenance.clone(),
-            protocol: in_force.protocol,
-            versions: Vec::new(),
-            refused: Vec::new(),
-        }
-    }
-
     /// Puts a prepared registration in force here (in-process mode; with a shared registry, what
     /// Redis holds is put in force instead: see [`redis`]).
     pub fn commit(&self, prepared: Prepared) -> Result<Registration, CheckError> {
@@ -940,69 +558,52 @@ impl Registry {
         Ok(registration)
     }
 
-    /// Whether `server` has a contract registered.
-    pub fn has_server(&self, server: &str) -> bool {
-        self.load().server(server).is_some()
-    }
-
-    /// Every registered server that `shown` admits, by name.
-    pub fn summaries(&self, shown: impl Fn(&str) -> bool) -> Vec<ServerSummary> {
-        let servers = self.load();
-        let mut out: Vec<ServerSummary> = servers
-            .iter()
-            .filter(|(name, _)| shown(name))
-            .map(|(name, s)| ServerSummary {
-                server: name.clone(),
-                tools: s.tools.len(),
-                protocol_version: s.protocol,
-                registered_at: s.provenance.at_rfc3339(),
-                registered_by: s.provenance.by.as_deref().map(str::to_owned),
-            })
-            .collect();
-        out.sort_by(|a, b| a.server.cmp(&b.server));
-        out
-    }
-
-    /// One server's tools by name, with their schema texts when `schemas`.
-    pub fn listing(&self, server: &str, schemas: bool) -> Result<ServerListing, CheckError> {
-        let servers = self.load();
-        let s = servers
-            .server(server)
-            .ok_or_else(|| CheckError::UnknownServer(server.to_owned()))?;
-        let text = |schema: &Option<RegisteredSchema>| {
-            schema
-                .as_ref()
-                .filter(|_| schemas)
-                .and_then(|s| std::str::from_utf8(&s.text).ok())
-                .and_then(|t| RawValue::from_string(t.to_owned()).ok())
-        };
-        let mut tools: Vec<ToolListing> = s
-            .tools
-            .values()
-            .map(|t| ToolListing {
-                name: t.name.as_str().to_owned(),
-                input_schema_hash: t.input.as_ref().map(|s| s.hash),
-                output_schema_hash: t.output.as_ref().map(|s| s.hash),
-                protocol_version: t.protocol,
-                registered_at: t.provenance.at_rfc3339(),
-                registered_by: t.provenance.by.as_deref().map(str::to_owned),
-                input_schema: text(&t.input),
-                output_schema: text(&t.output),
-            })
-            .collect();
-        tools.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(ServerListing {
-            server: server.to_owned(),
-            protocol_version: s.protocol,
-            registered_at: s.provenance.at_rfc3339(),
-            registered_by: s.provenance.by.as_deref().map(str::to_owned),
-            tools,
-        })
-    }
-
     /// A view of every registered tool, as of now; hold it only for the length of a check.
     pub fn load(&self) -> Guard<Arc<Servers>> {
         self.servers.load()
+    }
+}
+
+/// Compiles a tool's `input` and `output` schemas (so the first checks hit the cache) and
+/// reports them as registered: their hashes, and why one cannot be used (it does not compile,
+/// or an outputSchema's root is not an object where `protocol` requires one).
+fn compile_reported(
+    cache: &SchemaCache,
+    rules: &Rules,
+    protocol: ProtocolVersion,
+    name: &str,
+    (input, output): (&Option<RegisteredSchema>, &Option<RegisteredSchema>),
+) -> RegisteredTool {
+    let mut errors = Vec::new();
+    for (label, schema, is_output) in [
+        ("inputSchema", input, false),
+        ("outputSchema", output, true),
+    ] {
+        let Some(schema) = schema else { continue };
+        let key = schema.key(rules.compile);
+        let (compiled, _) = cache.get_or_compile(key, &schema.text, rules.compile, true);
+        let problem = match compiled.as_ref() {
+            Err(e) => Some(e.clone()),
+            Ok(c) if is_output && rules.object_root_required(protocol) && !c.root_is_object => {
+                Some(CheckError::SchemaRootNotObject {
+                    version: protocol.as_str(),
+                })
+            }
+            Ok(_) => None,
+        };
+        if let Some(e) = problem {
+            errors.push(SchemaProblem {
+                schema: label,
+                code: e.code(),
+                message: e.to_string(),
+            });
+        }
+    }
+    RegisteredTool {
+        name: name.to_owned(),
+        input_schema_hash: input.as_ref().map(|s| s.hash),
+        output_schema_hash: output.as_ref().map(|s| s.hash),
+        errors,
     }
 }
 

@@ -26,17 +26,16 @@
 //!   from inline checks expire after `--registry-schema-ttl-secs` unless registered since;
 //! - `schemagate:changes`: the channel each change names its server on.
 
+mod contracts;
 mod failure;
 mod records;
 
 pub use self::failure::redacted;
 use self::failure::{unavailable, FollowError};
 
-use self::records::{
-    accepted_key, build, history_key, text_key, tools_key, ServerRecord, ToolRecord, CHANGES,
-    HISTORY_TTL_SECS, SERVERS,
-};
-use super::history::{Version, MAX_VERSIONS};
+use self::contracts::push_history;
+use self::records::{build, text_key, tools_key, ServerRecord, ToolRecord, CHANGES, SERVERS};
+use super::history::Version;
 use super::{Registry, ServerTools};
 use crate::core::domain::SchemaHash;
 use crate::core::error::CheckError;
@@ -452,52 +451,6 @@ impl RedisRegistry {
         self.query(RegistryOp::Write, pipe).await
     }
 
-    /// Accepts `hash` as `tool`'s contract on `server` past a pin, for every replica.
-    pub async fn accept(&self, server: &str, tool: &str, hash: &str) -> Result<(), CheckError> {
-        let mut pipe = redis::pipe();
-        pipe.cmd("HSET")
-            .arg(accepted_key(server))
-            .arg(format!("{tool}\n{hash}"))
-            .arg(1)
-            .ignore();
-        self.query(RegistryOp::Write, pipe).await
-    }
-
-    /// The contract hashes accepted on `server`, as Redis holds them.
-    pub async fn accepted(&self, server: &str) -> Result<super::AcceptedHashes, CheckError> {
-        let mut pipe = redis::pipe();
-        pipe.cmd("HKEYS").arg(accepted_key(server));
-        let (fields,): (Vec<String>,) = self.query(RegistryOp::Write, pipe).await?;
-        Ok(fields
-            .into_iter()
-            .filter_map(|field| {
-                let (tool, hash) = field.split_once('\n')?;
-                Some((tool.to_owned(), hash.to_owned()))
-            })
-            .collect())
-    }
-
-    /// `tool`'s history as Redis holds it, newest first. A version that does not read is left
-    /// out (logged).
-    pub async fn history(&self, server: &str, tool: &str) -> Result<Vec<Version>, CheckError> {
-        let mut pipe = redis::pipe();
-        pipe.cmd("LRANGE")
-            .arg(history_key(server, tool))
-            .arg(0)
-            .arg(-1);
-        let (records,): (Vec<Vec<u8>>,) = self.query(RegistryOp::Sync, pipe).await?;
-        Ok(records
-            .iter()
-            .filter_map(|record| match serde_json::from_slice(record) {
-                Ok(version) => Some(version),
-                Err(e) => {
-                    tracing::warn!(server, tool, error = %e, "registry (Redis): a version of this tool's history does not read; left out");
-                    None
-                }
-            })
-            .collect())
-    }
-
     /// Removes `tool` of `server` (or, with `None`, the server and all its tools) from Redis;
     /// says how many tools were removed, or why none was.
     /// `gone`: the versions the removal adds to the tools' histories.
@@ -642,25 +595,4 @@ impl RedisRegistry {
             }
         }
     }
-}
-
-/// Adds `versions` to their tools' histories in `pipe`: newest first, the last
-/// [`MAX_VERSIONS`] kept, for [`HISTORY_TTL_SECS`] after the last change.
-fn push_history(
-    pipe: &mut redis::Pipeline,
-    server: &str,
-    versions: &[(String, Version)],
-) -> Result<(), CheckError> {
-    for (tool, version) in versions {
-        let key = history_key(server, tool);
-        let record = serde_json::to_vec(version).map_err(unavailable)?;
-        pipe.cmd("LPUSH").arg(&key).arg(record).ignore();
-        pipe.cmd("LTRIM")
-            .arg(&key)
-            .arg(0)
-            .arg(MAX_VERSIONS - 1)
-            .ignore();
-        pipe.cmd("EXPIRE").arg(&key).arg(HISTORY_TTL_SECS).ignore();
-    }
-    Ok(())
 }

@@ -1,0 +1,368 @@
+//! Where a check runs: the entry points every transport calls. The gate puts the synchronous
+//! [`Judge`] to work in place when a check is cheap (its schema cached, its work small: the
+//! common case and the fast one) and on the [`Executor`]'s worker pool otherwise (a compile, a
+//! large payload, a batch), and records each request once through the [`Instrument`].
+//! Registrations, their changes, pins, histories and shadow schemas are its other door
+//! ([`registrations`]).
+
+mod registrations;
+
+use crate::core::auth::{Auth, Caller};
+use crate::core::check::Check;
+use crate::core::error::CheckError;
+pub use crate::core::executor::{Admit, QueueLimits};
+use crate::core::executor::{Cost, Executor};
+use crate::core::instrument::Instrument;
+use crate::core::judge::{guarded, Deferred, Judge, Placement};
+use crate::core::metrics::{Metrics, Transport};
+use crate::core::policy::{Policy, PolicyError, PolicyStore};
+use crate::core::receiving::{Held, Receiving};
+use crate::core::registry::redis::{RedisConfig, RedisRegistry};
+use crate::core::registry::Registry;
+use crate::core::schema::cache::{CacheConfig, SchemaCache};
+use crate::core::schema::texts::SchemaTexts;
+use crate::core::verdict::Verdict;
+use crate::core::Limits;
+use crate::ops::reload;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// Bodies up to this size are parsed on the async runtime's thread.
+const INLINE_PARSE_BYTES: usize = 128 * 1024;
+/// How often recorded latencies are folded into their histogram buckets (each is kept until then).
+const METRICS_UPKEEP: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Everything the core needs, built once at start-up.
+#[derive(Debug)]
+pub struct GateConfig {
+    pub limits: Limits,
+    pub cache: CacheConfig,
+    pub label_limit: usize,
+    /// Label combinations per client-labelled metric family.
+    pub series_limit: usize,
+    pub max_registered_tools: usize,
+    /// The byte budget of schema texts seen in checks (see [`crate::core::schema::texts`]).
+    pub max_schema_text_bytes: u64,
+    /// The shared registry; `None`: in-process only.
+    pub registry: Option<RedisConfig>,
+    pub policy: Policy,
+    pub policy_path: Option<PathBuf>,
+    /// Threads for CPU work; 0 means one per core.
+    pub worker_threads: usize,
+    /// The most work admitted at once; past it, requests are refused as overloaded.
+    pub queue: QueueLimits,
+    /// The most bytes request bodies still arriving may hold together.
+    pub max_receiving_bytes: usize,
+    /// Who may do what.
+    pub auth: Auth,
+}
+
+/// The core as the transports see it.
+pub struct Gate {
+    judge: Judge,
+    limits: Limits,
+    policy: Arc<PolicyStore>,
+    /// Compiled schemas: the judge's, and registration's.
+    cache: Arc<SchemaCache>,
+    registry: Arc<Registry>,
+    /// Schema texts seen in checks, by hash (registered ones are the registry's).
+    texts: Arc<SchemaTexts>,
+    /// The shared registry, with `--registry redis://...`.
+    shared: Option<Arc<RedisRegistry>>,
+    metrics: Arc<Metrics>,
+    executor: Executor,
+    receiving: Arc<Receiving>,
+    auth: Arc<Auth>,
+    instrument: Instrument,
+    ready: AtomicBool,
+    /// Held from a registration's (or removal's) judgement to its being in force, so that two
+    /// at once on this replica are judged each against the other's result (changes, pins).
+    registering: tokio::sync::Mutex<()>,
+}
+
+impl Gate {
+    /// The core. With a shared registry configured, must be called within a Tokio runtime, and
+    /// the registry is followed once [`Gate::start`] is called.
+    pub fn new(config: GateConfig) -> anyhow::Result<Arc<Gate>> {
+        let metrics = Arc::new(Metrics::new(config.label_limit, config.series_limit));
+        Metrics::keep_up(&metrics, METRICS_UPKEEP)?;
+        let limits = config.limits;
+        let registry = Arc::new(Registry::new(config.max_registered_tools));
+        let texts = Arc::new(SchemaTexts::new(config.max_schema_text_bytes));
+        let shared = config
+            .registry
+            .map(|redis| {
+                RedisRegistry::new(
+                    redis,
+                    Arc::clone(&registry),
+                    Arc::clone(&texts),
+                    Arc::clone(&metrics),
+                )
+            })
+            .transpose()?;
+        let policy = Arc::new(PolicyStore::new(
+            config.policy,
+            config.policy_path,
+            Arc::clone(&metrics),
+        ));
+        let cache = Arc::new(SchemaCache::new(
+            config.cache,
+            limits.compile(),
+            Arc::clone(&metrics),
+        ));
+        Ok(Arc::new(Gate {
+            judge: Judge::new(
+                limits,
+                Arc::clone(&policy),
+                Arc::clone(&cache),
+                Arc::clone(&registry),
+                Arc::clone(&texts),
+                shared.clone(),
+                Arc::clone(&metrics),
+            ),
+            limits,
+            policy,
+            cache,
+            registry,
+            texts,
+            shared,
+            metrics: Arc::clone(&metrics),
+            executor: Executor::new(config.worker_threads, config.queue)?,
+            receiving: Receiving::new(config.max_receiving_bytes),
+            registering: tokio::sync::Mutex::new(()),
+            auth: Arc::new(config.auth),
+            instrument: Instrument::new(metrics),
+            ready: AtomicBool::new(true),
+        }))
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// A hold on the receiving budget for one request body (see [`crate::core::receiving`]).
+    pub fn hold_receiving(&self) -> Held {
+        self.receiving.hold()
+    }
+
+    /// The tokens in force, and their reload.
+    pub fn auth(&self) -> &Arc<Auth> {
+        &self.auth
+    }
+
+    /// The metrics every part records into.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+
+    /// Where the adapters count requests refused before they reach the gate.
+    pub fn instrument(&self) -> &Instrument {
+        &self.instrument
+    }
+
+    /// The policy in force, and its reload.
+    pub fn policy(&self) -> &Arc<PolicyStore> {
+        &self.policy
+    }
+
+    /// Re-reads the policy file. A bad file keeps the policy in force and says why.
+    pub fn reload_policy(&self) -> Result<(), PolicyError> {
+        self.policy.reload()
+    }
+
+    /// The Prometheus exposition, with gauges refreshed.
+    pub fn render_metrics(&self) -> String {
+        self.cache.refresh_gauges();
+        self.metrics.render()
+    }
+
+    /// Ready: not draining, and with a shared registry, read in full once.
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Relaxed)
+            && self
+                .shared
+                .as_ref()
+                .is_none_or(|s| s.synced().is_cancelled())
+    }
+
+    /// Starts following the shared registry, if one is configured, until `stop`.
+    pub fn start(&self, stop: CancellationToken) {
+        if let Some(shared) = &self.shared {
+            shared.start(stop);
+        }
+    }
+
+    /// Reloads the policy file and the token file (those configured) when their content changes
+    /// (polled every `poll_secs`; 0: never) and, when `sighup`, on SIGHUP, until `stop`.
+    pub fn watch_files(&self, poll_secs: u64, sighup: bool, stop: &CancellationToken) {
+        if let Some(path) = self.policy.path() {
+            let policy = Arc::clone(&self.policy);
+            reload::watch(
+                "policy",
+                path.to_path_buf(),
+                poll_secs,
+                sighup,
+                stop.clone(),
+                move || {
+                    let _ = policy.reload();
+                },
+            );
+        }
+        if let Some(path) = self.auth.path() {
+            let auth = Arc::clone(&self.auth);
+            reload::watch(
+                "tokens",
+                path.to_path_buf(),
+                poll_secs,
+                sighup,
+                stop.clone(),
+                move || {
+                    let _ = auth.reload();
+                },
+            );
+        }
+    }
+
+    /// Resolves once the shared registry has been read in full (at once without one).
+    pub async fn synced(&self) {
+        if let Some(shared) = &self.shared {
+            shared.synced().cancelled().await;
+        }
+    }
+
+    /// Marks the instance as draining: readiness fails, checks still in flight finish.
+    pub fn set_draining(&self) {
+        self.ready.store(false, Ordering::Relaxed);
+    }
+
+    /// Answers one check on the calling thread, compiling if need be. For use off the async
+    /// runtime (benchmarks, tests).
+    pub fn check(&self, check: &Check, transport: Transport) -> Result<Verdict, CheckError> {
+        let start = Instant::now();
+        let result = self.judge_on_worker(check, false);
+        self.instrument.checked(transport, start, &result);
+        result
+    }
+
+    /// The judgement of a check on a worker (a thread that may block).
+    fn judge_on_worker(&self, check: &Check, hit_counted: bool) -> Result<Verdict, CheckError> {
+        match self.judge.judge(check, Placement::Worker { hit_counted }) {
+            Ok(verdict) => Ok(verdict),
+            Err(Deferred::Refused(e)) => Err(e),
+            // A worker judges to the end; only an inline judgement defers.
+            Err(Deferred::ToWorker { .. }) => Err(CheckError::Internal),
+        }
+    }
+
+    /// Answers one check read by `read` (which parses it): in place when that is cheap, on the
+    /// worker pool otherwise (refused as overloaded when the pool has all the work it takes).
+    /// Counted once, whatever happens. Dropping the future stops work not yet started.
+    pub async fn check_one<F>(
+        self: &Arc<Self>,
+        caller: &Arc<Caller>,
+        size_hint: usize,
+        transport: Transport,
+        read: F,
+    ) -> Result<Verdict, CheckError>
+    where
+        F: FnOnce(&Limits) -> Result<Check, CheckError> + Send + 'static,
+    {
+        let start = Instant::now();
+        let cost = Cost {
+            checks: 1,
+            bytes: size_hint,
+        };
+        let result = if size_hint <= INLINE_PARSE_BYTES {
+            match guarded(|| read(self.limits())).and_then(|check| {
+                caller.may_name(check.server.as_deref())?;
+                Ok(check)
+            }) {
+                Err(e) => Err(e),
+                Ok(check) => match self.judge.judge(&check, Placement::Inline) {
+                    Ok(verdict) => Ok(verdict),
+                    Err(Deferred::Refused(e)) => Err(e),
+                    Err(Deferred::ToWorker { hit_counted }) => {
+                        let gate = Arc::clone(self);
+                        self.executor
+                            .run(cost, move || gate.judge_on_worker(&check, hit_counted))
+                            .await
+                    }
+                },
+            }
+        } else {
+            let (gate, caller) = (Arc::clone(self), Arc::clone(caller));
+            self.executor
+                .run(cost, move || {
+                    let check = guarded(|| read(gate.limits()))?;
+                    caller.may_name(check.server.as_deref())?;
+                    gate.judge_on_worker(&check, false)
+                })
+                .await
+        };
+        self.instrument.checked(transport, start, &result);
+        result
+    }
+
+    /// Answers a batch on the worker pool, in order: `read_items` splits it into items (refusing
+    /// a batch that cannot be read, or is too long, as a whole), `read_one` reads each item's
+    /// check, and `finish` shapes each answer there too (so that work is spread as well). A bad
+    /// item gets its own error; the others are answered. The one batch entry point of every
+    /// transport: REST bodies, gRPC batches, and the chunks of a gRPC stream.
+    ///
+    /// `bytes` is the batch's size and `admit` whether it may be refused as overloaded (a stream's
+    /// chunk is not: the stream waits instead). The items share the workers fairly with other
+    /// requests; dropping the future stops the items not yet started (counted as cancelled).
+    pub async fn check_batch<T, R, I, F, G>(
+        self: &Arc<Self>,
+        caller: &Arc<Caller>,
+        transport: Transport,
+        (bytes, admit): (usize, Admit),
+        read_items: I,
+        read_one: F,
+        finish: G,
+    ) -> Result<Vec<R>, CheckError>
+    where
+        T: Send + 'static,
+        R: Send + 'static,
+        I: FnOnce(&Limits) -> Result<Vec<T>, CheckError> + Send + 'static,
+        F: Fn(T, &Limits) -> Result<Check, CheckError> + Send + Sync + 'static,
+        G: Fn(Result<Verdict, CheckError>) -> R + Send + Sync + 'static,
+    {
+        let (reader, gate, caller) = (Arc::clone(self), Arc::clone(self), Arc::clone(caller));
+        let instrument = self.instrument.clone();
+        let answers = self
+            .executor
+            .batch(
+                Cost { checks: 0, bytes },
+                admit,
+                move || guarded(|| read_items(reader.limits())),
+                move |item| {
+                    let start = Instant::now();
+                    let result = guarded(|| read_one(item, gate.limits())).and_then(|check| {
+                        caller.may_name(check.server.as_deref())?;
+                        gate.judge_on_worker(&check, false)
+                    });
+                    gate.instrument.checked(transport, start, &result);
+                    finish(result)
+                },
+                move |never_started| instrument.cancelled(transport, never_started),
+            )
+            .await;
+        if let Err(e) = &answers {
+            self.instrument.refused(transport, e);
+        }
+        answers
+    }
+
+    /// Refuses a batch of `len` items when it is longer than the limit.
+    pub fn ensure_batch_len(&self, len: usize) -> Result<(), CheckError> {
+        let limit = self.limits().max_batch_items;
+        if len > limit {
+            return Err(CheckError::BatchTooLarge { len, limit });
+        }
+        Ok(())
+    }
+}
