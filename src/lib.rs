@@ -32,7 +32,9 @@
 //!   [`grpc`] (the service's two ports), [`stdio`] (`schemagate proxy`, the MCP wire on stdio) and
 //!   [`gateway`] (`schemagate gateway`, the MCP wire on Streamable HTTP, in front of remote
 //!   servers).
-//! - [`cli`]: the command line's own doors onto the core, with no service (`schemagate diff`).
+//! - [`cli`]: the command line's own doors onto the core, with no service (`schemagate check`
+//!   over recorded traffic, `schemagate diff` over two `tools/list` snapshots). `check` replays
+//!   transcripts through [`mcp`] as the proxy does, without depending on the proxy.
 //! - [`serve`]: `schemagate serve`, start-up and drain.
 //! - [`config`]: the command line, turned into each layer's own configuration.
 //!

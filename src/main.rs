@@ -75,6 +75,23 @@ async fn run(Cli { command }: Cli) -> anyhow::Result<()> {
             );
             std::process::exit(code)
         }
+        Command::Check(args) => {
+            let config = match args.check_config(std::io::stderr().is_terminal()) {
+                Ok(config) => config,
+                Err(e) => {
+                    eprintln!("schemagate check: {e:#}");
+                    std::process::exit(schemagate::cli::check::BAD_INPUT);
+                }
+            };
+            // stderr unlocked: the progress bar draws on it from another thread.
+            let code = schemagate::cli::check::run(
+                config,
+                &mut std::io::stdout().lock(),
+                &mut std::io::stderr(),
+            )
+            .await;
+            std::process::exit(code)
+        }
         Command::Serve(args) => {
             init_logs(&args.log)?;
             let http = tokio::net::TcpListener::bind(args.listen)

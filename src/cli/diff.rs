@@ -4,13 +4,14 @@
 //! reasons. The exit code says whether CI should stop: 1 when a change reaches `--fail-on`, 2
 //! for a file that cannot be read (the answer names the file, and the line of broken JSON).
 
+use super::snapshot::{self, LONE_SERVER};
+use super::Output;
 use crate::core::change::Class;
 use crate::core::gate::{Gate, GateConfig};
 use crate::core::registry::history::{ChangeKind, ToolChange};
 use crate::core::registry::RegisterOptions;
 use bytes::Bytes;
 use serde::Serialize;
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -21,9 +22,6 @@ pub const FAILED: i32 = 1;
 /// Exit code: a file could not be read, or the flags are wrong.
 pub const BAD_INPUT: i32 = 2;
 
-/// The server name of a snapshot that is one `tools/list` result.
-const LONE_SERVER: &str = "-";
-
 /// Which changes fail the run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum FailOn {
@@ -33,13 +31,6 @@ pub enum FailOn {
     Any,
     /// None: report only.
     Never,
-}
-
-/// How the report is written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Output {
-    Text,
-    Json,
 }
 
 /// What `schemagate diff` needs, built from its flags.
@@ -111,8 +102,8 @@ pub fn run(config: DiffConfig, out: &mut dyn Write, err: &mut dyn Write) -> i32 
 }
 
 fn diff(config: DiffConfig) -> anyhow::Result<Report> {
-    let old = read_snapshot(&config.old)?;
-    let new = read_snapshot(&config.new)?;
+    let old = snapshot::read(&config.old)?;
+    let new = snapshot::read(&config.new)?;
     let gate = Gate::new(config.gate)?;
     let mut servers: Vec<&String> = old.keys().chain(new.keys()).collect();
     servers.sort_unstable();
@@ -149,38 +140,6 @@ fn diff(config: DiffConfig) -> anyhow::Result<Report> {
         }
     }
     Ok(Report { changes, summary })
-}
-
-/// A snapshot's `tools/list` results by server: a map `{"servers": {...}}`, or one result
-/// (server `-`).
-fn read_snapshot(path: &Path) -> anyhow::Result<BTreeMap<String, Bytes>> {
-    let text = std::fs::read(path)
-        .map_err(|e| anyhow::anyhow!("{}: cannot read it: {e}", path.display()))?;
-    let value: serde_json::Value = serde_json::from_slice(&text).map_err(|e| {
-        anyhow::anyhow!(
-            "{}: line {}, column {}: not JSON: {e}",
-            path.display(),
-            e.line(),
-            e.column()
-        )
-    })?;
-    match value.get("servers") {
-        Some(serde_json::Value::Object(servers)) => Ok(servers
-            .iter()
-            .map(|(name, list)| (name.clone(), Bytes::from(list.to_string())))
-            .collect()),
-        Some(_) => anyhow::bail!(
-            "{}: `servers` must map each server's name to its tools/list result",
-            path.display()
-        ),
-        None if value.get("tools").is_some() => {
-            Ok(BTreeMap::from([(LONE_SERVER.to_owned(), Bytes::from(text))]))
-        }
-        None => anyhow::bail!(
-            "{}: expected a tools/list result ({{\"tools\": [...]}}) or {{\"servers\": {{NAME: tools/list result}}}}",
-            path.display()
-        ),
-    }
 }
 
 fn write_text(report: &Report, out: &mut dyn Write) -> std::io::Result<()> {

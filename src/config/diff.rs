@@ -1,7 +1,8 @@
 //! `schemagate diff`'s flags.
 
 use super::ServeArgs;
-use crate::cli::diff::{DiffConfig, FailOn, Output};
+use crate::cli::diff::{DiffConfig, FailOn};
+use crate::cli::Output;
 use clap::Parser;
 use std::path::PathBuf;
 

@@ -3,6 +3,7 @@
 //! configuration here; no layer imports this module.
 
 mod access;
+mod check;
 mod connections;
 mod diff;
 mod gateway;
@@ -11,6 +12,7 @@ mod registry;
 mod serve;
 
 pub use access::AccessArgs;
+pub use check::CheckArgs;
 pub use connections::ConnectionArgs;
 pub use diff::DiffArgs;
 pub use gateway::GatewayArgs;
@@ -108,6 +110,12 @@ pub enum Command {
     /// NEW.json`): each tool added, removed or changed, with its class and reasons; exit code 1
     /// when a change reaches --fail-on (for CI), 2 when a file cannot be read.
     Diff(Box<DiffArgs>),
+    /// Judge recorded traffic offline (`schemagate check --tools TOOLS.json LOG...`): each line
+    /// a check in the REST body's shape, or with --format jsonrpc an MCP session's messages;
+    /// prints a summary (JSON with --output json; JUnit with --junit FILE; every verdict with
+    /// --verdicts FILE); exit code 1 when the policy would reject a check, 2 when a line or file
+    /// could not be read.
+    Check(Box<CheckArgs>),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

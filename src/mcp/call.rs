@@ -5,7 +5,7 @@
 use super::envelope::Message;
 use super::scan::Unread;
 use super::session::{Call, ListPage, Pending, TaskRead, Untracked};
-use super::{meta_protocol, reply, Boundary, Direction, Link, Relayed};
+use super::{meta_protocol, reply, Boundary, Direction, Judged, Link, Relayed};
 use crate::core::check::{Check, Payload, PayloadKind, SchemaSource};
 use crate::core::domain::{ProtocolVersion, Tier};
 use crate::core::error::CheckError;
@@ -174,16 +174,24 @@ impl Boundary {
                 },
             )
             .await;
-        let refusal = match judged {
+        let refusal = match &judged {
             Ok(verdict) if verdict.action == Action::Reject => {
-                self.log_rejection(&tool, id.get(), "arguments", &verdict);
-                Some(reply::rejected(&tool, true, &verdict, protocol))
+                self.log_rejection(&tool, id.get(), "arguments", verdict);
+                Some(reply::rejected(&tool, true, verdict, protocol))
             }
             Ok(_) => None,
             Err(e) => self
-                .unchecked(&tool, id.get(), attempt, PayloadKind::Arguments, &e)
-                .map(|tier| reply::unchecked_by(&tool, "call", tier, &e, protocol)),
+                .unchecked(&tool, id.get(), attempt, PayloadKind::Arguments, e)
+                .map(|tier| reply::unchecked_by(&tool, "call", tier, e, protocol)),
         };
+        self.observe(Judged {
+            tool: &tool,
+            call_id: id.get(),
+            payload: PayloadKind::Arguments,
+            attempt,
+            verdict: judged.as_ref(),
+            withheld: refusal.is_some(),
+        });
         if let Some(refusal) = refusal {
             self.session.concluded(&tool, true);
             return self
@@ -476,16 +484,25 @@ impl Boundary {
                 Ok(Payload::Result(Payload::result_from_json(&text, depth)?))
             })
             .await;
-        match judged {
+        let replacement = match &judged {
             Ok(verdict) if verdict.action == Action::Reject => {
-                self.log_rejection(tool, call_id, "result", &verdict);
-                Some(reply::rejected(tool, false, &verdict, *protocol))
+                self.log_rejection(tool, call_id, "result", verdict);
+                Some(reply::rejected(tool, false, verdict, *protocol))
             }
             Ok(_) => None,
             Err(e) => self
-                .unchecked(tool, call_id, *attempt, PayloadKind::Result, &e)
-                .map(|tier| reply::unchecked_by(tool, "result", tier, &e, *protocol)),
-        }
+                .unchecked(tool, call_id, *attempt, PayloadKind::Result, e)
+                .map(|tier| reply::unchecked_by(tool, "result", tier, e, *protocol)),
+        };
+        self.observe(Judged {
+            tool,
+            call_id,
+            payload: PayloadKind::Result,
+            attempt: *attempt,
+            verdict: judged.as_ref(),
+            withheld: replacement.is_some(),
+        });
+        replacement
     }
 }
 

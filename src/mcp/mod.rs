@@ -36,8 +36,11 @@ pub use reply::VERDICT_META_KEY;
 pub use reply::{HEADER_MISMATCH, INVALID_REQUEST, PARSE_ERROR, UPSTREAM_FAILED};
 
 use crate::core::auth::Caller;
+use crate::core::check::PayloadKind;
+use crate::core::error::CheckError;
 use crate::core::gate::Gate;
 use crate::core::metrics::Transport;
+use crate::core::verdict::Verdict;
 use bytes::Bytes;
 use envelope::{Message, Parsed};
 use serde::Deserialize;
@@ -93,6 +96,30 @@ pub trait Link: Send + Sync {
     ) -> impl Future<Output = io::Result<()>> + Send;
 }
 
+/// One payload the rules judged: what a transport that reports decisions is told (see
+/// [`Observer`]).
+#[derive(Debug)]
+pub struct Judged<'a> {
+    pub tool: &'a str,
+    /// The JSON-RPC id of the message that carried the payload (the call, or the answer), as
+    /// JSON text.
+    pub call_id: &'a str,
+    pub payload: PayloadKind,
+    /// 1 for a first attempt; counted from the traffic, as the metrics count it.
+    pub attempt: u32,
+    /// The verdict, or why none could be made.
+    pub verdict: Result<&'a Verdict, &'a CheckError>,
+    /// The client got schemagate's answer in the payload's place: the verdict rejects it, or it
+    /// could not be checked where the policy withholds what cannot be.
+    pub withheld: bool,
+}
+
+/// Told of every payload a session's rules judge, as they judge it (`schemagate check --format
+/// jsonrpc` reports them); what the client gets is unchanged.
+pub trait Observer: Send + Sync {
+    fn judged(&self, judged: &Judged<'_>);
+}
+
 /// What every session of one server shares: whether its contract is current (one listing
 /// serves them all), and its message counters.
 pub struct Shared {
@@ -118,6 +145,7 @@ pub struct Boundary {
     config: BoundaryConfig,
     session: Session,
     shared: Arc<Shared>,
+    observer: Option<Arc<dyn Observer>>,
 }
 
 impl Boundary {
@@ -143,6 +171,19 @@ impl Boundary {
             gate,
             caller,
             config,
+            observer: None,
+        }
+    }
+
+    /// These rules, telling `observer` of every payload they judge.
+    pub fn observed(mut self, observer: Arc<dyn Observer>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    fn observe(&self, judged: Judged<'_>) {
+        if let Some(observer) = &self.observer {
+            observer.judged(&judged);
         }
     }
 

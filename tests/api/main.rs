@@ -12,6 +12,7 @@ mod redis_server;
 mod auth;
 mod bad_input;
 mod checks;
+mod cli_check;
 mod cli_diff;
 mod contracts;
 mod deploy_manifests;

@@ -372,19 +372,27 @@ async fn a_2026_07_28_client_without_initialize_is_checked_the_same_way() {
 }
 
 /// The proxy in front of the raw server, driven line by line.
-struct Raw {
-    child: Child,
-    stdin: ChildStdin,
+/// A process driven line by line on its stdin and stdout: the proxy in front of the raw test
+/// server, or any other.
+pub(crate) struct Raw {
+    pub(crate) child: Child,
+    pub(crate) stdin: ChildStdin,
     lines: Lines<BufReader<ChildStdout>>,
 }
 
 impl Raw {
+    /// The proxy in front of the raw test server, with `flags`.
     fn start(flags: &[&str]) -> Self {
-        let mut child = proxy_command(flags, &["--raw"])
+        Self::spawn(&mut proxy_command(flags, &["--raw"]))
+    }
+
+    pub(crate) fn spawn(command: &mut Command) -> Self {
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
+            .kill_on_drop(true)
             .spawn()
-            .expect("spawn schemagate proxy");
+            .expect("spawn");
         let stdin = child.stdin.take().expect("stdin");
         let lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
         Self {
@@ -394,12 +402,12 @@ impl Raw {
         }
     }
 
-    async fn send(&mut self, line: &str) {
+    pub(crate) async fn send(&mut self, line: &str) {
         self.stdin.write_all(line.as_bytes()).await.expect("write");
         self.stdin.write_all(b"\n").await.expect("write");
     }
 
-    async fn next(&mut self) -> String {
+    pub(crate) async fn next(&mut self) -> String {
         tokio::time::timeout(Duration::from_secs(10), self.lines.next_line())
             .await
             .expect("an answer within 10 s")

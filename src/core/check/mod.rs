@@ -80,7 +80,7 @@ pub enum Payload {
 
 /// Which payload a check judges: the `payload` label of the validation series. A tool's
 /// contract is judged on its results; the model, on the arguments it sends.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum PayloadKind {
     /// A tool's result (`result`).
     Result,

@@ -1,0 +1,320 @@
+//! `schemagate check --tools TOOLS.json LOG...`: recorded traffic judged offline, by the same
+//! core, policy and limits as the service, on every core.
+//!
+//! A log is either one check per line in the REST body's shape (`--format checks`, read by
+//! [`checks`]) or an MCP session's JSON-RPC messages, one per line (`--format jsonrpc`, replayed
+//! through the MCP rules the proxy runs by [`transcript`]). Either way the verdicts are counted
+//! ([`tally`]), written as they come ([`sink`]), and summed up at the end ([`report`]): a table
+//! or JSON on stdout, JUnit and every verdict as JSON lines on request. The exit code says
+//! whether CI should stop: 1 when the policy would reject a check, 2 when a line or a file
+//! could not be read (every other line is still checked).
+
+mod checks;
+mod report;
+mod sink;
+mod tally;
+mod transcript;
+
+use super::snapshot;
+use super::Output;
+use crate::core::gate::{Gate, GateConfig};
+use crate::core::registry::RegisterOptions;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use sink::{InputError, Kept, Recorder, Sink};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use tally::Tally;
+
+/// Exit code: every check passes under the policy.
+pub const PASSED: i32 = 0;
+/// Exit code: the policy would reject some check.
+pub const REJECTED: i32 = 1;
+/// Exit code: the flags are wrong, or some file or line could not be read.
+pub const BAD_INPUT: i32 = 2;
+
+/// Input errors printed on stderr (the JSON summary and JUnit list more).
+const PRINTED_ERRORS: usize = 20;
+
+/// The name `-` stands for: standard input.
+const STDIN: &str = "-";
+
+/// How the logs are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// One check per line, in the REST body's shape (`server`, `tool`, `result` | `arguments`
+    /// | `instance`, `attempt`, `call_id`, ...).
+    Checks,
+    /// An MCP session's JSON-RPC messages, one per line, both directions as relayed: a
+    /// `tools/list` answer registers, each `tools/call` and its answer are checked.
+    Jsonrpc,
+}
+
+/// What `schemagate check` needs, built from its flags.
+#[derive(Debug)]
+pub struct CheckConfig {
+    /// The core: policy and limits, as the service's.
+    pub gate: GateConfig,
+    pub logs: Vec<PathBuf>,
+    /// `tools/list` results: one server's (named by `server`), or `{"servers": {...}}`.
+    pub tools: Option<PathBuf>,
+    /// The server of a lone `tools/list` result, and of the transcripts.
+    pub server: Option<String>,
+    pub format: Format,
+    pub output: Output,
+    pub junit: Option<PathBuf>,
+    pub verdicts: Option<PathBuf>,
+    /// Threads that judge.
+    pub jobs: usize,
+    /// Failing fields listed in the summary.
+    pub top_fields: usize,
+    /// Longest line read: a check (`--max-body-bytes`) or a message (`--max-message-bytes`).
+    pub max_line_bytes: usize,
+    /// Requests in flight one transcript's session follows.
+    pub max_in_flight: usize,
+    /// Draw a progress bar on stderr.
+    pub progress: bool,
+}
+
+/// What every part of one run shares.
+struct Run {
+    gate: Arc<Gate>,
+    recorder: Recorder,
+    jobs: usize,
+    max_line_bytes: usize,
+}
+
+/// Runs the check; answers the exit code, having written the summary to `out` and the input
+/// errors to `err`.
+pub async fn run(config: CheckConfig, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    match check(config, err).await {
+        Ok(finished) => {
+            let written = finished.write(out);
+            if let Err(e) = written {
+                let _ = writeln!(err, "schemagate check: {e:#}");
+                return BAD_INPUT;
+            }
+            finished.exit_code()
+        }
+        Err(e) => {
+            let _ = writeln!(err, "schemagate check: {e:#}");
+            BAD_INPUT
+        }
+    }
+}
+
+/// A run's end: what it counted and kept, and how to report it.
+struct Finished {
+    report: report::Report,
+    output: Output,
+}
+
+impl Finished {
+    fn write(&self, out: &mut dyn Write) -> anyhow::Result<()> {
+        match self.output {
+            Output::Json => {
+                serde_json::to_writer_pretty(&mut *out, &self.report)?;
+                writeln!(out)?;
+            }
+            Output::Text => self.report.write_text(out)?,
+        }
+        Ok(())
+    }
+
+    fn exit_code(&self) -> i32 {
+        if self.report.input_errors > 0 {
+            BAD_INPUT
+        } else if self.report.total.rejected > 0 {
+            REJECTED
+        } else {
+            PASSED
+        }
+    }
+}
+
+async fn check(config: CheckConfig, err: &mut dyn Write) -> anyhow::Result<Finished> {
+    let names: Arc<[String]> = config
+        .logs
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    anyhow::ensure!(
+        names.iter().filter(|n| n.as_str() == STDIN).count() <= 1,
+        "`-` (standard input) can be read only once"
+    );
+    let gate = Gate::new(config.gate)?;
+    let mut kept = Kept::default();
+    let mut tally = Tally::default();
+    let server = register_tools(
+        &gate,
+        config.tools.as_deref(),
+        config.server.as_deref(),
+        config.format,
+        &mut kept.errors,
+    )?;
+    tally.input_errors += kept.errors.len() as u64;
+    let verdicts: Option<Box<dyn Write + Send>> = match &config.verdicts {
+        Some(path) => Some(Box::new(std::io::BufWriter::with_capacity(
+            1 << 20,
+            std::fs::File::create(path).map_err(|e| {
+                anyhow::anyhow!("{}: cannot write the verdicts there: {e}", path.display())
+            })?,
+        ))),
+        None => None,
+    };
+    let sink = Sink {
+        verdicts,
+        progress: progress_bar(&config.logs, config.progress),
+        ordered: config.format == Format::Checks,
+        freed: None,
+        kept,
+    };
+    let run = Run {
+        gate,
+        recorder: Recorder {
+            files: Arc::clone(&names),
+            verdicts: config.verdicts.is_some(),
+            tools: config.tools.as_ref().map(|p| p.display().to_string()),
+            transcripts: config.format == Format::Jsonrpc,
+        },
+        jobs: config.jobs.max(1),
+        max_line_bytes: config.max_line_bytes,
+    };
+    let started = std::time::Instant::now();
+    let (counted, kept, failed) = match config.format {
+        Format::Checks => checks::run(&run, &config.logs, sink).await?,
+        Format::Jsonrpc => {
+            transcript::run(&run, &config.logs, sink, server, config.max_in_flight).await?
+        }
+    };
+    tally.add(counted);
+    if let Some(e) = failed {
+        let path = config.verdicts.as_deref().unwrap_or(Path::new(""));
+        anyhow::bail!("{}: cannot write the verdicts: {e}", path.display());
+    }
+    for error in kept.errors.iter().take(PRINTED_ERRORS) {
+        let _ = writeln!(err, "{error}");
+    }
+    let printed = kept.errors.len().min(PRINTED_ERRORS) as u64;
+    let unlisted = tally.input_errors.saturating_sub(printed);
+    if unlisted > 0 {
+        let _ = writeln!(
+            err,
+            "... and {unlisted} more lines that could not be checked"
+        );
+    }
+    let report = report::Report::new(&tally, kept, &names, started.elapsed(), config.top_fields);
+    if let Some(path) = &config.junit {
+        let mut file = std::io::BufWriter::new(std::fs::File::create(path).map_err(|e| {
+            anyhow::anyhow!(
+                "{}: cannot write the JUnit report there: {e}",
+                path.display()
+            )
+        })?);
+        report
+            .write_junit(&mut file)
+            .and_then(|()| file.flush())
+            .map_err(|e| {
+                anyhow::anyhow!("{}: cannot write the JUnit report: {e}", path.display())
+            })?;
+    }
+    Ok(Finished {
+        report,
+        output: config.output,
+    })
+}
+
+/// Registers the tools file's contracts; a tool whose schema cannot be used is an input error
+/// (checks on it say so too). Answers the server a transcript speaks to.
+fn register_tools(
+    gate: &Gate,
+    tools: Option<&Path>,
+    server: Option<&str>,
+    format: Format,
+    errors: &mut Vec<InputError>,
+) -> anyhow::Result<String> {
+    let snapshot = match tools {
+        Some(path) => snapshot::read(path)?,
+        None => Default::default(),
+    };
+    let lone = snapshot.len() == 1 && snapshot.contains_key(snapshot::LONE_SERVER);
+    if lone && server.is_none() {
+        anyhow::bail!(
+            "{}: holds one server's tools/list result: name that server with --server NAME (the `server` the checks carry)",
+            tools.map(|p| p.display().to_string()).unwrap_or_default()
+        );
+    }
+    let file = tools.map(|p| p.display().to_string()).unwrap_or_default();
+    for (name, list) in &snapshot {
+        let name = match (lone, server) {
+            (true, Some(server)) => server,
+            _ => name.as_str(),
+        };
+        match gate.register_now(name, list, RegisterOptions::default()) {
+            Ok(registration) => {
+                for tool in &registration.tools {
+                    for problem in &tool.errors {
+                        errors.push(InputError {
+                            file: file.clone(),
+                            line: None,
+                            code: Some(problem.code),
+                            message: format!(
+                                "server {name:?}, tool {:?}: its {} cannot be used: {}",
+                                tool.name, problem.schema, problem.message
+                            ),
+                        });
+                    }
+                }
+            }
+            Err(e) => errors.push(InputError {
+                file: file.clone(),
+                line: None,
+                code: Some(e.code()),
+                message: format!("server {name:?}: its tools cannot be registered: {e}"),
+            }),
+        }
+    }
+    match (server, format) {
+        (Some(server), _) => Ok(server.to_owned()),
+        (None, Format::Checks) => Ok(String::new()),
+        (None, Format::Jsonrpc) if snapshot.len() == 1 => {
+            Ok(snapshot.keys().next().cloned().unwrap_or_default())
+        }
+        (None, Format::Jsonrpc) => anyhow::bail!(
+            "name the server the transcripts speak to with --server NAME (the tools file has {} servers)",
+            snapshot.len()
+        ),
+    }
+}
+
+/// A thread named `name` (as `top -H` and profilers show it) running `f`.
+fn thread<T: Send + 'static>(
+    name: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::io::Result<std::thread::JoinHandle<T>> {
+    std::thread::Builder::new().name(name.to_owned()).spawn(f)
+}
+
+/// A bar of the logs' bytes, with rate and ETA, on stderr when it is a terminal (and asked
+/// for); hidden otherwise. Standard input has no known length: a spinner then.
+fn progress_bar(logs: &[PathBuf], shown: bool) -> ProgressBar {
+    if !shown {
+        return ProgressBar::hidden();
+    }
+    let total: Option<u64> = logs
+        .iter()
+        .map(|p| match p.to_str() {
+            Some(STDIN) => None,
+            _ => std::fs::metadata(p).ok().map(|m| m.len()),
+        })
+        .sum();
+    let bar = ProgressBar::with_draw_target(total, ProgressDrawTarget::stderr());
+    let template = match total {
+        Some(_) => "{bar:30} {bytes}/{total_bytes} {binary_bytes_per_sec} ETA {eta} {msg}",
+        None => "{spinner} {bytes} {binary_bytes_per_sec} {msg}",
+    };
+    if let Ok(style) = ProgressStyle::with_template(template) {
+        bar.set_style(style);
+    }
+    bar
+}

@@ -1,0 +1,366 @@
+//! Where judged lines go: each judging thread turns its lines into a [`Batch`] (verdict lines,
+//! rejections to list, input errors) and a [`Tally`]; the [`Sink`] thread writes the batches in
+//! log order (or, for transcripts, as each session's come), keeps the first rejections of each
+//! tool and the first input errors, and moves the progress bar. What it keeps is bounded, and
+//! so is what is in flight: a check-line batch holds a slot from before its lines were cut until
+//! it is written.
+
+pub use super::tally::Subject;
+use super::tally::{Seen, Tally, NONE};
+use crate::core::check::PayloadKind;
+use crate::core::error::CheckError;
+use crate::core::verdict::{Action, Outcome, Verdict};
+use indicatif::ProgressBar;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
+use std::sync::mpsc::Receiver;
+
+/// Rejections listed per tool (in JUnit); the rest are counted.
+const NOTES_PER_TOOL: usize = 20;
+/// Tools whose rejections are listed; past it, only counted.
+const NOTED_TOOLS: usize = 10_000;
+/// Input errors listed; the rest are counted.
+pub const LISTED_ERRORS: usize = 100;
+
+/// Where a line is: its log (an index into the run's names) and its number, from 1.
+#[derive(Debug, Clone, Copy)]
+pub struct Position {
+    pub file: usize,
+    pub line: u64,
+}
+
+/// A line (or a tools-file entry) that could not be checked.
+#[derive(Debug, Clone, Serialize)]
+pub struct InputError {
+    pub file: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code: Option<&'static str>,
+    pub message: String,
+}
+
+impl std::fmt::Display for InputError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.line {
+            Some(line) => write!(f, "{}:{line}: {}", self.file, self.message),
+            None => write!(f, "{}: {}", self.file, self.message),
+        }
+    }
+}
+
+/// A check the policy would reject, as JUnit lists it.
+#[derive(Debug, Clone)]
+pub struct Note {
+    pub server: String,
+    pub tool: String,
+    pub place: String,
+    pub payload: PayloadKind,
+    pub attempt: u32,
+    pub call_id: Option<String>,
+    pub feedback: String,
+}
+
+/// What one judging step produced, for the sink.
+#[derive(Debug, Default)]
+pub struct Batch {
+    /// Its place in the log's order (ordered sinks write batches in it).
+    pub seq: u64,
+    /// Log bytes it covers (the progress bar's unit).
+    pub bytes: u64,
+    /// Checks made.
+    pub checks: u64,
+    /// Verdict lines (JSONL), when `--verdicts` asks for them.
+    pub verdicts: Vec<u8>,
+    pub notes: Vec<Note>,
+    pub errors: Vec<InputError>,
+}
+
+/// Turns judged lines into batch entries and counts: the same for every format.
+#[derive(Debug, Clone)]
+pub struct Recorder {
+    /// The logs' names, as messages show them.
+    pub files: std::sync::Arc<[String]>,
+    /// Whether verdict lines are written.
+    pub verdicts: bool,
+    /// The tools file's name, for errors about tools it lacks.
+    pub tools: Option<String>,
+    /// The logs are transcripts, which list tools themselves.
+    pub transcripts: bool,
+}
+
+#[derive(Serialize)]
+struct Head<'a> {
+    file: &'a str,
+    line: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    server: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    payload: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    attempt: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    call_id: Option<&'a str>,
+    /// On the MCP wire: the client got schemagate's answer in the payload's place.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    withheld: bool,
+}
+
+#[derive(Serialize)]
+struct ErrorDetail<'a> {
+    code: &'a str,
+    message: &'a str,
+}
+
+impl Recorder {
+    fn place(&self, at: Position) -> String {
+        format!("{}:{}", self.files[at.file], at.line)
+    }
+
+    /// A verdict on `subject` at `at`: counted, written, and listed if rejected. On the MCP
+    /// wire (`withheld` known) what the rules did decides; elsewhere the verdict's action.
+    pub fn verdict(
+        &self,
+        batch: &mut Batch,
+        tally: &mut Tally,
+        at: Position,
+        subject: Subject<'_>,
+        verdict: &Verdict,
+        on_the_wire: Option<bool>,
+    ) {
+        let rejected = on_the_wire.unwrap_or(verdict.action == Action::Reject);
+        let withheld = on_the_wire.unwrap_or(false);
+        batch.checks += 1;
+        tally.count(Seen {
+            subject,
+            outcome: verdict.outcome,
+            rejected,
+            verdict: Some(verdict),
+        });
+        if self.verdicts {
+            self.head(batch, at, Some(subject), withheld);
+            batch.verdicts.extend_from_slice(b",\"verdict\":");
+            if verdict.write_json(&mut batch.verdicts).is_err() {
+                batch.verdicts.extend_from_slice(b"null");
+            }
+            batch.verdicts.extend_from_slice(b"}\n");
+        }
+        if rejected {
+            batch
+                .notes
+                .push(self.note(at, subject, verdict.feedback.clone()));
+        }
+    }
+
+    /// A rejection at `at` for JUnit to list, with `feedback` (or why nothing was checked).
+    fn note(&self, at: Position, subject: Subject<'_>, feedback: String) -> Note {
+        Note {
+            server: subject.server.unwrap_or(NONE).to_owned(),
+            tool: subject.tool.unwrap_or(NONE).to_owned(),
+            place: self.place(at),
+            payload: subject.payload,
+            attempt: subject.attempt,
+            call_id: subject.call_id.map(str::to_owned),
+            feedback,
+        }
+    }
+
+    /// A check at `at` that could not be made: an input error. On the MCP wire (`withheld`
+    /// known) it is also counted as the proxy counts it, `unchecked`.
+    pub fn error(
+        &self,
+        batch: &mut Batch,
+        tally: &mut Tally,
+        at: Position,
+        subject: Option<Subject<'_>>,
+        error: &CheckError,
+        on_the_wire: Option<bool>,
+    ) {
+        tally.input_errors += 1;
+        let message = self.message(error);
+        if let (Some(subject), Some(withheld)) = (subject, on_the_wire) {
+            batch.checks += 1;
+            tally.count(Seen {
+                subject,
+                outcome: Outcome::Unchecked,
+                rejected: withheld,
+                verdict: None,
+            });
+            if withheld {
+                batch.notes.push(self.note(at, subject, message.clone()));
+            }
+        }
+        if self.verdicts {
+            self.head(batch, at, subject, on_the_wire.unwrap_or(false));
+            batch.verdicts.extend_from_slice(b",\"error\":");
+            let detail = ErrorDetail {
+                code: error.code(),
+                message: &message,
+            };
+            if serde_json::to_writer(&mut batch.verdicts, &detail).is_err() {
+                batch.verdicts.extend_from_slice(b"null");
+            }
+            batch.verdicts.extend_from_slice(b"}\n");
+        }
+        batch.errors.push(InputError {
+            file: self.files[at.file].clone(),
+            line: Some(at.line),
+            code: Some(error.code()),
+            message,
+        });
+    }
+
+    /// A line at `at` that is not a check at all (`message` says why).
+    pub fn broken(&self, batch: &mut Batch, tally: &mut Tally, at: Position, message: String) {
+        tally.input_errors += 1;
+        batch.errors.push(InputError {
+            file: self.files[at.file].clone(),
+            line: Some(at.line),
+            code: None,
+            message,
+        });
+    }
+
+    /// What a person reading the log's errors should be told: a tool the tools file lacks is
+    /// said so, with the file's name.
+    fn message(&self, error: &CheckError) -> String {
+        let what = match error {
+            CheckError::UnknownTool { server, tool } => {
+                format!("tool {tool:?} of server {server:?}")
+            }
+            CheckError::UnknownServer(server) => format!("server {server:?}"),
+            _ => return error.to_string(),
+        };
+        match (self.tools.as_deref(), self.transcripts) {
+            (Some(file), false) => format!("{what} is not in {file}"),
+            (Some(file), true) => {
+                format!("{what} is in no tools/list answer of the transcript so far, nor in {file}")
+            }
+            (None, false) => {
+                format!("{what} has no contract: give its tools/list with --tools")
+            }
+            (None, true) => format!(
+                "{what} is in no tools/list answer of the transcript so far: give its tools/list with --tools"
+            ),
+        }
+    }
+
+    /// A verdict line's head, left open for the verdict or error to follow.
+    fn head(&self, batch: &mut Batch, at: Position, subject: Option<Subject<'_>>, withheld: bool) {
+        let head = Head {
+            file: &self.files[at.file],
+            line: at.line,
+            server: subject.and_then(|s| s.server),
+            tool: subject.and_then(|s| s.tool),
+            payload: subject.map(|s| s.payload.as_str()),
+            attempt: subject.map(|s| s.attempt),
+            call_id: subject.and_then(|s| s.call_id),
+            withheld,
+        };
+        let start = batch.verdicts.len();
+        if serde_json::to_writer(&mut batch.verdicts, &head).is_ok() {
+            // Drop the closing brace: the verdict or error comes next.
+            batch.verdicts.pop();
+        } else {
+            batch.verdicts.truncate(start);
+            batch.verdicts.push(b'{');
+        }
+    }
+}
+
+/// What the sink kept, for the report.
+#[derive(Debug, Default)]
+pub struct Kept {
+    /// The first rejections of each (server, tool).
+    pub notes: HashMap<(String, String), Vec<Note>>,
+    /// The first input errors, in log order.
+    pub errors: Vec<InputError>,
+    /// Every check made.
+    pub checks: u64,
+}
+
+/// The thread that writes batches.
+pub struct Sink {
+    pub verdicts: Option<Box<dyn Write + Send>>,
+    pub progress: ProgressBar,
+    /// Write in `seq` order (the check-lines format); otherwise as batches come.
+    pub ordered: bool,
+    /// Where a written batch frees its slot, when the readers take one per batch.
+    pub freed: Option<Receiver<()>>,
+    /// Input errors found before the logs were read (the tools file's).
+    pub kept: Kept,
+}
+
+impl Sink {
+    /// Writes every batch `batches` brings, until it closes; answers what was kept, or the
+    /// error that stopped the verdicts file being written.
+    pub fn drain(mut self, batches: Receiver<Batch>) -> (Kept, Option<std::io::Error>) {
+        let mut waiting: BTreeMap<u64, Batch> = BTreeMap::new();
+        let mut next = 0u64;
+        let mut failed: Option<std::io::Error> = None;
+        for batch in batches {
+            if !self.ordered {
+                self.write(batch, &mut failed);
+                continue;
+            }
+            waiting.insert(batch.seq, batch);
+            while let Some(batch) = waiting.remove(&next) {
+                next += 1;
+                self.write(batch, &mut failed);
+            }
+        }
+        // Batches past a gap (none, unless a judging thread died) are still written.
+        for (_, batch) in std::mem::take(&mut waiting) {
+            self.write(batch, &mut failed);
+        }
+        if let Some(out) = &mut self.verdicts {
+            if let Err(e) = out.flush() {
+                failed.get_or_insert(e);
+            }
+        }
+        self.progress.finish_and_clear();
+        (self.kept, failed)
+    }
+
+    fn write(&mut self, batch: Batch, failed: &mut Option<std::io::Error>) {
+        let Batch {
+            bytes,
+            checks,
+            verdicts,
+            notes,
+            errors,
+            ..
+        } = batch;
+        if let (Some(out), None) = (&mut self.verdicts, &failed) {
+            if let Err(e) = out.write_all(&verdicts) {
+                *failed = Some(e);
+            }
+        }
+        // Written: a judging thread may cut another chunk.
+        if let Some(freed) = &self.freed {
+            let _ = freed.try_recv();
+        }
+        let kept = &mut self.kept;
+        kept.checks += checks;
+        for note in notes {
+            let noted = kept.notes.len();
+            let key = (note.server.clone(), note.tool.clone());
+            match kept.notes.get_mut(&key) {
+                Some(notes) if notes.len() < NOTES_PER_TOOL => notes.push(note),
+                Some(_) => {}
+                None if noted < NOTED_TOOLS => {
+                    kept.notes.insert(key, vec![note]);
+                }
+                None => {}
+            }
+        }
+        let room = LISTED_ERRORS.saturating_sub(kept.errors.len());
+        kept.errors.extend(errors.into_iter().take(room));
+        self.progress.inc(bytes);
+        self.progress
+            .set_message(format!("{} checks", self.kept.checks));
+    }
+}

@@ -1,0 +1,365 @@
+//! Transcripts: an MCP session's JSON-RPC messages, one per line, replayed through the MCP
+//! rules `schemagate proxy` runs ([`crate::mcp::Boundary`]), so each call and result gets the
+//! verdict it got, or would have got, on the wire. A transcript is one session, judged in order;
+//! several run at once, up to `jobs`.
+//!
+//! A transcript does not say which way each message went; it is read from the messages:
+//! requests go to the server, but for the ones only a server sends (`sampling/createMessage`,
+//! `elicitation/create`, `roots/list`); an answer goes back to whichever side sent the request
+//! it answers (the client's, when both sent one with its id); notifications go to the client,
+//! but for those only a client sends (`notifications/initialized`,
+//! `notifications/roots/list_changed`, and `notifications/cancelled` of a client's request).
+
+use super::sink::{Batch, Position, Recorder, Sink, Subject};
+use super::tally::Tally;
+use super::{Kept, Run, STDIN};
+use crate::core::auth::Caller;
+use crate::core::metrics::Transport;
+use crate::mcp::{Boundary, BoundaryConfig, Direction, Framing, Judged, Link, Observer, Outgoing};
+use crate::ops::lines::{Line, Lines};
+use futures_util::StreamExt;
+use serde_json::value::RawValue;
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use tokio::io::AsyncRead;
+
+/// Requests only a server sends.
+const SERVER_REQUESTS: [&str; 3] = ["sampling/createMessage", "elicitation/create", "roots/list"];
+/// Notifications only a client sends (besides `notifications/cancelled`, read by its id).
+const CLIENT_NOTIFICATIONS: [&str; 2] = [
+    "notifications/initialized",
+    "notifications/roots/list_changed",
+];
+/// Requests awaiting an answer remembered per side; past it, the oldest are forgotten.
+const MAX_PENDING: usize = 65_536;
+/// Verdicts per batch sent to the sink.
+const BATCH_CHECKS: u64 = 256;
+
+/// Replays `logs`, each one session with `server`; answers the counts, what the sink kept, and
+/// any error writing the verdicts.
+pub(super) async fn run(
+    run: &Run,
+    logs: &[PathBuf],
+    sink: Sink,
+    server: String,
+    max_in_flight: usize,
+) -> anyhow::Result<(Tally, Kept, Option<std::io::Error>)> {
+    let (done, batches) = std::sync::mpsc::channel::<Batch>();
+    let writer = super::thread("check-sink", move || sink.drain(batches))?;
+    let config = BoundaryConfig {
+        server,
+        max_message_bytes: run.max_line_bytes,
+        max_in_flight,
+        // Nothing answers the rules' own requests: a call judged before any listing is judged
+        // by the contract at hand (the tools file's) at once.
+        contract_wait: std::time::Duration::ZERO,
+        // Counted as the proxy's: a transcript is what the proxy relays.
+        transport: Transport::Proxy,
+        registered_is_current: true,
+    };
+    let sessions = futures_util::stream::iter(logs.iter().enumerate())
+        .map(|(index, path)| {
+            let config = config.clone();
+            let done = done.clone();
+            async move { replay(run, index, path, config, done).await }
+        })
+        .buffer_unordered(run.jobs);
+    let tallies: Vec<Tally> = sessions.collect().await;
+    drop(done);
+    let mut tally = Tally::default();
+    for counted in tallies {
+        tally.add(counted);
+    }
+    let (kept, failed) = tokio::task::spawn_blocking(move || writer.join().unwrap_or_default())
+        .await
+        .unwrap_or_default();
+    Ok((tally, kept, failed))
+}
+
+/// One transcript, replayed as one session.
+async fn replay(
+    run: &Run,
+    file: usize,
+    path: &std::path::Path,
+    config: BoundaryConfig,
+    done: std::sync::mpsc::Sender<Batch>,
+) -> Tally {
+    let observer = Arc::new(Session {
+        recorder: run.recorder.clone(),
+        server: config.server.clone(),
+        state: Mutex::new(State {
+            at: Position { file, line: 0 },
+            batch: Batch::default(),
+            tally: Tally::default(),
+        }),
+    });
+    let boundary = Boundary::new(Arc::clone(&run.gate), Caller::open(), config)
+        .observed(Arc::clone(&observer) as Arc<dyn Observer>);
+    let read = match path.to_str() {
+        Some(STDIN) => session(tokio::io::stdin(), run, &boundary, &observer, &done).await,
+        _ => match tokio::fs::File::open(path).await {
+            Ok(input) => session(input, run, &boundary, &observer, &done).await,
+            Err(e) => Err(e),
+        },
+    };
+    let mut state = observer.take();
+    if let Err(e) = read {
+        state.tally.input_errors += 1;
+        state.batch.errors.push(super::InputError {
+            file: path.display().to_string(),
+            line: None,
+            code: None,
+            message: format!("cannot read it: {e}"),
+        });
+    }
+    let _ = done.send(state.batch);
+    state.tally
+}
+
+async fn session(
+    input: impl AsyncRead + Unpin,
+    run: &Run,
+    boundary: &Boundary,
+    observer: &Session,
+    done: &std::sync::mpsc::Sender<Batch>,
+) -> std::io::Result<()> {
+    let mut lines = Lines::new(input, run.max_line_bytes);
+    let link = Replay::default();
+    let mut directions = Directions::default();
+    let mut number = 0u64;
+    while let Some(line) = lines.next().await? {
+        number += 1;
+        let bytes = match &line {
+            Line::Message(text) => text.len() as u64,
+            Line::Oversized { len, .. } => *len as u64 + 1,
+        };
+        observer.at(number, bytes);
+        match line {
+            Line::Message(text) => {
+                if text.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                let Some(direction) = directions.of(&text) else {
+                    observer.broken(
+                        "not a JSON-RPC message: a transcript holds one JSON-RPC message per line"
+                            .to_owned(),
+                    );
+                    continue;
+                };
+                // Nothing is written anywhere: the link only keeps the rules' own requests.
+                let _ = boundary.relay(&link, direction, &text).await;
+            }
+            Line::Oversized { head, len } => {
+                observer.broken(format!(
+                    "the message is {len} bytes, past the limit of {} (--max-message-bytes): it was not checked",
+                    run.max_line_bytes
+                ));
+                let direction = directions.of(&head).unwrap_or(Direction::ToClient);
+                let _ = boundary.oversized(&link, direction, &head, len).await;
+            }
+        }
+        // A request of the rules' own (a listing) is never answered here.
+        for request in link.take() {
+            boundary.unanswered(&request);
+        }
+        if let Some(batch) = observer.full() {
+            let _ = done.send(batch);
+        }
+    }
+    Ok(())
+}
+
+/// Which way each message went, read from the messages (see the module's notes).
+#[derive(Default)]
+struct Directions {
+    from_client: HashSet<Box<str>>,
+    from_server: HashSet<Box<str>>,
+}
+
+impl Directions {
+    /// `None`: not JSON-RPC.
+    fn of(&mut self, text: &[u8]) -> Option<Direction> {
+        match crate::mcp::framing(text) {
+            Framing::Request { id, method } => {
+                let (pending, direction) = if SERVER_REQUESTS.contains(&method.as_str()) {
+                    (&mut self.from_server, Direction::ToClient)
+                } else {
+                    (&mut self.from_client, Direction::ToServer)
+                };
+                if pending.len() >= MAX_PENDING {
+                    pending.clear();
+                }
+                pending.insert(id.into());
+                Some(direction)
+            }
+            Framing::Other {
+                method: Some(method),
+            } => {
+                if CLIENT_NOTIFICATIONS.contains(&method.as_str()) {
+                    return Some(Direction::ToServer);
+                }
+                if method == "notifications/cancelled" {
+                    let id = cancelled_id(text).unwrap_or_default();
+                    let servers = self.from_server.contains(id.as_str())
+                        && !self.from_client.contains(id.as_str());
+                    return Some(if servers {
+                        Direction::ToClient
+                    } else {
+                        Direction::ToServer
+                    });
+                }
+                Some(Direction::ToClient)
+            }
+            Framing::Other { method: None } => {
+                let id = crate::mcp::message_head(text).id.unwrap_or_default();
+                if self.from_server.contains(id.as_str()) && !self.from_client.contains(id.as_str())
+                {
+                    self.from_server.remove(id.as_str());
+                    return Some(Direction::ToServer);
+                }
+                self.from_client.remove(id.as_str());
+                Some(Direction::ToClient)
+            }
+            Framing::Batch => {
+                let items: Vec<&RawValue> = serde_json::from_slice(text).ok()?;
+                let mut first = None;
+                for item in items {
+                    let direction = self.of(item.get().as_bytes());
+                    first = first.or(direction);
+                }
+                Some(first.unwrap_or(Direction::ToServer))
+            }
+            Framing::NotJsonRpc => None,
+        }
+    }
+}
+
+/// The `requestId` of a `notifications/cancelled`, as JSON text.
+fn cancelled_id(text: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Params<'a> {
+        #[serde(borrow, rename = "requestId")]
+        request_id: &'a RawValue,
+    }
+    #[derive(serde::Deserialize)]
+    struct Note<'a> {
+        #[serde(borrow)]
+        params: Params<'a>,
+    }
+    let note: Note<'_> = serde_json::from_slice(text).ok()?;
+    Some(note.params.request_id.get().to_owned())
+}
+
+/// The transport under a replayed session: nothing is sent; the rules' own requests are kept
+/// so they can be marked unanswered.
+#[derive(Default)]
+struct Replay {
+    own: Mutex<Vec<Vec<u8>>>,
+}
+
+impl Replay {
+    fn take(&self) -> Vec<Vec<u8>> {
+        self.own
+            .lock()
+            .map(|mut own| std::mem::take(&mut *own))
+            .unwrap_or_default()
+    }
+}
+
+impl Link for Replay {
+    async fn send(&self, direction: Direction, message: Outgoing<'_>) -> std::io::Result<()> {
+        if let (Direction::ToServer, Outgoing::Own(request)) = (direction, message) {
+            if let Ok(mut own) = self.own.lock() {
+                own.push(request.to_vec());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A replayed session's verdicts, as the rules judge them.
+struct Session {
+    recorder: Recorder,
+    server: String,
+    state: Mutex<State>,
+}
+
+struct State {
+    /// The line being replayed.
+    at: Position,
+    batch: Batch,
+    tally: Tally,
+}
+
+impl Session {
+    fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> Option<T> {
+        self.state.lock().ok().map(|mut state| f(&mut state))
+    }
+
+    /// The line now replayed, `bytes` long.
+    fn at(&self, line: u64, bytes: u64) {
+        self.with(|state| {
+            state.at.line = line;
+            state.batch.bytes += bytes;
+        });
+    }
+
+    fn broken(&self, message: String) {
+        self.with(|state| {
+            let State { at, batch, tally } = state;
+            self.recorder.broken(batch, tally, *at, message)
+        });
+    }
+
+    /// The batch, when it holds enough to send.
+    fn full(&self) -> Option<Batch> {
+        self.with(|state| {
+            (state.batch.checks >= BATCH_CHECKS || state.batch.errors.len() as u64 >= BATCH_CHECKS)
+                .then(|| std::mem::take(&mut state.batch))
+        })
+        .flatten()
+    }
+
+    fn take(&self) -> State {
+        self.with(|state| State {
+            at: state.at,
+            batch: std::mem::take(&mut state.batch),
+            tally: std::mem::take(&mut state.tally),
+        })
+        .unwrap_or(State {
+            at: Position { file: 0, line: 0 },
+            batch: Batch::default(),
+            tally: Tally::default(),
+        })
+    }
+}
+
+impl Observer for Session {
+    fn judged(&self, judged: &Judged<'_>) {
+        self.with(|state| {
+            let State { at, batch, tally } = state;
+            let subject = Subject {
+                server: Some(&self.server),
+                tool: Some(judged.tool),
+                payload: judged.payload,
+                attempt: judged.attempt,
+                call_id: Some(judged.call_id),
+            };
+            match judged.verdict {
+                Ok(verdict) => self.recorder.verdict(
+                    batch,
+                    tally,
+                    *at,
+                    subject,
+                    verdict,
+                    Some(judged.withheld),
+                ),
+                Err(e) => {
+                    self.recorder
+                        .error(batch, tally, *at, Some(subject), e, Some(judged.withheld))
+                }
+            }
+        });
+    }
+}

@@ -1,0 +1,577 @@
+//! `schemagate check`, the built binary on files made here: its counts and verdicts against the
+//! REST API's for the same checks, a recorded MCP session against the proxy's verdicts on the
+//! same traffic, JUnit read back with a real XML parser, and the exit codes and input errors.
+
+use crate::helpers::{metric, TestApp};
+use crate::proxy::{free_port, metrics_text, schemagate, test_server, Raw};
+use serde_json::{json, Value};
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+/// Runs `schemagate check` with `args` (and `stdin` on its standard input): exit code, stdout,
+/// stderr.
+fn check(args: &[&str], stdin: &[u8]) -> (i32, String, String) {
+    let mut child = Command::new(schemagate())
+        .arg("check")
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run schemagate check");
+    let mut input = child.stdin.take().expect("stdin");
+    input.write_all(stdin).expect("write stdin");
+    drop(input);
+    let output = child.wait_with_output().expect("schemagate check ends");
+    (
+        output.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write");
+    path.to_string_lossy().into_owned()
+}
+
+fn jsonl(lines: &[Value]) -> String {
+    lines.iter().map(|l| format!("{l}\n")).collect()
+}
+
+const POLICY: &str = r#"
+default_tier = "untrusted"
+
+[[servers]]
+match = "ops"
+tier = "semi-trusted"
+
+[[servers]]
+match = "internal"
+tier = "trusted"
+"#;
+
+/// Three servers under three tiers, with input and output schemas and a tool with neither.
+fn tools() -> Value {
+    let customer = json!({
+        "type": "object",
+        "properties": {
+            "id": {"type": "integer"},
+            "email": {"type": "string", "format": "email"},
+            "tags": {"type": "array", "items": {"type": "string"}}
+        },
+        "required": ["id", "email"]
+    });
+    let list = json!({"tools": [
+        {"name": "get_customer",
+         "inputSchema": {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]},
+         "outputSchema": customer},
+        {"name": "ping", "inputSchema": {"type": "object"}}
+    ]});
+    json!({"servers": {"crm": list, "ops": list, "internal": list}})
+}
+
+/// Checks of every kind: valid, invalid (one or several fields), tool errors, arguments, a
+/// retry, a tool with no output schema, a bare check with its schema inline.
+fn checks() -> Vec<Value> {
+    let good = json!({"structuredContent": {"id": 7, "email": "a@example.com"}, "content": []});
+    let bad_email = json!({"structuredContent": {"id": 7, "email": "nope"}, "content": []});
+    let bad_tags = json!({"structuredContent": {"id": "7", "email": "a@example.com", "tags": [1, "x", 2]}, "content": []});
+    let failed = json!({"isError": true, "content": [{"type": "text", "text": "upstream down"}]});
+    let mut lines = Vec::new();
+    for (i, server) in ["crm", "ops", "internal"].into_iter().enumerate() {
+        for (j, result) in [&good, &bad_email, &bad_tags, &failed, &good]
+            .into_iter()
+            .enumerate()
+        {
+            lines.push(
+                json!({"server": server, "tool": "get_customer", "result": result,
+                "call_id": format!("c{i}-{j}")}),
+            );
+        }
+        lines.push(
+            json!({"server": server, "tool": "get_customer", "result": &good,
+            "attempt": 2, "call_id": format!("c{i}-1")}),
+        );
+        lines.push(
+            json!({"server": server, "tool": "get_customer", "result": &bad_email,
+            "attempt": 2}),
+        );
+        lines.push(json!({"server": server, "tool": "get_customer", "arguments": {"id": 1}}));
+        lines.push(json!({"server": server, "tool": "get_customer", "arguments": {"id": "1"}}));
+        lines.push(json!({"server": server, "tool": "ping", "result": {"content": []}}));
+    }
+    lines.push(json!({"schema": {"type": "array", "maxItems": 1}, "instance": [1, 2]}));
+    lines.push(json!({"schema": {"type": "array", "maxItems": 2}, "instance": [1, 2]}));
+    lines
+}
+
+/// Outcome counts of verdicts: `outcome -> n`.
+fn outcomes<'a>(verdicts: impl Iterator<Item = &'a Value>) -> BTreeMap<String, u64> {
+    let mut counts = BTreeMap::new();
+    for v in verdicts {
+        *counts
+            .entry(v["outcome"].as_str().expect("an outcome").to_owned())
+            .or_default() += 1;
+    }
+    counts
+}
+
+#[tokio::test]
+async fn counts_and_verdicts_equal_what_the_rest_api_answers_for_the_same_checks() {
+    let app = TestApp::with_policy(POLICY, &[]).await;
+    let tools = tools();
+    for (server, list) in tools["servers"].as_object().expect("servers") {
+        let (status, body) = app.register(server, list).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let items = checks();
+    let (status, answer) = app.validate_batch(&items).await;
+    assert_eq!(status, 200, "{answer}");
+    let rest = answer["results"].as_array().expect("results").clone();
+    assert_eq!(rest.len(), items.len());
+
+    let dir = tempfile::tempdir().expect("a directory");
+    let tools_file = write(dir.path(), "tools.json", &tools.to_string());
+    let policy = write(dir.path(), "policy.toml", POLICY);
+    // Two logs, the second on stdin: one run, in order.
+    let (first, second) = items.split_at(items.len() / 2);
+    let log = write(dir.path(), "first.jsonl", &jsonl(first));
+    let verdicts = dir.path().join("verdicts.jsonl");
+    let junit = dir.path().join("junit.xml");
+    let (code, out, err) = check(
+        &[
+            "--tools",
+            &tools_file,
+            "--policy",
+            &policy,
+            "--output",
+            "json",
+            "--verdicts",
+            verdicts.to_str().expect("UTF-8"),
+            "--junit",
+            junit.to_str().expect("UTF-8"),
+            "--jobs",
+            "2",
+            &log,
+            "-",
+        ],
+        jsonl(second).as_bytes(),
+    );
+    // Untrusted crm has invalid results: the policy would reject them.
+    assert_eq!(code, 1, "{err}\n{out}");
+    let summary: Value = serde_json::from_str(&out).expect("a JSON summary");
+
+    // Every verdict is the REST answer to the same check, in log order.
+    let written: Vec<Value> = std::fs::read_to_string(&verdicts)
+        .expect("verdicts written")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert_eq!(written.len(), rest.len());
+    for (i, (line, answer)) in written.iter().zip(&rest).enumerate() {
+        assert_eq!(&line["verdict"], answer, "check {i}");
+        let (file, number) = if i < first.len() {
+            (log.as_str(), i + 1)
+        } else {
+            ("-", i + 1 - first.len())
+        };
+        assert_eq!(line["file"], file);
+        assert_eq!(line["line"], number as u64);
+    }
+
+    // The summary's counts are the REST verdicts' counts.
+    let total = &summary["total"];
+    assert_eq!(total["checks"], rest.len() as u64);
+    for (outcome, n) in outcomes(rest.iter()) {
+        assert_eq!(total[&outcome], n, "{outcome}");
+    }
+    let rejected = rest.iter().filter(|v| v["action"] == "reject").count() as u64;
+    assert!(rejected > 0);
+    assert_eq!(total["rejected"], rejected);
+    assert_eq!(summary["input_errors"], 0);
+
+    // Per server, tool and payload: the first-attempt compliance and retry resolution the
+    // REST verdicts give.
+    let row = |server: &str, payload: &str| {
+        summary["tools"]
+            .as_array()
+            .expect("tools")
+            .iter()
+            .find(|r| {
+                r["server"] == server && r["tool"] == "get_customer" && r["payload"] == payload
+            })
+            .cloned()
+            .unwrap_or_else(|| panic!("a row for {server} {payload}"))
+    };
+    for server in ["crm", "ops"] {
+        let judged = |attempt_is_first: bool| {
+            let mut counts = (0u64, 0u64);
+            for (item, answer) in items.iter().zip(&rest) {
+                let first = item.get("attempt").is_none();
+                if item["server"] == server
+                    && item["tool"] == "get_customer"
+                    && item.get("result").is_some()
+                    && first == attempt_is_first
+                {
+                    match answer["outcome"].as_str() {
+                        Some("valid") => counts.0 += 1,
+                        Some("invalid") => counts.1 += 1,
+                        _ => {}
+                    }
+                }
+            }
+            counts
+        };
+        let result = row(server, "result");
+        let (valid, invalid) = judged(true);
+        assert_eq!(
+            result["first_attempt"],
+            json!({"valid": valid, "invalid": invalid})
+        );
+        let compliance = result["first_attempt_compliance"]
+            .as_f64()
+            .expect("a ratio");
+        assert!((compliance - valid as f64 / (valid + invalid) as f64).abs() < 1e-9);
+        let (valid, invalid) = judged(false);
+        assert_eq!(
+            result["retries"],
+            json!({"valid": valid, "invalid": invalid})
+        );
+        let resolution = result["retry_resolution"].as_f64().expect("a ratio");
+        assert!((resolution - valid as f64 / (valid + invalid) as f64).abs() < 1e-9);
+    }
+    // Trusted: skipped, never rejected. Semi-trusted: invalid, logged, passed.
+    let skipped = items
+        .iter()
+        .zip(&rest)
+        .filter(|(i, a)| {
+            i["server"] == "internal"
+                && i["tool"] == "get_customer"
+                && i.get("result").is_some()
+                && a["outcome"] == "skipped"
+        })
+        .count();
+    assert!(skipped > 0);
+    assert_eq!(row("internal", "result")["skipped"], skipped as u64);
+    assert_eq!(row("ops", "result")["rejected"], 0);
+    assert!(row("ops", "result")["invalid"].as_u64() > Some(0));
+    assert_eq!(row("crm", "arguments")["rejected"], 1);
+
+    // The fields that fail most, with indices folded.
+    let fields = summary["top_fields"].as_array().expect("top fields");
+    assert!(fields.iter().any(|f| f["server"] == "crm"
+        && f["path"] == "/tags/*"
+        && f["keyword"] == "type"
+        && f["count"] == 2));
+
+    // JUnit, read by a real XML parser: a test case per server and tool, failing where the
+    // policy would reject a check.
+    let xml = std::fs::read_to_string(&junit).expect("JUnit written");
+    let doc = roxmltree::Document::parse(&xml).expect("JUnit is well-formed XML");
+    let cases: Vec<_> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("testcase"))
+        .collect();
+    let names: Vec<(String, String)> = cases
+        .iter()
+        .map(|c| {
+            (
+                c.attribute("classname").unwrap_or("").to_owned(),
+                c.attribute("name").unwrap_or("").to_owned(),
+            )
+        })
+        .collect();
+    for server in ["crm", "ops", "internal"] {
+        for tool in ["get_customer", "ping"] {
+            assert!(
+                names.contains(&(server.to_owned(), tool.to_owned())),
+                "{names:?}"
+            );
+        }
+    }
+    let failing: Vec<_> = cases
+        .iter()
+        .filter_map(|c| {
+            let failure = c.children().find(|n| n.has_tag_name("failure"))?;
+            Some((c.attribute("classname")?, c.attribute("name")?, failure))
+        })
+        .collect();
+    // crm's tool, and the bare checks (server and tool `-`); ops only logs, internal skips.
+    assert_eq!(failing.len(), 2, "{xml}");
+    let (_, _, failure) = failing
+        .iter()
+        .find(|(server, tool, _)| (*server, *tool) == ("crm", "get_customer"))
+        .expect("crm's tool fails");
+    let on_crm = |item: &Value| item["server"] == "crm" && item["tool"] == "get_customer";
+    let crm_checks = items.iter().filter(|i| on_crm(i)).count();
+    let crm_rejected = items
+        .iter()
+        .zip(&rest)
+        .filter(|(i, a)| on_crm(i) && a["action"] == "reject")
+        .count();
+    assert_eq!(
+        failure.attribute("message"),
+        Some(format!("{crm_rejected} of {crm_checks} checks would be rejected").as_str())
+    );
+    assert!(failure
+        .text()
+        .is_some_and(|t| t.contains(&format!("{log}:2: result (attempt 1, call c0-1)"))));
+    let suite = doc
+        .descendants()
+        .find(|n| n.has_tag_name("testsuite"))
+        .expect("a test suite");
+    assert_eq!(suite.attribute("failures"), Some("2"));
+    app.stop().await.expect("stops");
+}
+
+#[test]
+fn exit_codes_say_pass_reject_or_bad_input_and_errors_name_file_and_line() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let tools_file = write(dir.path(), "tools.json", &tools().to_string());
+    let good = json!({"server": "crm", "tool": "get_customer",
+        "result": {"structuredContent": {"id": 1, "email": "a@example.com"}, "content": []}});
+    let bad = json!({"server": "crm", "tool": "get_customer",
+        "result": {"structuredContent": {"id": 1}, "content": []}});
+
+    // All pass: 0, with the table on stdout.
+    let log = write(
+        dir.path(),
+        "good.jsonl",
+        &jsonl(&[good.clone(), good.clone()]),
+    );
+    let (code, out, err) = check(&["--tools", &tools_file, &log], b"");
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("2 checks from 1 log"), "{out}");
+    // stderr is not a terminal: no progress bar drawn on it.
+    assert!(!err.contains('\u{1b}') && !err.contains('\r'), "{err:?}");
+    assert!(out.contains("crm/get_customer"), "{out}");
+
+    // One the policy would reject: 1.
+    let log = write(
+        dir.path(),
+        "bad.jsonl",
+        &jsonl(&[good.clone(), bad.clone()]),
+    );
+    let (code, out, _) = check(&["--tools", &tools_file, &log], b"");
+    assert_eq!(code, 1);
+    assert!(out.contains("1 of 2 checks would be rejected"), "{out}");
+
+    // A broken line, a tool the tools file lacks, a missing log: 2, each named with its file
+    // and line; every other line is still checked.
+    let unknown = json!({"server": "crm", "tool": "refund", "result": {"content": []}});
+    let text = format!("{good}\n{{\"server\": \"crm\", oops\n{unknown}\n{bad}\n");
+    let log = write(dir.path(), "mixed.jsonl", &text);
+    let missing = dir.path().join("missing.jsonl");
+    let (code, out, err) = check(
+        &[
+            "--tools",
+            &tools_file,
+            "--output",
+            "json",
+            &log,
+            missing.to_str().expect("UTF-8"),
+        ],
+        b"",
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains(&format!("{log}:2: ")), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{log}:3: tool \"refund\" of server \"crm\" is not in {tools_file}"
+        )),
+        "{err}"
+    );
+    assert!(
+        err.contains(&format!("{}: cannot read it", missing.display())),
+        "{err}"
+    );
+    let summary: Value = serde_json::from_str(&out).expect("a JSON summary");
+    assert_eq!(summary["total"]["checks"], 2);
+    assert_eq!(summary["total"]["rejected"], 1);
+    assert_eq!(summary["input_errors"], 3);
+
+    // A schema in the tools file that cannot be used: 2, naming the file, server and tool.
+    let hostile = json!({"tools": [{"name": "t", "inputSchema": {"type": "object"},
+        "outputSchema": {"type": "object", "properties": {"a": {"$ref": "https://example.com/s.json"}}}}]});
+    let lone = write(dir.path(), "lone.json", &hostile.to_string());
+    let log = write(
+        dir.path(),
+        "t.jsonl",
+        &jsonl(&[
+            json!({"server": "x", "tool": "t", "result": {"structuredContent": {}, "content": []}}),
+        ]),
+    );
+    let (code, _, err) = check(&["--tools", &lone, &log], b"");
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("lone.json: holds one server's tools/list result"),
+        "{err}"
+    );
+    let (code, _, err) = check(&["--tools", &lone, "--server", "x", &log], b"");
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(&format!(
+            "{lone}: server \"x\", tool \"t\": its outputSchema cannot be used"
+        )),
+        "{err}"
+    );
+    assert!(err.contains(&format!("{log}:1: ")), "{err}");
+
+    // Flags: `-` twice, and a tools file that is not JSON (its line and column named).
+    let (code, _, err) = check(&["-", "-"], b"");
+    assert_eq!(code, 2);
+    assert!(err.contains("standard input"), "{err}");
+    let broken = write(dir.path(), "broken.json", "{\"tools\": [\n  {,\n]}");
+    let (code, _, err) = check(&["--tools", &broken, "-"], b"");
+    assert_eq!(code, 2);
+    assert!(err.contains("broken.json: line 2, column"), "{err}");
+}
+
+#[tokio::test]
+async fn a_recorded_session_gets_the_verdicts_the_proxy_gave() {
+    // A client's side of a session; each request is answered with one line.
+    let client = [
+        r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
+        r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"big","arguments":{}}}"#,
+        r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"wrong","arguments":{}}}"#,
+        r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"wrong","arguments":{}}}"#,
+        r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"sized","arguments":{"id":"seven"}}}"#,
+        r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"sized","arguments":{"id":7}}}"#,
+        r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"listing","arguments":{}}}"#,
+        r#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"asks","arguments":{}}}"#,
+    ];
+    let answered = |line: &str| line.contains("\"id\"");
+
+    // The session recorded straight from the server: both sides, as relayed.
+    let mut server = Raw::spawn(tokio::process::Command::new(test_server()).arg("--raw"));
+    let mut transcript = String::new();
+    for line in client {
+        transcript.push_str(line);
+        transcript.push('\n');
+        server.send(line).await;
+        if answered(line) {
+            transcript.push_str(&server.next().await);
+            transcript.push('\n');
+        }
+    }
+    drop(server.stdin);
+    let _ = server.child.wait().await;
+
+    // The same client through the proxy: which answers it replaced, with what verdict.
+    let port = free_port();
+    let listen = format!("127.0.0.1:{port}");
+    let mut proxy = Raw::spawn(
+        tokio::process::Command::new(schemagate())
+            .args(["proxy", "--server-name", "crm", "--metrics-listen", &listen])
+            .arg("--")
+            .arg(test_server())
+            .arg("--raw")
+            .env("SCHEMAGATE_LOG_LEVEL", "error")
+            .env_remove("SCHEMAGATE_POLICY"),
+    );
+    let mut replaced: BTreeMap<String, Value> = BTreeMap::new();
+    for line in client {
+        proxy.send(line).await;
+        if answered(line) {
+            let answer: Value = serde_json::from_str(&proxy.next().await).expect("JSON");
+            if answer["result"]["isError"] == true {
+                replaced.insert(
+                    answer["id"].to_string(),
+                    answer["result"]["_meta"]["dev.schemagate/verdict"].clone(),
+                );
+            }
+        }
+    }
+    let proxy_metrics = metrics_text(port).await;
+    drop(proxy.stdin);
+    let _ = proxy.child.wait().await;
+    assert_eq!(
+        replaced.keys().collect::<Vec<_>>(),
+        ["3", "4", "5", "7"],
+        "{replaced:?}"
+    );
+
+    let dir = tempfile::tempdir().expect("a directory");
+    let log = write(dir.path(), "session.jsonl", &transcript);
+    let verdicts = dir.path().join("verdicts.jsonl");
+    let (code, out, err) = check(
+        &[
+            "--format",
+            "jsonrpc",
+            "--server",
+            "crm",
+            "--output",
+            "json",
+            "--verdicts",
+            verdicts.to_str().expect("UTF-8"),
+            &log,
+        ],
+        b"",
+    );
+    // `listing`'s schema cannot be enforced under 2025-11-25: an input error, and withheld.
+    assert_eq!(code, 2, "{err}\n{out}");
+    assert!(err.contains("session.jsonl:"), "{err}");
+    let written: Vec<Value> = std::fs::read_to_string(&verdicts)
+        .expect("verdicts written")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    // Withheld where the proxy replaced, with the same verdict; passed everywhere else.
+    let mut withheld = BTreeMap::new();
+    for line in &written {
+        let id = line["call_id"].as_str().expect("a call id").to_owned();
+        if line["withheld"] == true {
+            withheld.insert(id, line.clone());
+        }
+    }
+    assert_eq!(
+        withheld.keys().collect::<Vec<_>>(),
+        replaced.keys().collect::<Vec<_>>()
+    );
+    for (id, line) in &withheld {
+        let theirs = &replaced[id];
+        match line.get("verdict") {
+            Some(verdict) => {
+                assert_eq!(verdict["errors"], theirs["errors"], "{id}");
+                assert_eq!(verdict["outcome"], theirs["outcome"], "{id}");
+                assert_eq!(verdict["schema_hash"], theirs["schema_hash"], "{id}");
+            }
+            None => assert_eq!(line["error"]["code"], theirs["error"]["code"], "{id}"),
+        }
+    }
+    // The second call of `wrong` is a retry, as the proxy counts it.
+    let retry = written
+        .iter()
+        .find(|l| l["call_id"] == "4" && l["payload"] == "result")
+        .expect("call 4's result");
+    assert_eq!(retry["attempt"], 2);
+
+    // The summary's counts are the proxy's series.
+    let summary: Value = serde_json::from_str(&out).expect("a JSON summary");
+    let mut compared = 0.0;
+    for row in summary["tools"].as_array().expect("tools") {
+        for (outcome, attempt, n) in [
+            ("valid", "first", &row["first_attempt"]["valid"]),
+            ("invalid", "first", &row["first_attempt"]["invalid"]),
+            ("valid", "retry", &row["retries"]["valid"]),
+            ("invalid", "retry", &row["retries"]["invalid"]),
+        ] {
+            let series = format!(
+                r#"schemagate_validations_total{{server="crm",tool="{}",tier="untrusted",payload="{}",attempt="{attempt}",outcome="{outcome}"}}"#,
+                row["tool"].as_str().expect("a tool"),
+                row["payload"].as_str().expect("a payload"),
+            );
+            let n = n.as_f64().expect("a count");
+            assert_eq!(metric(&proxy_metrics, &series), n, "{series}");
+            compared += n;
+        }
+    }
+    // Results of big, wrong twice, sized; arguments of every call.
+    assert!(compared >= 10.0, "{out}");
+}
