@@ -1,10 +1,14 @@
 //! `schemagate check`'s flags.
 
 use super::*;
-use crate::cli::check::{CheckConfig, Format};
+use crate::cli::check::{CheckConfig, Format, GateFactory};
 use crate::cli::Output;
 use crate::core::auth::Auth;
 use std::path::PathBuf;
+use std::sync::Arc;
+
+/// The most threads `--jobs` may ask for.
+const MAX_JOBS: usize = 1024;
 
 /// Judge recorded traffic offline with the service's core, policy and limits: each log line a
 /// check in the REST body's shape (`--format checks`), or an MCP session's JSON-RPC messages
@@ -37,7 +41,8 @@ pub struct CheckArgs {
     /// Trust policy file (TOML), as for `serve`: the tier of each server and tool.
     #[arg(long)]
     pub policy: Option<PathBuf>,
-    /// Threads that judge; 0 means one per core.
+    /// Threads that judge (transcripts replayed at once, for --format jsonrpc); 0 means one
+    /// per core.
     #[arg(long, default_value_t = 0)]
     pub jobs: usize,
     /// Failing fields listed in the summary.
@@ -61,6 +66,10 @@ impl CheckArgs {
             0 => std::thread::available_parallelism().map_or(1, usize::from),
             n => n,
         };
+        anyhow::ensure!(
+            jobs <= MAX_JOBS,
+            "--jobs must be at most {MAX_JOBS} (0: one per core)"
+        );
         let max_line_bytes = match self.format {
             Format::Checks => self.max_body_bytes,
             Format::Jsonrpc => self.max_message_bytes,
@@ -72,25 +81,28 @@ impl CheckArgs {
         if let Some(server) = &self.server {
             anyhow::ensure!(!server.is_empty(), "--server must not be empty");
         }
-        let gate = mcp_gate_config(McpGate {
-            limits: self.limits.limits(
-                max_line_bytes,
-                DEFAULT_MAX_BATCH_ITEMS,
-                Duration::from_secs(DEFAULT_BODY_READ_TIMEOUT_SECS),
-            )?,
-            max_message_bytes: max_line_bytes,
-            policy: self.policy,
-            // Check lines are judged on the command's own threads; a transcript's large
-            // payloads go to the core's workers.
-            worker_threads: match self.format {
-                Format::Checks => 1,
-                Format::Jsonrpc => jobs,
-            },
-            registry: None,
-            auth: Auth::new(None, Vec::new())?,
-        })?;
+        let limits = self.limits.limits(
+            max_line_bytes,
+            DEFAULT_MAX_BATCH_ITEMS,
+            Duration::from_secs(DEFAULT_BODY_READ_TIMEOUT_SECS),
+        )?;
+        let policy = self.policy;
+        let gates: GateFactory = Arc::new(move || {
+            mcp_gate_config(McpGate {
+                limits,
+                max_message_bytes: max_line_bytes,
+                policy: policy.clone(),
+                // Check lines are judged on the command's own threads; each transcript has a
+                // core of its own, whose one worker takes its large payloads.
+                worker_threads: 1,
+                registry: None,
+                auth: Auth::new(None, Vec::new())?,
+            })
+        });
+        // A policy that cannot be read is said now, once.
+        gates()?;
         Ok(CheckConfig {
-            gate,
+            gates,
             logs: self.logs,
             tools: self.tools,
             server: self.server,

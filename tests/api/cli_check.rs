@@ -575,3 +575,95 @@ async fn a_recorded_session_gets_the_verdicts_the_proxy_gave() {
     // Results of big, wrong twice, sized; arguments of every call.
     assert!(compared >= 10.0, "{out}");
 }
+
+#[test]
+fn transcripts_keep_their_own_contracts_and_answers_find_their_requests() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let schema = |n: &str| {
+        json!({"tools": [{"name": "get", "inputSchema": {"type": "object"},
+            "outputSchema": {"type": "object", "properties": {"n": {"type": n}}, "required": ["n"]}}]})
+    };
+    let tools = write(dir.path(), "tools.json", &schema("integer").to_string());
+    // The first session lists a contract of its own (`n` a string)...
+    let listed = write(
+        dir.path(),
+        "listed.jsonl",
+        &jsonl(&[
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+            json!({"jsonrpc": "2.0", "id": 1, "result": schema("string")}),
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "get", "arguments": {}}}),
+            json!({"jsonrpc": "2.0", "id": 2, "result": {"content": [], "structuredContent": {"n": "x"}}}),
+        ]),
+    );
+    // ...the second lists none: the tools file's contract judges it. While its call (id 0)
+    // runs, the server asks the client's model (its own id 0); the client's answer to that is
+    // not the tool's result.
+    let clash = write(
+        dir.path(),
+        "clash.jsonl",
+        &jsonl(&[
+            json!({"jsonrpc": "2.0", "id": 0, "method": "tools/call", "params": {"name": "get", "arguments": {}}}),
+            json!({"jsonrpc": "2.0", "id": 0, "method": "sampling/createMessage",
+                "params": {"messages": [], "maxTokens": 10}}),
+            json!({"jsonrpc": "2.0", "id": 0, "result": {"role": "assistant",
+                "content": {"type": "text", "text": "hi"}, "model": "m"}}),
+            json!({"jsonrpc": "2.0", "id": 0, "result": {"content": [], "structuredContent": {"n": 1}}}),
+        ]),
+    );
+    let verdicts = dir.path().join("verdicts.jsonl");
+    let (code, out, err) = check(
+        &[
+            "--format",
+            "jsonrpc",
+            "--server",
+            "s",
+            "--tools",
+            &tools,
+            "--jobs",
+            "1",
+            "--output",
+            "json",
+            "--verdicts",
+            verdicts.to_str().expect("UTF-8"),
+            &listed,
+            &clash,
+        ],
+        b"",
+    );
+    assert_eq!(code, 0, "{err}\n{out}");
+    let written: Vec<Value> = std::fs::read_to_string(&verdicts)
+        .expect("verdicts written")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    let results: Vec<_> = written
+        .iter()
+        .filter(|l| l["payload"] == "result")
+        .collect();
+    assert_eq!(results.len(), 2, "{written:?}");
+    for (result, (file, line)) in results.iter().zip([(&listed, 4), (&clash, 4)]) {
+        assert_eq!(result["file"], file.as_str());
+        assert_eq!(result["line"], line);
+        assert_eq!(result["verdict"]["outcome"], "valid", "{result}");
+    }
+
+    // A line of arrays nested deep is no message: said so, with its line, and nothing else
+    // happens.
+    let deep = format!("{}{}", "[".repeat(200_000), "]".repeat(200_000));
+    let log = write(dir.path(), "deep.jsonl", &format!("{deep}\n"));
+    let (code, _, err) = check(&["--format", "jsonrpc", "--server", "s", &log], b"");
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains(&format!("{log}:1: not a JSON-RPC message")),
+        "{err}"
+    );
+
+    // The verdicts file may not be a log: it would be emptied before it is read.
+    let (code, _, err) = check(
+        &["--tools", &tools, "--server", "s", "--verdicts", &log, &log],
+        b"",
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("is also an input"), "{err}");
+    assert!(std::fs::metadata(&log).expect("still there").len() > 0);
+}

@@ -22,6 +22,8 @@ use tokio::io::AsyncRead;
 const CHUNK_LINES: usize = 256;
 /// Bytes past which a chunk is cut with fewer lines.
 const CHUNK_BYTES: u64 = 1 << 20;
+/// The most one blocking read asks for.
+const READ_BYTES: usize = 256 << 10;
 
 /// A line as read.
 enum Item {
@@ -67,12 +69,29 @@ pub(super) async fn run(
                 let mut tally = Tally::default();
                 // A slot first: wait here while the sink is `4 × jobs` chunks behind.
                 while slots.send(()).is_ok() {
-                    let chunk = match logs.lock() {
-                        Ok(mut logs) => logs.cut(),
-                        Err(_) => None,
-                    };
+                    // A thread that failed while cutting leaves the logs as they were.
+                    let chunk = logs
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .cut();
                     let Some(chunk) = chunk else { break };
-                    let batch = judge_chunk(&gate, &recorder, &mut tally, chunk, max_line);
+                    let (seq, file, first) = (chunk.seq, chunk.file, chunk.lines.first());
+                    let first = first.map_or(0, |(line, _)| *line);
+                    // A chunk whose judging fails still reaches the sink (with an input error
+                    // saying so): the lines after it are written, and nothing waits for it.
+                    let judged = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        judge_chunk(&gate, &recorder, &mut tally, chunk, max_line)
+                    }));
+                    let batch = judged.unwrap_or_else(|_| {
+                        let mut batch = Batch {
+                            seq,
+                            ..Batch::default()
+                        };
+                        let at = Position { file, line: first };
+                        let message = "schemagate failed while checking the lines from here (an internal error; the details are on stderr): they are not counted".to_owned();
+                        recorder.broken(&mut batch, &mut tally, at, message);
+                        batch
+                    });
                     if done.send(batch).is_err() {
                         break;
                     }
@@ -85,8 +104,10 @@ pub(super) async fn run(
     let (tally, kept, failed) = tokio::task::spawn_blocking(move || {
         let mut tally = Tally::default();
         for worker in workers {
-            if let Ok(counted) = worker.join() {
-                tally.add(counted);
+            match worker.join() {
+                Ok(counted) => tally.add(counted),
+                // Its counts are lost: say so, so the run cannot pass on them.
+                Err(_) => tally.input_errors += 1,
             }
         }
         let (kept, failed) = writer.join().unwrap_or_default();
@@ -95,12 +116,15 @@ pub(super) async fn run(
     .await
     .unwrap_or_default();
     let (mut tally, mut kept) = (tally, kept);
-    let unreadable = logs
-        .lock()
-        .map(|mut logs| std::mem::take(&mut logs.unreadable))
-        .unwrap_or_default();
+    let unreadable = std::mem::take(
+        &mut logs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unreadable,
+    );
     tally.input_errors += unreadable.len() as u64;
-    kept.errors.extend(unreadable);
+    // Logs that could not be read come first: they are printed whatever the lines' errors.
+    kept.errors.splice(0..0, unreadable);
     Ok((tally, kept, failed))
 }
 
@@ -297,9 +321,11 @@ impl<R: std::io::Read + Unpin> AsyncRead for Blocking<R> {
         buf: &mut tokio::io::ReadBuf<'_>,
     ) -> Poll<std::io::Result<()>> {
         let this = self.get_mut();
+        // At most one read's worth is zeroed, however much room the line buffer has.
+        let room = buf.remaining().min(READ_BYTES);
         let read = this
             .0
-            .read(buf.initialize_unfilled())
+            .read(buf.initialize_unfilled_to(room))
             .map(|n| buf.advance(n));
         Poll::Ready(read)
     }

@@ -50,11 +50,16 @@ pub enum Format {
     Jsonrpc,
 }
 
+/// Makes the core's configuration: policy and limits, as the service's. Each transcript is
+/// replayed on a core of its own, so the contracts one lists stay its own.
+pub type GateFactory = Arc<dyn Fn() -> anyhow::Result<GateConfig> + Send + Sync>;
+
+/// A server's `tools/list` result, by the server's name.
+type Contracts = Vec<(String, bytes::Bytes)>;
+
 /// What `schemagate check` needs, built from its flags.
-#[derive(Debug)]
 pub struct CheckConfig {
-    /// The core: policy and limits, as the service's.
-    pub gate: GateConfig,
+    pub gates: GateFactory,
     pub logs: Vec<PathBuf>,
     /// `tools/list` results: one server's (named by `server`), or `{"servers": {...}}`.
     pub tools: Option<PathBuf>,
@@ -77,8 +82,13 @@ pub struct CheckConfig {
 }
 
 /// What every part of one run shares.
+#[derive(Clone)]
 struct Run {
     gate: Arc<Gate>,
+    /// A core for each transcript.
+    gates: GateFactory,
+    /// The tools file's contracts, registered on every core.
+    contracts: Arc<Contracts>,
     recorder: Recorder,
     jobs: usize,
     max_line_bytes: usize,
@@ -142,16 +152,30 @@ async fn check(config: CheckConfig, err: &mut dyn Write) -> anyhow::Result<Finis
         names.iter().filter(|n| n.as_str() == STDIN).count() <= 1,
         "`-` (standard input) can be read only once"
     );
-    let gate = Gate::new(config.gate)?;
+    for output in [&config.verdicts, &config.junit].into_iter().flatten() {
+        let inputs = config.logs.iter().chain(&config.tools);
+        if let Some(input) = inputs.into_iter().find(|input| same_file(input, output)) {
+            anyhow::bail!(
+                "{}: is also an input ({}): writing there would overwrite it; choose another file",
+                output.display(),
+                input.display()
+            );
+        }
+    }
+    let gate = Gate::new((config.gates)()?)?;
     let mut kept = Kept::default();
     let mut tally = Tally::default();
-    let server = register_tools(
-        &gate,
+    let (contracts, server) = contracts(
         config.tools.as_deref(),
         config.server.as_deref(),
         config.format,
-        &mut kept.errors,
     )?;
+    let file = config
+        .tools
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    register(&gate, &contracts, Some((&file, &mut kept.errors)));
     tally.input_errors += kept.errors.len() as u64;
     let verdicts: Option<Box<dyn Write + Send>> = match &config.verdicts {
         Some(path) => Some(Box::new(std::io::BufWriter::with_capacity(
@@ -171,6 +195,8 @@ async fn check(config: CheckConfig, err: &mut dyn Write) -> anyhow::Result<Finis
     };
     let run = Run {
         gate,
+        gates: config.gates,
+        contracts: Arc::new(contracts),
         recorder: Recorder {
             files: Arc::clone(&names),
             verdicts: config.verdicts.is_some(),
@@ -184,7 +210,8 @@ async fn check(config: CheckConfig, err: &mut dyn Write) -> anyhow::Result<Finis
     let (counted, kept, failed) = match config.format {
         Format::Checks => checks::run(&run, &config.logs, sink).await?,
         Format::Jsonrpc => {
-            transcript::run(&run, &config.logs, sink, server, config.max_in_flight).await?
+            let run = run.clone();
+            transcript::run(run, &config.logs, sink, server, config.max_in_flight).await?
         }
     };
     tally.add(counted);
@@ -224,15 +251,12 @@ async fn check(config: CheckConfig, err: &mut dyn Write) -> anyhow::Result<Finis
     })
 }
 
-/// Registers the tools file's contracts; a tool whose schema cannot be used is an input error
-/// (checks on it say so too). Answers the server a transcript speaks to.
-fn register_tools(
-    gate: &Gate,
+/// The tools file's contracts by server name, and the server a transcript speaks to.
+fn contracts(
     tools: Option<&Path>,
     server: Option<&str>,
     format: Format,
-    errors: &mut Vec<InputError>,
-) -> anyhow::Result<String> {
+) -> anyhow::Result<(Contracts, String)> {
     let snapshot = match tools {
         Some(path) => snapshot::read(path)?,
         None => Default::default(),
@@ -244,46 +268,72 @@ fn register_tools(
             tools.map(|p| p.display().to_string()).unwrap_or_default()
         );
     }
-    let file = tools.map(|p| p.display().to_string()).unwrap_or_default();
-    for (name, list) in &snapshot {
-        let name = match (lone, server) {
-            (true, Some(server)) => server,
-            _ => name.as_str(),
-        };
-        match gate.register_now(name, list, RegisterOptions::default()) {
-            Ok(registration) => {
-                for tool in &registration.tools {
-                    for problem in &tool.errors {
-                        errors.push(InputError {
-                            file: file.clone(),
-                            line: None,
-                            code: Some(problem.code),
-                            message: format!(
-                                "server {name:?}, tool {:?}: its {} cannot be used: {}",
-                                tool.name, problem.schema, problem.message
-                            ),
-                        });
-                    }
-                }
-            }
-            Err(e) => errors.push(InputError {
-                file: file.clone(),
-                line: None,
-                code: Some(e.code()),
-                message: format!("server {name:?}: its tools cannot be registered: {e}"),
-            }),
-        }
-    }
-    match (server, format) {
-        (Some(server), _) => Ok(server.to_owned()),
-        (None, Format::Checks) => Ok(String::new()),
+    let server = match (server, format) {
+        (Some(server), _) => server.to_owned(),
+        (None, Format::Checks) => String::new(),
         (None, Format::Jsonrpc) if snapshot.len() == 1 => {
-            Ok(snapshot.keys().next().cloned().unwrap_or_default())
+            snapshot.keys().next().cloned().unwrap_or_default()
         }
         (None, Format::Jsonrpc) => anyhow::bail!(
             "name the server the transcripts speak to with --server NAME (the tools file has {} servers)",
             snapshot.len()
         ),
+    };
+    let contracts = snapshot
+        .into_iter()
+        .map(|(name, list)| match lone {
+            true => (server.clone(), list),
+            false => (name, list),
+        })
+        .collect();
+    Ok((contracts, server))
+}
+
+/// Registers `contracts` on `gate`. With `report` (the tools file's name and where errors go),
+/// a tool whose schema cannot be used is an input error (checks on it say so too); the other
+/// tools are registered.
+fn register(gate: &Gate, contracts: &Contracts, report: Option<(&str, &mut Vec<InputError>)>) {
+    let mut report = report;
+    for (name, list) in contracts {
+        let problems: Vec<(Option<&'static str>, String)> =
+            match gate.register_now(name, list, RegisterOptions::default()) {
+                Ok(registration) => registration
+                    .tools
+                    .iter()
+                    .flat_map(|tool| {
+                        tool.errors.iter().map(|problem| {
+                            (
+                                Some(problem.code),
+                                format!(
+                                    "server {name:?}, tool {:?}: its {} cannot be used: {}",
+                                    tool.name, problem.schema, problem.message
+                                ),
+                            )
+                        })
+                    })
+                    .collect(),
+                Err(e) => vec![(
+                    Some(e.code()),
+                    format!("server {name:?}: its tools cannot be registered: {e}"),
+                )],
+            };
+        if let Some((file, errors)) = report.as_mut() {
+            errors.extend(problems.into_iter().map(|(code, message)| InputError {
+                file: (*file).to_owned(),
+                line: None,
+                code,
+                message,
+            }));
+        }
+    }
+}
+
+/// Whether `a` and `b` name the same existing file.
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
     }
 }
 

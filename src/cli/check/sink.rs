@@ -9,7 +9,7 @@ pub use super::tally::Subject;
 use super::tally::{Seen, Tally, NONE};
 use crate::core::check::PayloadKind;
 use crate::core::error::CheckError;
-use crate::core::verdict::{Action, Outcome, Verdict};
+use crate::core::verdict::{clip, Action, Outcome, Verdict};
 use indicatif::ProgressBar;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -20,6 +20,11 @@ use std::sync::mpsc::Receiver;
 const NOTES_PER_TOOL: usize = 20;
 /// Tools whose rejections are listed; past it, only counted.
 const NOTED_TOOLS: usize = 10_000;
+/// The longest feedback a listed rejection keeps (feedback names instance paths, which come
+/// from the payload).
+const MAX_FEEDBACK_BYTES: usize = 1024;
+/// The longest call id a listed rejection keeps.
+const MAX_CALL_ID_BYTES: usize = 256;
 /// Input errors listed; the rest are counted.
 pub const LISTED_ERRORS: usize = 100;
 
@@ -163,8 +168,10 @@ impl Recorder {
             place: self.place(at),
             payload: subject.payload,
             attempt: subject.attempt,
-            call_id: subject.call_id.map(str::to_owned),
-            feedback,
+            call_id: subject
+                .call_id
+                .map(|id| clip(id.to_owned(), MAX_CALL_ID_BYTES)),
+            feedback: clip(feedback, MAX_FEEDBACK_BYTES),
         }
     }
 
@@ -180,7 +187,8 @@ impl Recorder {
         on_the_wire: Option<bool>,
     ) {
         tally.input_errors += 1;
-        let message = self.message(error);
+        // Messages may quote the line (an unknown field's name, a tool's).
+        let message = clip(self.message(error), MAX_FEEDBACK_BYTES);
         if let (Some(subject), Some(withheld)) = (subject, on_the_wire) {
             batch.checks += 1;
             tally.count(Seen {

@@ -5,7 +5,7 @@
 
 use crate::core::check::PayloadKind;
 use crate::core::metrics::Attempt;
-use crate::core::verdict::{fold_indices, Outcome, Verdict};
+use crate::core::verdict::{clip, fold_indices, Outcome, Verdict};
 use hashbrown::{Equivalent, HashMap};
 use std::hash::{Hash, Hasher};
 
@@ -13,6 +13,9 @@ use std::hash::{Hash, Hasher};
 const MAX_ROWS: usize = 10_000;
 /// Most failing fields a tally keeps apart.
 const MAX_FIELDS: usize = 10_000;
+/// The longest instance path kept apart (longer ones are cut, ending in `…`): property names
+/// come from the payload, which may be megabytes.
+const MAX_PATH_BYTES: usize = 256;
 /// What a key past its bound becomes.
 pub const OTHER: &str = "_other";
 /// The server or tool of a check that names none.
@@ -97,7 +100,8 @@ impl Tally {
             attempt,
             ..
         } = seen.subject;
-        let (server, tool) = (server.unwrap_or(NONE), tool.unwrap_or(NONE));
+        let server = cut(server.unwrap_or(NONE), MAX_PATH_BYTES);
+        let tool = cut(tool.unwrap_or(NONE), MAX_PATH_BYTES);
         // Found without building a key: a row is made once per server, tool and payload.
         let found = RowRef(server, tool, payload);
         let row = match self.rows.get_mut(&found) {
@@ -119,12 +123,10 @@ impl Tally {
                 server.to_owned(),
                 tool.to_owned(),
                 payload,
-                fold_indices(&error.instance_path),
+                clip(fold_indices(&error.instance_path), MAX_PATH_BYTES),
                 error.keyword.clone(),
             );
-            *bounded(&mut self.fields, key, MAX_FIELDS, |(s, t, p, _, k)| {
-                (s.clone(), t.clone(), *p, OTHER.to_owned(), k.clone())
-            }) += 1;
+            *bounded(&mut self.fields, key, MAX_FIELDS, fold_field) += 1;
         }
     }
 
@@ -137,9 +139,7 @@ impl Tally {
             .add(&row);
         }
         for (key, n) in other.fields {
-            *bounded(&mut self.fields, key, MAX_FIELDS, |(s, t, p, _, k)| {
-                (s.clone(), t.clone(), *p, OTHER.to_owned(), k.clone())
-            }) += n;
+            *bounded(&mut self.fields, key, MAX_FIELDS, fold_field) += n;
         }
         self.input_errors += other.input_errors;
     }
@@ -168,6 +168,13 @@ impl Tally {
         rows.sort_unstable_by(|a, b| a.0.cmp(b.0));
         rows
     }
+}
+
+/// A failing field past the bound: all of it folded but the payload (so the map stays
+/// bounded, at most one folded key per payload).
+fn fold_field((_, _, payload, _, _): &FieldKey) -> FieldKey {
+    let other = || OTHER.to_owned();
+    (other(), other(), *payload, other(), other())
 }
 
 /// A row's key, borrowed: hashes as [`RowKey`] does.
@@ -204,6 +211,16 @@ where
         key
     };
     map.entry(key).or_default()
+}
+
+/// `text`'s first `max` bytes at most (to a character boundary): a transcript's tool names are
+/// the client's.
+fn cut(text: &str, max: usize) -> &str {
+    let mut end = text.len().min(max);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
 }
 
 /// `part / whole` of valid over judged checks; `None` when none was judged.

@@ -5,22 +5,25 @@
 //!
 //! A transcript does not say which way each message went; it is read from the messages:
 //! requests go to the server, but for the ones only a server sends (`sampling/createMessage`,
-//! `elicitation/create`, `roots/list`); an answer goes back to whichever side sent the request
-//! it answers (the client's, when both sent one with its id); notifications go to the client,
-//! but for those only a client sends (`notifications/initialized`,
+//! `elicitation/create`, `roots/list`, a `ping` whose id the client awaits); an answer goes back
+//! to whichever side sent the request it answers (when both await one with its id, the request
+//! sent last: a server's request made while the client's call runs); notifications go to the
+//! client, but for those only a client sends (`notifications/initialized`,
 //! `notifications/roots/list_changed`, and `notifications/cancelled` of a client's request).
 
 use super::sink::{Batch, Position, Recorder, Sink, Subject};
 use super::tally::Tally;
-use super::{Kept, Run, STDIN};
+use super::{InputError, Kept, Run, STDIN};
 use crate::core::auth::Caller;
+use crate::core::gate::Gate;
 use crate::core::metrics::Transport;
 use crate::mcp::{Boundary, BoundaryConfig, Direction, Framing, Judged, Link, Observer, Outgoing};
 use crate::ops::lines::{Line, Lines};
 use futures_util::StreamExt;
 use serde_json::value::RawValue;
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Mutex};
 use tokio::io::AsyncRead;
 
@@ -31,21 +34,24 @@ const CLIENT_NOTIFICATIONS: [&str; 2] = [
     "notifications/initialized",
     "notifications/roots/list_changed",
 ];
-/// Requests awaiting an answer remembered per side; past it, the oldest are forgotten.
+/// Request ids awaiting an answer that are remembered; past it, they are forgotten.
 const MAX_PENDING: usize = 65_536;
+/// The longest request id remembered.
+const MAX_ID_BYTES: usize = 256;
 /// Verdicts per batch sent to the sink.
 const BATCH_CHECKS: u64 = 256;
 
-/// Replays `logs`, each one session with `server`; answers the counts, what the sink kept, and
-/// any error writing the verdicts.
+/// Replays `logs`, each one session with `server` on a core of its own, `jobs` at once;
+/// answers the counts, what the sink kept, and any error writing the verdicts.
 pub(super) async fn run(
-    run: &Run,
+    run: Run,
     logs: &[PathBuf],
     sink: Sink,
     server: String,
     max_in_flight: usize,
 ) -> anyhow::Result<(Tally, Kept, Option<std::io::Error>)> {
-    let (done, batches) = std::sync::mpsc::channel::<Batch>();
+    // Bounded: a slow verdicts file holds the sessions back rather than their batches piling up.
+    let (done, batches) = std::sync::mpsc::sync_channel::<Batch>(run.jobs * 4);
     let writer = super::thread("check-sink", move || sink.drain(batches))?;
     let config = BoundaryConfig {
         server,
@@ -58,32 +64,51 @@ pub(super) async fn run(
         transport: Transport::Proxy,
         registered_is_current: true,
     };
-    let sessions = futures_util::stream::iter(logs.iter().enumerate())
+    let jobs = run.jobs;
+    let run = Arc::new(run);
+    // Each session a task of its own: sessions run on every runtime thread at once.
+    let sessions = futures_util::stream::iter(logs.iter().cloned().enumerate())
         .map(|(index, path)| {
-            let config = config.clone();
-            let done = done.clone();
-            async move { replay(run, index, path, config, done).await }
+            let (run, config, done) = (Arc::clone(&run), config.clone(), done.clone());
+            let name = path.display().to_string();
+            let task = tokio::spawn(async move { replay(&run, index, &path, config, done).await });
+            async move { (name, task.await) }
         })
-        .buffer_unordered(run.jobs);
-    let tallies: Vec<Tally> = sessions.collect().await;
+        .buffer_unordered(jobs);
+    let replayed: Vec<_> = sessions.collect().await;
     drop(done);
     let mut tally = Tally::default();
-    for counted in tallies {
-        tally.add(counted);
+    let mut failed = Vec::new();
+    for (name, result) in replayed {
+        match result {
+            Ok(counted) => tally.add(counted),
+            Err(e) => {
+                tally.input_errors += 1;
+                failed.push(InputError {
+                    file: name,
+                    line: None,
+                    code: None,
+                    message: format!("its replay stopped: {e}"),
+                });
+            }
+        }
     }
-    let (kept, failed) = tokio::task::spawn_blocking(move || writer.join().unwrap_or_default())
-        .await
-        .unwrap_or_default();
-    Ok((tally, kept, failed))
+    let (mut kept, written) =
+        tokio::task::spawn_blocking(move || writer.join().unwrap_or_default())
+            .await
+            .unwrap_or_default();
+    kept.errors.splice(0..0, failed);
+    Ok((tally, kept, written))
 }
 
-/// One transcript, replayed as one session.
+/// One transcript, replayed as one session on a core of its own (with the tools file's
+/// contracts): what it lists is its own.
 async fn replay(
     run: &Run,
     file: usize,
     path: &std::path::Path,
     config: BoundaryConfig,
-    done: std::sync::mpsc::Sender<Batch>,
+    done: SyncSender<Batch>,
 ) -> Tally {
     let observer = Arc::new(Session {
         recorder: run.recorder.clone(),
@@ -94,24 +119,33 @@ async fn replay(
             tally: Tally::default(),
         }),
     });
-    let boundary = Boundary::new(Arc::clone(&run.gate), Caller::open(), config)
-        .observed(Arc::clone(&observer) as Arc<dyn Observer>);
-    let read = match path.to_str() {
-        Some(STDIN) => session(tokio::io::stdin(), run, &boundary, &observer, &done).await,
-        _ => match tokio::fs::File::open(path).await {
-            Ok(input) => session(input, run, &boundary, &observer, &done).await,
-            Err(e) => Err(e),
-        },
+    let read = match (run.gates)().and_then(Gate::new) {
+        Ok(gate) => {
+            super::register(&gate, &run.contracts, None);
+            let boundary = Boundary::new(gate, Caller::open(), config)
+                .observed(Arc::clone(&observer) as Arc<dyn Observer>);
+            match path.to_str() {
+                Some(STDIN) => session(tokio::io::stdin(), run, &boundary, &observer, &done).await,
+                _ => match tokio::fs::File::open(path).await {
+                    Ok(input) => session(input, run, &boundary, &observer, &done).await,
+                    Err(e) => Err(e),
+                },
+            }
+        }
+        Err(e) => Err(std::io::Error::other(format!("{e:#}"))),
     };
     let mut state = observer.take();
     if let Err(e) = read {
         state.tally.input_errors += 1;
-        state.batch.errors.push(super::InputError {
-            file: path.display().to_string(),
-            line: None,
-            code: None,
-            message: format!("cannot read it: {e}"),
-        });
+        state.batch.errors.insert(
+            0,
+            InputError {
+                file: path.display().to_string(),
+                line: None,
+                code: None,
+                message: format!("cannot read it: {e}"),
+            },
+        );
     }
     let _ = done.send(state.batch);
     state.tally
@@ -122,7 +156,7 @@ async fn session(
     run: &Run,
     boundary: &Boundary,
     observer: &Session,
-    done: &std::sync::mpsc::Sender<Batch>,
+    done: &SyncSender<Batch>,
 ) -> std::io::Result<()> {
     let mut lines = Lines::new(input, run.max_line_bytes);
     let link = Replay::default();
@@ -173,25 +207,52 @@ async fn session(
 /// Which way each message went, read from the messages (see the module's notes).
 #[derive(Default)]
 struct Directions {
-    from_client: HashSet<Box<str>>,
-    from_server: HashSet<Box<str>>,
+    /// Requests awaiting their answer, by id: when the client's and the server's were sent
+    /// (an order number), for each side that sent one.
+    pending: HashMap<Box<str>, [Option<u64>; 2]>,
+    sent: u64,
 }
 
+/// The sides, as [`Directions::pending`] indexes them.
+const CLIENT: usize = 0;
+const SERVER: usize = 1;
+
 impl Directions {
-    /// `None`: not JSON-RPC.
+    /// `None`: not JSON-RPC. A batch goes the way its first message goes (its items are read
+    /// one level deep: an array inside a batch is no message; a batch of none is not JSON-RPC).
     fn of(&mut self, text: &[u8]) -> Option<Direction> {
+        if crate::mcp::framing(text) != Framing::Batch {
+            return self.one(text);
+        }
+        let items: Vec<&RawValue> = serde_json::from_slice(text).ok()?;
+        let mut first = None;
+        for item in items {
+            if item.get().starts_with('[') {
+                continue;
+            }
+            let direction = self.one(item.get().as_bytes());
+            first = first.or(direction);
+        }
+        first
+    }
+
+    fn one(&mut self, text: &[u8]) -> Option<Direction> {
         match crate::mcp::framing(text) {
             Framing::Request { id, method } => {
-                let (pending, direction) = if SERVER_REQUESTS.contains(&method.as_str()) {
-                    (&mut self.from_server, Direction::ToClient)
+                let clients = self
+                    .pending
+                    .get(id.as_str())
+                    .is_some_and(|p| p[CLIENT].is_some());
+                // A `ping` with an id the client awaits an answer to is the server's.
+                let servers =
+                    SERVER_REQUESTS.contains(&method.as_str()) || (method == "ping" && clients);
+                let side = if servers { SERVER } else { CLIENT };
+                self.sent(id, side);
+                Some(if servers {
+                    Direction::ToClient
                 } else {
-                    (&mut self.from_client, Direction::ToServer)
-                };
-                if pending.len() >= MAX_PENDING {
-                    pending.clear();
-                }
-                pending.insert(id.into());
-                Some(direction)
+                    Direction::ToServer
+                })
             }
             Framing::Other {
                 method: Some(method),
@@ -200,9 +261,12 @@ impl Directions {
                     return Some(Direction::ToServer);
                 }
                 if method == "notifications/cancelled" {
+                    // Sent by the side whose request it cancels.
                     let id = cancelled_id(text).unwrap_or_default();
-                    let servers = self.from_server.contains(id.as_str())
-                        && !self.from_client.contains(id.as_str());
+                    let servers = self
+                        .pending
+                        .get(id.as_str())
+                        .is_some_and(|p| p[SERVER].is_some() && p[CLIENT].is_none());
                     return Some(if servers {
                         Direction::ToClient
                     } else {
@@ -213,25 +277,41 @@ impl Directions {
             }
             Framing::Other { method: None } => {
                 let id = crate::mcp::message_head(text).id.unwrap_or_default();
-                if self.from_server.contains(id.as_str()) && !self.from_client.contains(id.as_str())
-                {
-                    self.from_server.remove(id.as_str());
-                    return Some(Direction::ToServer);
+                let Some(pending) = self.pending.get_mut(id.as_str()) else {
+                    return Some(Direction::ToClient);
+                };
+                // Both sides await an answer with this id: the request sent last is answered
+                // first (a server's request made while the client's call runs).
+                let side = match *pending {
+                    [Some(client), Some(server)] if server > client => SERVER,
+                    [None, Some(_)] => SERVER,
+                    _ => CLIENT,
+                };
+                pending[side] = None;
+                if pending.iter().all(Option::is_none) {
+                    self.pending.remove(id.as_str());
                 }
-                self.from_client.remove(id.as_str());
-                Some(Direction::ToClient)
+                Some(if side == SERVER {
+                    Direction::ToServer
+                } else {
+                    Direction::ToClient
+                })
             }
-            Framing::Batch => {
-                let items: Vec<&RawValue> = serde_json::from_slice(text).ok()?;
-                let mut first = None;
-                for item in items {
-                    let direction = self.of(item.get().as_bytes());
-                    first = first.or(direction);
-                }
-                Some(first.unwrap_or(Direction::ToServer))
-            }
-            Framing::NotJsonRpc => None,
+            Framing::Batch | Framing::NotJsonRpc => None,
         }
+    }
+
+    /// A request `id` sent by `side`. Ids past [`MAX_ID_BYTES`] are not remembered (their
+    /// answers go to the client); past [`MAX_PENDING`], the ones remembered are forgotten.
+    fn sent(&mut self, id: String, side: usize) {
+        if id.len() > MAX_ID_BYTES {
+            return;
+        }
+        if self.pending.len() >= MAX_PENDING && !self.pending.contains_key(id.as_str()) {
+            self.pending.clear();
+        }
+        self.sent += 1;
+        self.pending.entry(id.into()).or_default()[side] = Some(self.sent);
     }
 }
 
