@@ -22,6 +22,8 @@ use tokio::io::AsyncRead;
 const CHUNK_LINES: usize = 256;
 /// Bytes past which a chunk is cut with fewer lines.
 const CHUNK_BYTES: u64 = 1 << 20;
+/// About the bytes of one verdict line (the reference corpus's average is 360).
+const VERDICT_BYTES: usize = 512;
 /// The most one blocking read asks for.
 const READ_BYTES: usize = 256 << 10;
 
@@ -142,6 +144,10 @@ fn judge_chunk(
         bytes: chunk.bytes,
         ..Batch::default()
     };
+    if recorder.verdicts {
+        // About what the verdict lines take: grown once, not doubled along the way.
+        batch.verdicts.reserve(chunk.lines.len() * VERDICT_BYTES);
+    }
     for (line, item) in chunk.lines {
         let at = Position {
             file: chunk.file,

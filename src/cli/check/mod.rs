@@ -178,14 +178,21 @@ async fn check(config: CheckConfig, err: &mut dyn Write) -> anyhow::Result<Finis
     register(&gate, &contracts, Some((&file, &mut kept.errors)));
     tally.input_errors += kept.errors.len() as u64;
     let verdicts: Option<Box<dyn Write + Send>> = match &config.verdicts {
+        // Small: a check-line batch (about 100 KB of verdicts) is written as it is, not copied.
         Some(path) => Some(Box::new(std::io::BufWriter::with_capacity(
-            1 << 20,
+            64 << 10,
             std::fs::File::create(path).map_err(|e| {
                 anyhow::anyhow!("{}: cannot write the verdicts there: {e}", path.display())
             })?,
         ))),
         None => None,
     };
+    let recorder = Recorder::new(
+        Arc::clone(&names),
+        config.verdicts.is_some(),
+        config.tools.as_ref().map(|p| p.display().to_string()),
+        config.format == Format::Jsonrpc,
+    );
     let sink = Sink {
         verdicts,
         progress: progress_bar(&config.logs, config.progress),
@@ -197,12 +204,7 @@ async fn check(config: CheckConfig, err: &mut dyn Write) -> anyhow::Result<Finis
         gate,
         gates: config.gates,
         contracts: Arc::new(contracts),
-        recorder: Recorder {
-            files: Arc::clone(&names),
-            verdicts: config.verdicts.is_some(),
-            tools: config.tools.as_ref().map(|p| p.display().to_string()),
-            transcripts: config.format == Format::Jsonrpc,
-        },
+        recorder,
         jobs: config.jobs.max(1),
         max_line_bytes: config.max_line_bytes,
     };

@@ -87,6 +87,8 @@ pub struct Batch {
 pub struct Recorder {
     /// The logs' names, as messages show them.
     pub files: std::sync::Arc<[String]>,
+    /// Each log's verdict-line head: `{"file":NAME,"line":`.
+    heads: std::sync::Arc<[String]>,
     /// Whether verdict lines are written.
     pub verdicts: bool,
     /// The tools file's name, for errors about tools it lacks.
@@ -96,31 +98,36 @@ pub struct Recorder {
 }
 
 #[derive(Serialize)]
-struct Head<'a> {
-    file: &'a str,
-    line: u64,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    server: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    tool: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    payload: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    attempt: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    call_id: Option<&'a str>,
-    /// On the MCP wire: the client got schemagate's answer in the payload's place.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    withheld: bool,
-}
-
-#[derive(Serialize)]
 struct ErrorDetail<'a> {
     code: &'a str,
     message: &'a str,
 }
 
 impl Recorder {
+    pub fn new(
+        files: std::sync::Arc<[String]>,
+        verdicts: bool,
+        tools: Option<String>,
+        transcripts: bool,
+    ) -> Self {
+        let heads = files
+            .iter()
+            .map(|file| {
+                let mut head = b"{\"file\":".to_vec();
+                string(&mut head, file);
+                head.extend_from_slice(b",\"line\":");
+                String::from_utf8_lossy(&head).into_owned()
+            })
+            .collect();
+        Recorder {
+            files,
+            heads,
+            verdicts,
+            tools,
+            transcripts,
+        }
+    }
+
     fn place(&self, at: Position) -> String {
         format!("{}:{}", self.files[at.file], at.line)
     }
@@ -256,26 +263,40 @@ impl Recorder {
         }
     }
 
-    /// A verdict line's head, left open for the verdict or error to follow.
+    /// A verdict line's head, left open for the verdict or error to follow. Written by hand
+    /// (each file's part once, in [`Recorder::new`]): it is most of what a verdict line adds.
     fn head(&self, batch: &mut Batch, at: Position, subject: Option<Subject<'_>>, withheld: bool) {
-        let head = Head {
-            file: &self.files[at.file],
-            line: at.line,
-            server: subject.and_then(|s| s.server),
-            tool: subject.and_then(|s| s.tool),
-            payload: subject.map(|s| s.payload.as_str()),
-            attempt: subject.map(|s| s.attempt),
-            call_id: subject.and_then(|s| s.call_id),
-            withheld,
-        };
-        let start = batch.verdicts.len();
-        if serde_json::to_writer(&mut batch.verdicts, &head).is_ok() {
-            // Drop the closing brace: the verdict or error comes next.
-            batch.verdicts.pop();
-        } else {
-            batch.verdicts.truncate(start);
-            batch.verdicts.push(b'{');
+        let out = &mut batch.verdicts;
+        out.extend_from_slice(self.heads[at.file].as_bytes());
+        let _ = write!(out, "{}", at.line);
+        if let Some(subject) = subject {
+            for (name, value) in [("server", subject.server), ("tool", subject.tool)] {
+                if let Some(value) = value {
+                    let _ = write!(out, ",\"{name}\":");
+                    string(out, value);
+                }
+            }
+            let _ = write!(
+                out,
+                ",\"payload\":\"{}\",\"attempt\":{}",
+                subject.payload.as_str(),
+                subject.attempt
+            );
+            if let Some(call_id) = subject.call_id {
+                out.extend_from_slice(b",\"call_id\":");
+                string(out, call_id);
+            }
         }
+        if withheld {
+            out.extend_from_slice(b",\"withheld\":true");
+        }
+    }
+}
+
+/// `text` as a JSON string.
+fn string(out: &mut Vec<u8>, text: &str) {
+    if serde_json::to_writer(&mut *out, text).is_err() {
+        out.extend_from_slice(b"null");
     }
 }
 
