@@ -413,6 +413,13 @@ impl Boundary {
             "schemagate withheld the server's answer to request {}: it carries a tool result (structuredContent), but no tool call with this id is followed (one cancelled long ago, or answered already), so the tool, and the schema it must match, are unknown",
             id.get()
         );
+        self.observe_unjudged(super::Unjudged {
+            call_id: id.get(),
+            code: super::UNKNOWN_CALL,
+            message: &message,
+            withheld: true,
+            counted: false,
+        });
         Some(reply::error(Some(id), reply::WITHHELD, &message))
     }
 

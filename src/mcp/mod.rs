@@ -114,10 +114,31 @@ pub struct Judged<'a> {
     pub withheld: bool,
 }
 
+/// A result the rules could not judge because no call it belongs to is known.
+#[derive(Debug)]
+pub struct Unjudged<'a> {
+    /// The JSON-RPC id of the message that carried it, as JSON text.
+    pub call_id: &'a str,
+    /// Why: `unknown_task` (a task this session never saw created) or `unknown_call` (an
+    /// answer carrying a tool result to a request not followed).
+    pub code: &'static str,
+    pub message: &'a str,
+    /// The client got schemagate's answer in its place.
+    pub withheld: bool,
+    /// Counted as an unchecked result in `schemagate_validations_total`.
+    pub counted: bool,
+}
+
+/// Why an answer to a request not followed was withheld (see [`Unjudged`]).
+pub const UNKNOWN_CALL: &str = "unknown_call";
+
 /// Told of every payload a session's rules judge, as they judge it (`schemagate check --format
 /// jsonrpc` reports them); what the client gets is unchanged.
 pub trait Observer: Send + Sync {
     fn judged(&self, judged: &Judged<'_>);
+
+    /// A result no call is known for: withheld, or passed unjudged.
+    fn unjudged(&self, _unjudged: &Unjudged<'_>) {}
 }
 
 /// What every session of one server shares: whether its contract is current (one listing
@@ -184,6 +205,12 @@ impl Boundary {
     fn observe(&self, judged: Judged<'_>) {
         if let Some(observer) = &self.observer {
             observer.judged(&judged);
+        }
+    }
+
+    fn observe_unjudged(&self, unjudged: Unjudged<'_>) {
+        if let Some(observer) = &self.observer {
+            observer.unjudged(&unjudged);
         }
     }
 

@@ -269,7 +269,7 @@ impl Boundary {
         body: Bytes,
     ) -> Option<Vec<u8>> {
         let Some(call) = call else {
-            return self.unknown_task(task_id);
+            return self.unknown_task(task_id, call_id);
         };
         let replacement = self.judge_result(call, call_id, body).await;
         // A result read twice (polled again, or announced and then fetched) is judged each
@@ -282,7 +282,7 @@ impl Boundary {
 
     /// A result of a task this session never saw created: counted as unchecked (its tool
     /// unknown), logged, and withheld where the server is untrusted.
-    fn unknown_task(&self, task_id: &str) -> Option<Vec<u8>> {
+    fn unknown_task(&self, task_id: &str, call_id: &str) -> Option<Vec<u8>> {
         let server = Some(self.config.server.as_str());
         let tier = self.gate.policy().load().rules_for(server, None).tier;
         self.gate.metrics().target(server, None).count(
@@ -298,12 +298,20 @@ impl Boundary {
             withheld,
             "the result of a task this session never saw created could not be checked"
         );
+        let message = "this session never saw a tools/call create this task (or it outlived its ttl), so the tool it belongs to, and the outputSchema its result must match, are unknown";
+        self.observe_unjudged(super::Unjudged {
+            call_id,
+            code: UNKNOWN_TASK,
+            message,
+            withheld,
+            counted: true,
+        });
         withheld.then(|| {
             reply::unchecked(
                 &format!("the result of task {task_id:?}"),
                 tier,
                 UNKNOWN_TASK,
-                "this session never saw a tools/call create this task (or it outlived its ttl), so the tool it belongs to, and the outputSchema its result must match, are unknown",
+                message,
                 self.session.protocol(),
             )
         })

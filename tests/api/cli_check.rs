@@ -647,6 +647,61 @@ fn transcripts_keep_their_own_contracts_and_answers_find_their_requests() {
         assert_eq!(result["verdict"]["outcome"], "valid", "{result}");
     }
 
+    // Results no call is known for (a task never created, an answer to no request followed)
+    // are withheld by the proxy under untrusted: reported so, each with its line; the task's
+    // counted unchecked, as the proxy counts it.
+    let orphans = write(
+        dir.path(),
+        "orphans.jsonl",
+        &jsonl(&[
+            json!({"jsonrpc": "2.0", "id": 5, "method": "tasks/result", "params": {"taskId": "nope"}}),
+            json!({"jsonrpc": "2.0", "id": 5, "result": {"content": [], "structuredContent": {"n": 1},
+                "_meta": {"io.modelcontextprotocol/related-task": {"taskId": "nope"}}}}),
+            json!({"jsonrpc": "2.0", "id": 9, "result": {"content": [], "structuredContent": {"n": 1}}}),
+        ]),
+    );
+    let (code, out, err) = check(
+        &[
+            "--format",
+            "jsonrpc",
+            "--server",
+            "s",
+            "--output",
+            "json",
+            "--verdicts",
+            verdicts.to_str().expect("UTF-8"),
+            &orphans,
+        ],
+        b"",
+    );
+    assert_eq!(code, 2, "{err}");
+    let summary: Value = serde_json::from_str(&out).expect("a JSON summary");
+    assert_eq!(summary["total"]["unchecked"], 1);
+    assert_eq!(summary["total"]["rejected"], 1);
+    assert_eq!(summary["input_errors"], 2);
+    let written: Vec<Value> = std::fs::read_to_string(&verdicts)
+        .expect("verdicts written")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    let seen: Vec<_> = written
+        .iter()
+        .map(|l| {
+            (
+                l["line"].clone(),
+                l["error"]["code"].clone(),
+                l["withheld"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (json!(2), json!("unknown_task"), json!(true)),
+            (json!(3), json!("unknown_call"), json!(true)),
+        ]
+    );
+
     // A line of arrays nested deep is no message: said so, with its line, and nothing else
     // happens.
     let deep = format!("{}{}", "[".repeat(200_000), "]".repeat(200_000));

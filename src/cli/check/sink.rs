@@ -82,6 +82,15 @@ pub struct Batch {
     pub errors: Vec<InputError>,
 }
 
+/// What the rules did on the MCP wire with a payload they could not judge.
+#[derive(Debug, Clone, Copy)]
+pub struct Wire {
+    /// The client got schemagate's answer in its place.
+    pub withheld: bool,
+    /// The proxy counts it as an `unchecked` check.
+    pub counted: bool,
+}
+
 /// Turns judged lines into batch entries and counts: the same for every format.
 #[derive(Debug, Clone)]
 pub struct Recorder {
@@ -193,26 +202,48 @@ impl Recorder {
         error: &CheckError,
         on_the_wire: Option<bool>,
     ) {
+        let wire = on_the_wire.map(|withheld| Wire {
+            withheld,
+            counted: true,
+        });
+        let why = (error.code(), self.message(error));
+        self.failed(batch, tally, at, subject, why, wire);
+    }
+
+    /// A check at `at` that could not be made, `why` (a code and a message): an input error,
+    /// listed and written; on the MCP wire also counted as `unchecked` where the proxy counts it.
+    pub fn failed(
+        &self,
+        batch: &mut Batch,
+        tally: &mut Tally,
+        at: Position,
+        subject: Option<Subject<'_>>,
+        (code, message): (&'static str, String),
+        wire: Option<Wire>,
+    ) {
         tally.input_errors += 1;
         // Messages may quote the line (an unknown field's name, a tool's).
-        let message = clip(self.message(error), MAX_FEEDBACK_BYTES);
-        if let (Some(subject), Some(withheld)) = (subject, on_the_wire) {
-            batch.checks += 1;
-            tally.count(Seen {
-                subject,
-                outcome: Outcome::Unchecked,
-                rejected: withheld,
-                verdict: None,
-            });
+        let message = clip(message, MAX_FEEDBACK_BYTES);
+        let withheld = wire.is_some_and(|w| w.withheld);
+        if let (Some(subject), Some(wire)) = (subject, wire) {
+            if wire.counted {
+                batch.checks += 1;
+                tally.count(Seen {
+                    subject,
+                    outcome: Outcome::Unchecked,
+                    rejected: withheld,
+                    verdict: None,
+                });
+            }
             if withheld {
                 batch.notes.push(self.note(at, subject, message.clone()));
             }
         }
         if self.verdicts {
-            self.head(batch, at, subject, on_the_wire.unwrap_or(false));
+            self.head(batch, at, subject, withheld);
             batch.verdicts.extend_from_slice(b",\"error\":");
             let detail = ErrorDetail {
-                code: error.code(),
+                code,
                 message: &message,
             };
             if serde_json::to_writer(&mut batch.verdicts, &detail).is_err() {
@@ -223,7 +254,7 @@ impl Recorder {
         batch.errors.push(InputError {
             file: self.files[at.file].clone(),
             line: Some(at.line),
-            code: Some(error.code()),
+            code: Some(code),
             message,
         });
     }

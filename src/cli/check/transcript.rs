@@ -10,19 +10,27 @@
 //! sent last: a server's request made while the client's call runs); notifications go to the
 //! client, but for those only a client sends (`notifications/initialized`,
 //! `notifications/roots/list_changed`, and `notifications/cancelled` of a client's request).
+//!
+//! A recording made without schemagate holds the server's answers to calls the rules would have
+//! refused (their arguments rejected): through schemagate the server never saw those calls, so
+//! their answers are passed over.
 
-use super::sink::{Batch, Position, Recorder, Sink, Subject};
+use super::sink::{Batch, Position, Recorder, Sink, Subject, Wire};
 use super::tally::Tally;
 use super::{InputError, Kept, Run, STDIN};
 use crate::core::auth::Caller;
+use crate::core::check::PayloadKind;
 use crate::core::gate::Gate;
 use crate::core::metrics::Transport;
-use crate::mcp::{Boundary, BoundaryConfig, Direction, Framing, Judged, Link, Observer, Outgoing};
+use crate::mcp::{
+    Boundary, BoundaryConfig, Direction, Framing, Judged, Link, Observer, Outgoing, Unjudged,
+};
 use crate::ops::lines::{Line, Lines};
 use futures_util::StreamExt;
 use serde_json::value::RawValue;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Mutex};
 use tokio::io::AsyncRead;
@@ -161,6 +169,8 @@ async fn session(
     let mut lines = Lines::new(input, run.max_line_bytes);
     let link = Replay::default();
     let mut directions = Directions::default();
+    // Client requests the rules answered themselves, by id.
+    let mut refused: HashSet<Box<str>> = HashSet::new();
     let mut number = 0u64;
     while let Some(line) = lines.next().await? {
         number += 1;
@@ -181,8 +191,29 @@ async fn session(
                     );
                     continue;
                 };
-                // Nothing is written anywhere: the link only keeps the rules' own requests.
+                // The recording's answer to a request the rules answered themselves (a call
+                // whose arguments they refused): through schemagate, the server never saw the
+                // request, so this answer never came.
+                let answer_id = match direction {
+                    Direction::ToClient => crate::mcp::message_head(&text).id,
+                    Direction::ToServer => None,
+                };
+                if answer_id.is_some_and(|id| refused.remove(id.as_str())) {
+                    continue;
+                }
+                // Nothing is written anywhere: the link only keeps what the rules send themselves.
+                link.forwarded.store(false, Ordering::Relaxed);
                 let _ = boundary.relay(&link, direction, &text).await;
+                if let (Direction::ToServer, Framing::Request { id, .. }) =
+                    (direction, crate::mcp::framing(&text))
+                {
+                    if !link.forwarded.load(Ordering::Relaxed) {
+                        if refused.len() >= MAX_PENDING {
+                            refused.clear();
+                        }
+                        refused.insert(id.into());
+                    }
+                }
             }
             Line::Oversized { head, len } => {
                 observer.broken(format!(
@@ -336,6 +367,8 @@ fn cancelled_id(text: &[u8]) -> Option<String> {
 #[derive(Default)]
 struct Replay {
     own: Mutex<Vec<Vec<u8>>>,
+    /// A message was forwarded to the server since this was last cleared.
+    forwarded: AtomicBool,
 }
 
 impl Replay {
@@ -349,10 +382,16 @@ impl Replay {
 
 impl Link for Replay {
     async fn send(&self, direction: Direction, message: Outgoing<'_>) -> std::io::Result<()> {
-        if let (Direction::ToServer, Outgoing::Own(request)) = (direction, message) {
-            if let Ok(mut own) = self.own.lock() {
-                own.push(request.to_vec());
+        match (direction, message) {
+            (Direction::ToServer, Outgoing::Own(request)) => {
+                if let Ok(mut own) = self.own.lock() {
+                    own.push(request.to_vec());
+                }
             }
+            (Direction::ToServer, Outgoing::Forward(_)) => {
+                self.forwarded.store(true, Ordering::Relaxed);
+            }
+            _ => {}
         }
         Ok(())
     }
@@ -416,6 +455,27 @@ impl Session {
 }
 
 impl Observer for Session {
+    fn unjudged(&self, unjudged: &Unjudged<'_>) {
+        self.with(|state| {
+            let State { at, batch, tally } = state;
+            // Counted as the proxy counts it: a result, of no known tool.
+            let subject = Subject {
+                server: Some(&self.server),
+                tool: None,
+                payload: PayloadKind::Result,
+                attempt: 1,
+                call_id: Some(unjudged.call_id),
+            };
+            let wire = Wire {
+                withheld: unjudged.withheld,
+                counted: unjudged.counted,
+            };
+            let why = (unjudged.code, unjudged.message.to_owned());
+            self.recorder
+                .failed(batch, tally, *at, Some(subject), why, Some(wire));
+        });
+    }
+
     fn judged(&self, judged: &Judged<'_>) {
         self.with(|state| {
             let State { at, batch, tally } = state;
