@@ -702,6 +702,40 @@ fn transcripts_keep_their_own_contracts_and_answers_find_their_requests() {
         ]
     );
 
+    // Recorded through the proxy: a call refused for its arguments has no answer from the
+    // server, and the client sends the call again under the same id. That call's answer is
+    // judged.
+    let strict = json!({"tools": [{"name": "get",
+        "inputSchema": {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]},
+        "outputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}}]});
+    let strict = write(dir.path(), "strict.json", &strict.to_string());
+    let again = write(
+        dir.path(),
+        "again.jsonl",
+        &jsonl(&[
+            json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "get", "arguments": {}}}),
+            json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "get", "arguments": {"id": 1}}}),
+            json!({"jsonrpc": "2.0", "id": 3, "result": {"content": [], "structuredContent": {"n": "one"}}}),
+        ]),
+    );
+    let (code, out, err) = check(
+        &[
+            "--format", "jsonrpc", "--server", "s", "--tools", &strict, "--output", "json", &again,
+        ],
+        b"",
+    );
+    assert_eq!(code, 1, "{err}");
+    let summary: Value = serde_json::from_str(&out).expect("a JSON summary");
+    let result = summary["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .find(|r| r["payload"] == "result")
+        .cloned()
+        .expect("the result judged");
+    assert_eq!(result["invalid"], 1, "{result}");
+    assert_eq!(result["retries"]["invalid"], 1, "{result}");
+
     // A line of arrays nested deep is no message: said so, with its line, and nothing else
     // happens.
     let deep = format!("{}{}", "[".repeat(200_000), "]".repeat(200_000));

@@ -207,7 +207,10 @@ async fn session(
                 if let (Direction::ToServer, Framing::Request { id, .. }) =
                     (direction, crate::mcp::framing(&text))
                 {
-                    if !link.forwarded.load(Ordering::Relaxed) {
+                    if link.forwarded.load(Ordering::Relaxed) {
+                        // The id used again, for a call that went on: its answer counts.
+                        refused.remove(id.as_str());
+                    } else {
                         if refused.len() >= MAX_PENDING {
                             refused.clear();
                         }
