@@ -184,7 +184,7 @@ async fn session(
                 if text.iter().all(u8::is_ascii_whitespace) {
                     continue;
                 }
-                let Some(direction) = directions.of(&text) else {
+                let Some(read) = directions.of(&text) else {
                     observer.broken(
                         "not a JSON-RPC message: a transcript holds one JSON-RPC message per line"
                             .to_owned(),
@@ -194,19 +194,13 @@ async fn session(
                 // The recording's answer to a request the rules answered themselves (a call
                 // whose arguments they refused): through schemagate, the server never saw the
                 // request, so this answer never came.
-                let answer_id = match direction {
-                    Direction::ToClient => crate::mcp::message_head(&text).id,
-                    Direction::ToServer => None,
-                };
-                if answer_id.is_some_and(|id| refused.remove(id.as_str())) {
+                if read.answer.is_some_and(|id| refused.remove(id.as_str())) {
                     continue;
                 }
                 // Nothing is written anywhere: the link only keeps what the rules send themselves.
                 link.forwarded.store(false, Ordering::Relaxed);
-                let _ = boundary.relay(&link, direction, &text).await;
-                if let (Direction::ToServer, Framing::Request { id, .. }) =
-                    (direction, crate::mcp::framing(&text))
-                {
+                let _ = boundary.relay(&link, read.direction, &text).await;
+                if let Some(id) = read.request {
                     if link.forwarded.load(Ordering::Relaxed) {
                         // The id used again, for a call that went on: its answer counts.
                         refused.remove(id.as_str());
@@ -223,7 +217,9 @@ async fn session(
                     "the message is {len} bytes, past the limit of {} (--max-message-bytes): it was not checked",
                     run.max_line_bytes
                 ));
-                let direction = directions.of(&head).unwrap_or(Direction::ToClient);
+                let direction = directions
+                    .of(&head)
+                    .map_or(Direction::ToClient, |read| read.direction);
                 let _ = boundary.oversized(&link, direction, &head, len).await;
             }
         }
@@ -236,6 +232,24 @@ async fn session(
         }
     }
     Ok(())
+}
+
+/// One message's way, and the ids the replay follows: a client's request's, an answer's to the
+/// client (for a message alone, not in a batch).
+struct Read {
+    direction: Direction,
+    request: Option<String>,
+    answer: Option<String>,
+}
+
+impl From<Direction> for Read {
+    fn from(direction: Direction) -> Self {
+        Read {
+            direction,
+            request: None,
+            answer: None,
+        }
+    }
 }
 
 /// Which way each message went, read from the messages (see the module's notes).
@@ -254,8 +268,9 @@ const SERVER: usize = 1;
 impl Directions {
     /// `None`: not JSON-RPC. A batch goes the way its first message goes (its items are read
     /// one level deep: an array inside a batch is no message; a batch of none is not JSON-RPC).
-    fn of(&mut self, text: &[u8]) -> Option<Direction> {
-        if crate::mcp::framing(text) != Framing::Batch {
+    fn of(&mut self, text: &[u8]) -> Option<Read> {
+        let batch = text.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[');
+        if !batch {
             return self.one(text);
         }
         let items: Vec<&RawValue> = serde_json::from_slice(text).ok()?;
@@ -264,13 +279,13 @@ impl Directions {
             if item.get().starts_with('[') {
                 continue;
             }
-            let direction = self.one(item.get().as_bytes());
+            let direction = self.one(item.get().as_bytes()).map(|read| read.direction);
             first = first.or(direction);
         }
-        first
+        first.map(Read::from)
     }
 
-    fn one(&mut self, text: &[u8]) -> Option<Direction> {
+    fn one(&mut self, text: &[u8]) -> Option<Read> {
         match crate::mcp::framing(text) {
             Framing::Request { id, method } => {
                 let clients = self
@@ -280,19 +295,22 @@ impl Directions {
                 // A `ping` with an id the client awaits an answer to is the server's.
                 let servers =
                     SERVER_REQUESTS.contains(&method.as_str()) || (method == "ping" && clients);
-                let side = if servers { SERVER } else { CLIENT };
-                self.sent(id, side);
-                Some(if servers {
-                    Direction::ToClient
-                } else {
-                    Direction::ToServer
+                if servers {
+                    self.sent(id, SERVER);
+                    return Some(Direction::ToClient.into());
+                }
+                self.sent(id.clone(), CLIENT);
+                Some(Read {
+                    direction: Direction::ToServer,
+                    request: Some(id),
+                    answer: None,
                 })
             }
             Framing::Other {
                 method: Some(method),
             } => {
                 if CLIENT_NOTIFICATIONS.contains(&method.as_str()) {
-                    return Some(Direction::ToServer);
+                    return Some(Direction::ToServer.into());
                 }
                 if method == "notifications/cancelled" {
                     // Sent by the side whose request it cancels.
@@ -301,18 +319,24 @@ impl Directions {
                         .pending
                         .get(id.as_str())
                         .is_some_and(|p| p[SERVER].is_some() && p[CLIENT].is_none());
-                    return Some(if servers {
+                    let direction = if servers {
                         Direction::ToClient
                     } else {
                         Direction::ToServer
-                    });
+                    };
+                    return Some(direction.into());
                 }
-                Some(Direction::ToClient)
+                Some(Direction::ToClient.into())
             }
             Framing::Other { method: None } => {
                 let id = crate::mcp::message_head(text).id.unwrap_or_default();
+                let to_client = |id| Read {
+                    direction: Direction::ToClient,
+                    request: None,
+                    answer: Some(id),
+                };
                 let Some(pending) = self.pending.get_mut(id.as_str()) else {
-                    return Some(Direction::ToClient);
+                    return Some(to_client(id));
                 };
                 // Both sides await an answer with this id: the request sent last is answered
                 // first (a server's request made while the client's call runs).
@@ -326,9 +350,9 @@ impl Directions {
                     self.pending.remove(id.as_str());
                 }
                 Some(if side == SERVER {
-                    Direction::ToServer
+                    Direction::ToServer.into()
                 } else {
-                    Direction::ToClient
+                    to_client(id)
                 })
             }
             Framing::Batch | Framing::NotJsonRpc => None,

@@ -1,15 +1,16 @@
 //! Shadow (candidate) schemas: read for registered tools and compiled, or dropped, as
 //! registrations that leave the contract, its provenance and its history as they are.
 
+use super::prepare::compile_reported;
 use super::{
-    compile_reported, parse_tools_list, Prepared, RegisteredTool, Registration, Registry,
-    ServerTools, ToolSchemas,
+    parse_tools_list, Prepared, RegisteredTool, Registration, Registry, ServerTools, ToolSchemas,
 };
 use crate::core::domain::ServerId;
 use crate::core::error::CheckError;
 use crate::core::policy::Policy;
 use crate::core::schema::cache::SchemaCache;
 use bytes::Bytes;
+use std::sync::Arc;
 
 impl Registry {
     /// Reads shadow (candidate) schemas for `server`'s registered tools from a `tools/list`
@@ -24,11 +25,7 @@ impl Registry {
         server: &str,
         body: &Bytes,
     ) -> Result<Prepared, CheckError> {
-        let server_id = ServerId::parse(server)?;
-        let current = self.servers.load();
-        let in_force = current
-            .server(server)
-            .ok_or_else(|| CheckError::UnknownServer(server.to_owned()))?;
+        let (server_id, in_force) = self.in_force(server)?;
         let list = parse_tools_list(
             &server_id,
             body,
@@ -61,7 +58,9 @@ impl Registry {
             tool.shadow_output = candidate.output;
             tools.push(tool);
         }
-        Ok(Self::unchanged_contract(server_id, in_force, tools, report))
+        Ok(Self::unchanged_contract(
+            server_id, &in_force, tools, report,
+        ))
     }
 
     /// The registration that drops the shadow schemas of `tool` (`None`: of every tool) of
@@ -71,11 +70,7 @@ impl Registry {
         server: &str,
         tool: Option<&str>,
     ) -> Result<Prepared, CheckError> {
-        let server_id = ServerId::parse(server)?;
-        let current = self.servers.load();
-        let in_force = current
-            .server(server)
-            .ok_or_else(|| CheckError::UnknownServer(server.to_owned()))?;
+        let (server_id, in_force) = self.in_force(server)?;
         if let Some(tool) = tool {
             if !in_force.tools.contains_key(tool) {
                 return Err(CheckError::UnknownTool {
@@ -104,7 +99,21 @@ impl Registry {
                 errors: Vec::new(),
             })
             .collect();
-        Ok(Self::unchanged_contract(server_id, in_force, tools, report))
+        Ok(Self::unchanged_contract(
+            server_id, &in_force, tools, report,
+        ))
+    }
+
+    /// `server`'s id and the tools in force for it (a server with none is `unknown_server`).
+    fn in_force(&self, server: &str) -> Result<(ServerId, Arc<ServerTools>), CheckError> {
+        let server_id = ServerId::parse(server)?;
+        let in_force = self
+            .servers
+            .load()
+            .server(server)
+            .cloned()
+            .ok_or_else(|| CheckError::UnknownServer(server.to_owned()))?;
+        Ok((server_id, in_force))
     }
 
     /// A registration of `tools` (merged) that leaves the server's contract, its provenance and
