@@ -32,7 +32,8 @@
 //! serialise, a line that is not JSON, `resultType: input_required`, an answer sent after the
 //! client cancelled its call, tasks in both revisions' shapes (`deferred`: 2025-11-25's
 //! `tasks/result`; `deferred26`: a completed `tasks/get`; `announced`: `notifications/tasks`), an
-//! answer inside a JSON-RPC batch (`batched`), and results of a given size
+//! answer inside a JSON-RPC batch (`batched`), any line the client spells (`emit`, whose
+//! `line` argument is written as the answer), and results of a given size
 //! (`--result-bytes N`, the benchmark's).
 
 // Sampling is deprecated by SEP-2577 (2026-07-28 has no server-to-client requests), yet it is how
@@ -347,7 +348,8 @@ fn serve_raw(result_bytes: usize) -> std::io::Result<()> {
         {"name":"twice","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}},
         {"name":"sneaky","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}},
         {"name":"batched","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}},
-        {"name":"lenient","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}}
+        {"name":"lenient","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}},
+        {"name":"emit","inputSchema":{"type":"object","properties":{"line":{"type":"string"}},"required":["line"]},"outputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}}
     ]}"#
     .replace(['\n', ' '], "");
     let stdin = std::io::stdin();
@@ -468,6 +470,14 @@ fn serve_raw(result_bytes: usize) -> std::io::Result<()> {
                         out,
                         r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":[{{"type":"text","text":"{{\"n\": NaN}}"}}],"structuredContent":{{"n":NaN}}}}}}"#
                     )?;
+                    out.flush()?;
+                    continue;
+                }
+                // Whatever line the client asks for, as its answer: the envelope tests' hostile
+                // answers, spelled by the test.
+                "emit" => {
+                    let line = request["params"]["arguments"]["line"].as_str().unwrap_or("");
+                    writeln!(out, "{line}")?;
                     out.flush()?;
                     continue;
                 }

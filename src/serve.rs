@@ -5,6 +5,7 @@
 use crate::core::gate::{Gate, GateConfig};
 use crate::core::metrics::Transport;
 use crate::net::listen::{ConnectionLimits, Connections};
+use crate::net::origins::{AllowedPeers, Origins};
 use crate::net::tls::{Tls, TlsFiles};
 use crate::net::Protocols;
 use crate::{grpc, rest};
@@ -20,6 +21,8 @@ pub struct ServeConfig {
     pub gate: GateConfig,
     /// TLS for both ports, if any.
     pub tls: Option<TlsFiles>,
+    /// Hosts and origins the REST port's `/v1/` routes answer besides its own names.
+    pub allowed: AllowedPeers,
     /// The limits every connection is served under.
     pub connections: ConnectionLimits,
     pub grpc_max_message_bytes: usize,
@@ -82,7 +85,10 @@ pub async fn run(
     let connections = Connections::new(config.connections, Arc::clone(gate.metrics()));
     let http = connections.serve(
         listeners.http,
-        rest::service(Arc::clone(&gate)),
+        rest::service(
+            Arc::clone(&gate),
+            Origins::for_listener(http_addr, &config.allowed),
+        ),
         Protocols::Http1AndHttp2,
         Transport::Rest,
         tls.clone(),

@@ -237,7 +237,7 @@ async fn run_phase(
                         return;
                     };
                     let head =
-                        b"POST /v1/validate HTTP/1.1\r\nhost: x\r\nx-slow: aaaaaaaaaaaaaaaaaaaa";
+                        b"POST /v1/validate HTTP/1.1\r\nhost: 127.0.0.1\r\nx-slow: aaaaaaaaaaaaaaaaaaaa";
                     // Reconnect when closed: the abuse lasts the whole phase.
                     let mut i = 0;
                     while !stop.load(Ordering::Relaxed) {

@@ -64,7 +64,7 @@ impl Request {
     /// that its row reads as requests per second.
     pub(crate) fn get(path: &str) -> Request {
         Request {
-            http: Bytes::from(format!("GET {path} HTTP/1.1\r\nhost: schemagate\r\n\r\n")),
+            http: Bytes::from(format!("GET {path} HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n")),
             checks: 1,
             bytes: 0,
         }
@@ -90,7 +90,7 @@ pub(crate) fn http_post(path: &str, body: &[u8]) -> Vec<u8> {
         .map(|t| format!("authorization: Bearer {t}\r\n"))
         .unwrap_or_default();
     let mut http = format!(
-        "POST {path} HTTP/1.1\r\nhost: schemagate\r\ncontent-type: application/json\r\n{authorization}content-length: {}\r\n\r\n",
+        "POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\n{authorization}content-length: {}\r\n\r\n",
         body.len()
     )
     .into_bytes();

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::core::auth::{Auth, TokenSpec};
+use crate::net::origins::AllowedPeers;
 use crate::net::tls::TlsFiles;
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -36,9 +37,47 @@ pub struct AccessArgs {
     /// token when the request carries no bearer token.
     #[arg(long, env = "SCHEMAGATE_TLS_CLIENT_CA", requires = "tls_cert")]
     pub tls_client_ca: Option<PathBuf>,
+    /// Host names the listener answers to besides its own (comma-separated; the port is not
+    /// compared). A request whose `Host` names another gets 403 (DNS-rebinding protection). By
+    /// default: `localhost`, `127.0.0.1` and `[::1]` on a loopback address; the address itself
+    /// on one other address; any host on a wildcard address (`0.0.0.0`, `[::]`), until this
+    /// flag names some (then those, any IP address and the loopback names).
+    #[arg(
+        long,
+        env = "SCHEMAGATE_ALLOWED_HOSTS",
+        value_delimiter = ',',
+        value_name = "HOSTS"
+    )]
+    pub allowed_hosts: Vec<String>,
+    /// Origins allowed to send requests from a browser (comma-separated, as browsers send them:
+    /// `https://app.example.com`). A request whose `Origin` is neither listed nor one of the
+    /// allowed hosts (nor a loopback name) gets 403.
+    #[arg(
+        long,
+        env = "SCHEMAGATE_ALLOWED_ORIGINS",
+        value_delimiter = ',',
+        value_name = "ORIGINS"
+    )]
+    pub allowed_origins: Vec<String>,
 }
 
 impl AccessArgs {
+    /// The hosts and origins the flags allow besides the listener's own.
+    pub fn allowed_peers(&self) -> anyhow::Result<AllowedPeers> {
+        let trimmed = |list: &[String]| -> Vec<String> {
+            list.iter()
+                .map(|s| s.trim().to_owned())
+                .filter(|s| !s.is_empty())
+                .collect()
+        };
+        let peers = AllowedPeers {
+            hosts: trimmed(&self.allowed_hosts),
+            origins: trimmed(&self.allowed_origins),
+        };
+        peers.validate().map_err(anyhow::Error::msg)?;
+        Ok(peers)
+    }
+
     /// TLS for every port, when --tls-cert is given.
     pub fn tls_files(&self) -> Option<TlsFiles> {
         let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) else {

@@ -158,6 +158,7 @@ impl GatewayArgs {
                     .auth(&[self.listen], "call every route's tools through it")?,
             })?,
             tls: self.access.tls_files(),
+            allowed: self.access.allowed_peers()?,
             boundary: BoundaryConfig {
                 // Each route's name, per route.
                 server: String::new(),

@@ -115,6 +115,7 @@ impl ServeArgs {
         Ok(ServeConfig {
             gate: self.gate_config()?,
             tls: self.access.tls_files(),
+            allowed: self.access.allowed_peers()?,
             connections: self.connection_limits(),
             grpc_max_message_bytes: self.grpc_max_message_bytes,
             poll_secs: self.policy_poll_interval,

@@ -61,6 +61,14 @@ impl Head {
         }
     }
 
+    /// The answer with this head and no body.
+    pub fn into_response(self) -> http::Response<axum::body::Body> {
+        let mut response = http::Response::new(axum::body::Body::empty());
+        *response.status_mut() = self.status;
+        *response.headers_mut() = self.headers;
+        response
+    }
+
     /// The client's message was taken and nothing answers it.
     pub fn accepted() -> Self {
         Head {
@@ -135,6 +143,10 @@ impl Drop for Open {
 struct Decided {
     head: Option<oneshot::Sender<Head>>,
     mode: Option<Mode>,
+    /// The head the first message for the client gives its answer (a JSON answer's, read
+    /// whole): staged rather than decided, so that an answer the rules withhold leaves the head
+    /// free for the gateway's error.
+    staged: Option<Head>,
 }
 
 impl Exchange {
@@ -169,6 +181,7 @@ impl Exchange {
             decided: Mutex::new(Decided {
                 head: Some(head_tx),
                 mode: None,
+                staged: None,
             }),
             forwarded_once: AtomicBool::new(false),
             json_written: AtomicBool::new(false),
@@ -225,8 +238,32 @@ impl Exchange {
         mode
     }
 
+    /// Stages `head` for the client's answer: it is decided with the first message written.
+    pub(super) fn stage(&self, head: Head) {
+        self.decided
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .staged = Some(head);
+    }
+
+    /// Decides the staged head (or a plain JSON one), if no head is decided yet.
+    pub(super) fn decide_staged(&self) -> Mode {
+        let staged = self
+            .decided
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .staged
+            .take();
+        self.decide(|| staged.unwrap_or_else(|| Head::json(StatusCode::OK)))
+    }
+
     pub(super) fn mode(&self) -> Option<Mode> {
         self.decided.lock().unwrap_or_else(|e| e.into_inner()).mode
+    }
+
+    /// The name of the route this exchange is on.
+    pub fn route_name(&self) -> &str {
+        &self.route.route.name
     }
 
     /// The client's answer, while it is open.
@@ -262,7 +299,7 @@ impl Exchange {
         };
         let mode = match self.mode() {
             Some(mode) => mode,
-            None if !side => self.decide(|| Head::json(StatusCode::OK)),
+            None if !side => self.decide_staged(),
             None => Mode::Raw,
         };
         if side {
@@ -399,15 +436,14 @@ impl Exchange {
     /// DELETE): a 502 or 504 with a JSON-RPC error naming the route.
     pub(super) fn failed(&self, failure: &Failure, request: Option<&Bytes>) {
         let route = &self.route.route;
-        tracing::warn!(route = %route.name, upstream = %route.target, error = %failure, "the upstream gave no answer");
+        // The upstream by scheme and host only, to the client and in the log; its whole URL
+        // (query values hidden) at debug level.
+        let upstream = route.target.public();
+        tracing::warn!(route = %route.name, %upstream, error = %failure, "the upstream gave no answer");
+        tracing::debug!(route = %route.name, upstream = %route.target.redacted(), "the upstream that gave no answer");
         let id = match request.map(|r| mcp::framing(r)) {
             Some(mcp::Framing::Request { id, .. }) => Some(id),
             _ => None,
-        };
-        // A stdio command is not shown: its arguments may hold secrets.
-        let upstream = match &route.target {
-            super::Target::Http(url) => url.to_string(),
-            super::Target::Stdio(_) => "(its stdio server)".to_owned(),
         };
         let message = format!(
             "schemagate gateway: route {}: the upstream {upstream} {failure}",
@@ -421,6 +457,28 @@ impl Exchange {
                 let _ = sink.try_send(body.into());
             }
         }
+    }
+
+    /// The upstream cut the event stream that answers `request` before its answer: the client
+    /// gets a JSON-RPC error for it, as the stream's last event.
+    pub(super) async fn stream_cut(&self, request: &Bytes) {
+        if self.mode() != Some(Mode::Sse) {
+            return;
+        }
+        let mcp::Framing::Request { id, .. } = mcp::framing(request) else {
+            return;
+        };
+        let route = &self.route.route;
+        tracing::warn!(route = %route.name, upstream = %route.target.public(), "the upstream cut an event stream off before its answer");
+        let message = format!(
+            "schemagate gateway: route {}: the upstream {} cut its event stream off before answering this request",
+            route.name,
+            route.target.public()
+        );
+        let body = mcp::error_answer(Some(&id), mcp::UPSTREAM_FAILED, &message);
+        let mut out = Vec::with_capacity(body.len() + 16);
+        sse::write(None, None, &body, &mut out);
+        let _ = self.write(out.into()).await;
     }
 
     /// Keeps the session table in step with the upstream: a session it issued, or one this

@@ -18,7 +18,7 @@ pub mod sse;
 mod stdio;
 mod upstream;
 
-pub use routes::{read_file as read_routes_file, BadRoute, Route, RouteList, Target};
+pub use routes::{read_file as read_routes_file, BadRoute, Route, RouteList, RoutesFile, Target};
 pub use sessions::SessionLimits;
 pub use upstream::UpstreamConfig;
 
@@ -28,6 +28,7 @@ use crate::core::metrics::Transport;
 use crate::mcp::{Boundary, BoundaryConfig, Shared};
 use crate::net::admin;
 use crate::net::listen::{ConnectionLimits, Connections};
+use crate::net::origins::{AllowedPeers, Origins};
 use crate::net::tls::{Tls, TlsFiles};
 use crate::net::Protocols;
 use crate::ops::reload;
@@ -51,6 +52,9 @@ pub struct GatewayConfig {
     pub gate: GateConfig,
     /// TLS for the listener, if any.
     pub tls: Option<TlsFiles>,
+    /// Hosts and origins the listener answers besides its own names (a routes file may add
+    /// more).
+    pub allowed: AllowedPeers,
     /// The rules of every session; `server` is each route's name.
     pub boundary: BoundaryConfig,
     /// The routes given as flags.
@@ -109,11 +113,13 @@ pub(crate) enum RouteUpstream {
     Stdio(Servers),
 }
 
-/// The routes in force, by name.
+/// The routes in force, by name, and who may reach them from a browser.
 pub(crate) struct RouteTable {
     by_name: HashMap<String, Arc<RouteState>>,
     /// The route names, sorted (for a 404's message).
     names: String,
+    /// The `Host` and `Origin` checks: the listener's names, the flags' and the routes file's.
+    pub(crate) origins: Origins,
 }
 
 impl RouteTable {
@@ -124,6 +130,7 @@ impl RouteTable {
         boundary: &BoundaryConfig,
         stdio: StdioLimits,
         routes: Vec<Route>,
+        origins: Origins,
         previous: Option<&RouteTable>,
     ) -> anyhow::Result<RouteTable> {
         anyhow::ensure!(
@@ -165,7 +172,11 @@ impl RouteTable {
         let mut names: Vec<&str> = by_name.keys().map(String::as_str).collect();
         names.sort_unstable();
         let names = names.join(", ");
-        Ok(RouteTable { by_name, names })
+        Ok(RouteTable {
+            by_name,
+            names,
+            origins,
+        })
     }
 
     fn get(&self, name: &str) -> Option<Arc<RouteState>> {
@@ -173,13 +184,20 @@ impl RouteTable {
     }
 }
 
-/// The routes of the flags and of the routes file, if any.
-fn all_routes(flags: &[Route], file: Option<&std::path::Path>) -> anyhow::Result<Vec<Route>> {
+/// The routes of the flags and of the routes file, if any, and the hosts and origins the file
+/// allows.
+fn all_routes(
+    flags: &[Route],
+    file: Option<&std::path::Path>,
+) -> anyhow::Result<(Vec<Route>, AllowedPeers)> {
     let mut routes = flags.to_vec();
+    let mut allowed = AllowedPeers::default();
     if let Some(path) = file {
-        routes.extend(routes::read_file(path)?);
+        let file = routes::read_file(path)?;
+        routes.extend(file.routes);
+        allowed = file.allowed;
     }
-    Ok(routes)
+    Ok((routes, allowed))
 }
 
 impl Gateway {
@@ -229,15 +247,19 @@ pub async fn run(
         write_timeout: config.upstream.timeout,
         max_message_bytes: config.boundary.max_message_bytes,
     };
+    let listen = listener.local_addr()?;
+    let (routes, allowed) = all_routes(&config.routes, config.routes_file.as_deref())?;
     let table = RouteTable::build(
         &gate,
         &config.boundary,
         stdio,
-        all_routes(&config.routes, config.routes_file.as_deref())?,
+        routes,
+        Origins::for_listener(listen, &config.allowed.with(&allowed)),
         None,
     )?;
     for route in table.by_name.values() {
-        tracing::info!(route = %route.route.name, upstream = %route.route.target, "route");
+        tracing::info!(route = %route.route.name, upstream = %route.route.target.public(), "route");
+        tracing::debug!(route = %route.route.name, upstream = %route.route.target.redacted(), "route");
     }
     let gateway = Arc::new(Gateway {
         upstream: Upstream::new(&config.upstream)?,
@@ -250,10 +272,11 @@ pub async fn run(
         gate: Arc::clone(&gate),
     });
     if let Some(path) = config.routes_file.clone() {
-        let (watched, flags, boundary) = (
+        let (watched, flags, boundary, allowed_flags) = (
             Arc::clone(&gateway),
             config.routes.clone(),
             config.boundary.clone(),
+            config.allowed.clone(),
         );
         let file = path.clone();
         reload::watch(
@@ -264,8 +287,16 @@ pub async fn run(
             token.clone(),
             move || {
                 let previous = watched.routes.load();
-                let table = all_routes(&flags, Some(&file)).and_then(|routes| {
-                    RouteTable::build(&watched.gate, &boundary, stdio, routes, Some(&previous))
+                let table = all_routes(&flags, Some(&file)).and_then(|(routes, allowed)| {
+                    let origins = Origins::for_listener(listen, &allowed_flags.with(&allowed));
+                    RouteTable::build(
+                        &watched.gate,
+                        &boundary,
+                        stdio,
+                        routes,
+                        origins,
+                        Some(&previous),
+                    )
                 });
                 match table {
                     Ok(table) => {

@@ -98,6 +98,11 @@ pub async fn metadata(gateway: &Gateway, route: &RouteState, base: &str) -> (Sta
     let Some(url) = upstream_metadata_url(upstream) else {
         return failed("the upstream's URL has no metadata location".to_owned());
     };
+    // What a client reads names the upstream by scheme and host only: its URL may carry secrets.
+    let at = format!(
+        "at {}{METADATA_PREFIX}/...",
+        super::routes::public_origin(upstream)
+    );
     let mut headers = HeaderMap::new();
     headers.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
     let response = match gateway
@@ -106,23 +111,20 @@ pub async fn metadata(gateway: &Gateway, route: &RouteState, base: &str) -> (Sta
         .await
     {
         Ok(response) => response,
-        Err(failure) => return failed(format!("its metadata at {url} {failure}")),
+        Err(failure) => return failed(format!("its metadata {at} {failure}")),
     };
     if response.status() == StatusCode::NOT_FOUND {
         return (
             StatusCode::NOT_FOUND,
             serde_json::json!({
                 "error": "not_found",
-                "error_description": format!("schemagate gateway: route {}: the upstream publishes no protected-resource metadata at {url}", route.route.name),
+                "error_description": format!("schemagate gateway: route {}: the upstream publishes no protected-resource metadata {at}", route.route.name),
             })
             .to_string(),
         );
     }
     if !response.status().is_success() {
-        return failed(format!(
-            "its metadata at {url} answered {}",
-            response.status()
-        ));
+        return failed(format!("its metadata {at} answered {}", response.status()));
     }
     let mut body = Vec::new();
     let mut response = response;
@@ -131,19 +133,19 @@ pub async fn metadata(gateway: &Gateway, route: &RouteState, base: &str) -> (Sta
             Ok(Some(chunk)) => {
                 if body.len() + chunk.len() > MAX_METADATA_BYTES {
                     return failed(format!(
-                        "its metadata at {url} is longer than {MAX_METADATA_BYTES} bytes"
+                        "its metadata {at} is longer than {MAX_METADATA_BYTES} bytes"
                     ));
                 }
                 body.extend_from_slice(&chunk);
             }
             Ok(None) => break,
-            Err(e) => return failed(format!("reading its metadata at {url}: {e}")),
+            Err(e) => return failed(format!("reading its metadata {at}: {}", e.without_url())),
         }
     }
     let mut document: serde_json::Map<String, serde_json::Value> =
         match serde_json::from_slice(&body) {
             Ok(document) => document,
-            Err(e) => return failed(format!("its metadata at {url} is not a JSON object: {e}")),
+            Err(e) => return failed(format!("its metadata {at} is not a JSON object: {e}")),
         };
     document.insert(
         "resource".to_owned(),

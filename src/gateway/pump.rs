@@ -58,7 +58,11 @@ impl Exchange {
             .headers()
             .get(header::CONTENT_ENCODING)
             .is_some_and(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"));
-        let refusal = if kind != Mode::Raw && encoded {
+        let refusal = if status.is_redirection() {
+            // Never followed, never relayed: a client that followed it would reach a server
+            // no check stands in front of.
+            Some("answered with a redirect, which the gateway neither follows nor relays (is the route's URL current?)")
+        } else if kind != Mode::Raw && encoded {
             Some("compressed its answer, though the gateway asked for none")
         } else if kind == Mode::Raw && status.is_success() && self.expects_answer {
             Some("answered a request with neither application/json nor text/event-stream")
@@ -155,10 +159,18 @@ pub(super) fn pump(pump: Pump) -> futures_util::future::BoxFuture<'static, ()> {
                 pump_raw(&exchange, response, open.as_ref()).await
             }
         };
-        if let Err(e) = relayed {
+        if let Err(e) = &relayed {
             tracing::debug!(route = %exchange.route.route.name, error = %e, "relay of the upstream's answer ended");
         }
+        let cut = relayed
+            .as_ref()
+            .is_err_and(|e| e.kind() != io::ErrorKind::BrokenPipe);
         if let Some(request) = &request {
+            if cut && open.is_some() && !resumable && exchange.boundary.awaits_answer(request) {
+                // The stream was cut before the answer it owes: the client gets an error for its
+                // request, not a stream that ends in silence.
+                exchange.stream_cut(request).await;
+            }
             if open.is_none() || !resumable {
                 exchange.boundary.unanswered(request);
             }
@@ -173,7 +185,12 @@ async fn next_chunk(
     response: &mut reqwest::Response,
     open: Option<&Arc<Open>>,
 ) -> io::Result<Option<Bytes>> {
-    let read = |e: reqwest::Error| io::Error::other(format!("reading the upstream's answer: {e}"));
+    let read = |e: reqwest::Error| {
+        io::Error::other(format!(
+            "reading the upstream's answer: {}",
+            e.without_url()
+        ))
+    };
     unless_gone(open, response.chunk()).await?.map_err(read)
 }
 
@@ -239,7 +256,22 @@ async fn pump_json(
     let max = exchange.route.config.max_message_bytes;
     let mut body = BytesMut::new();
     let mut len = 0usize;
-    while let Some(chunk) = next_chunk(&mut response, open).await? {
+    loop {
+        let chunk = match next_chunk(&mut response, open).await {
+            Ok(Some(chunk)) => chunk,
+            Ok(None) => break,
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Err(e),
+            Err(e) => {
+                // Cut off (a connection closed before the length it declared, a chunked body
+                // that never ended): what came cannot be stood behind.
+                if open.is_some() {
+                    let failure =
+                        Failure::BadAnswer(format!("cut its answer off before its end ({e})"));
+                    exchange.failed(&failure, request);
+                }
+                return Ok(());
+            }
+        };
         len += chunk.len();
         if body.len() < max.max(HEAD_BYTES) {
             body.extend_from_slice(&chunk);
@@ -263,7 +295,7 @@ async fn pump_json(
         }
     }
     if let Some(head) = head {
-        exchange.decide(|| head);
+        exchange.stage(head);
     }
     let link = Relay {
         exchange,
@@ -273,19 +305,32 @@ async fn pump_json(
     };
     if len > max {
         let head = &body[..body.len().min(HEAD_BYTES)];
-        return exchange
+        exchange
             .boundary
             .oversized(&link, Direction::ToClient, head, len)
-            .await;
+            .await?;
+    } else {
+        let link = Relay {
+            source: Some(body.clone()),
+            ..link
+        };
+        exchange
+            .boundary
+            .relay(&link, Direction::ToClient, &body)
+            .await?;
     }
-    let link = Relay {
-        source: Some(body.clone()),
-        ..link
-    };
-    exchange
-        .boundary
-        .relay(&link, Direction::ToClient, &body)
-        .await
+    if open.is_some() && exchange.mode().is_none() {
+        if exchange.expects_answer {
+            // The rules withheld the one message, and wrote nothing in its place.
+            let failure = Failure::BadAnswer(
+                "answered with a message the gateway withheld (see its log)".to_owned(),
+            );
+            exchange.failed(&failure, request);
+        } else {
+            exchange.decide_staged();
+        }
+    }
+    Ok(())
 }
 
 async fn pump_events(

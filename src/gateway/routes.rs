@@ -4,6 +4,7 @@
 //! [`super::stdio`]); given as flags, or in a TOML file (`[routes]`, `NAME = "URL"`), which is
 //! reloaded when it changes.
 
+use crate::net::origins::AllowedPeers;
 use anyhow::Context;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -43,6 +44,43 @@ impl fmt::Display for Target {
             }
         }
     }
+}
+
+impl Target {
+    /// How the target appears in what a client reads: an upstream by its scheme and host (its
+    /// path and query may hold secrets, such as `?token=`), a stdio server as such (its
+    /// arguments may hold secrets).
+    pub fn public(&self) -> String {
+        match self {
+            Target::Http(url) => public_origin(url),
+            Target::Stdio(_) => "(its stdio server)".to_owned(),
+        }
+    }
+
+    /// How the target appears in the gateway's debug log: a URL with its password and its
+    /// query's values hidden, a command in full.
+    pub fn redacted(&self) -> String {
+        match self {
+            Target::Http(url) => {
+                let mut url = url.clone();
+                let _ = url.set_password(None);
+                if url.query().is_some() {
+                    let pairs: Vec<String> = url
+                        .query_pairs()
+                        .map(|(name, _)| format!("{name}=REDACTED"))
+                        .collect();
+                    url.set_query(Some(&pairs.join("&")));
+                }
+                url.to_string()
+            }
+            Target::Stdio(_) => self.to_string(),
+        }
+    }
+}
+
+/// A URL's scheme, host and port (`https://crm.internal:8443`).
+pub fn public_origin(url: &reqwest::Url) -> String {
+    url.origin().ascii_serialization()
 }
 
 /// Why `NAME=URL` is not a route.
@@ -156,30 +194,52 @@ impl FromStr for RouteList {
     }
 }
 
-/// The routes of a routes file: `[routes]` with one `NAME = "URL"` (or `"stdio:COMMAND ARGS"`)
-/// per upstream.
-pub fn read_file(path: &Path) -> anyhow::Result<Vec<Route>> {
+/// What a routes file says: its routes, and the hosts and origins it allows besides the flags'.
+#[derive(Debug, Default)]
+pub struct RoutesFile {
+    pub routes: Vec<Route>,
+    pub allowed: AllowedPeers,
+}
+
+/// Reads a routes file: `[routes]` with one `NAME = "URL"` (or `"stdio:COMMAND ARGS"`) per
+/// upstream, and optionally `allowed_hosts = [...]` and `allowed_origins = [...]` (added to
+/// `--allowed-hosts` and `--allowed-origins`).
+pub fn read_file(path: &Path) -> anyhow::Result<RoutesFile> {
     #[derive(serde::Deserialize)]
     #[serde(deny_unknown_fields)]
-    struct RoutesFile {
+    struct Text {
+        #[serde(default)]
+        allowed_hosts: Vec<String>,
+        #[serde(default)]
+        allowed_origins: Vec<String>,
         routes: BTreeMap<String, String>,
     }
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("--routes {}: cannot read it", path.display()))?;
-    let file: RoutesFile = toml::from_str(&text).with_context(|| {
+    let file: Text = toml::from_str(&text).with_context(|| {
         format!(
-            "--routes {}: expected [routes] with NAME = \"URL\" lines",
+            "--routes {}: expected [routes] with NAME = \"URL\" lines (and optionally allowed_hosts, allowed_origins lists before it)",
             path.display()
         )
     })?;
-    file.routes
+    let allowed = AllowedPeers {
+        hosts: file.allowed_hosts,
+        origins: file.allowed_origins,
+    };
+    allowed
+        .validate()
+        .map_err(anyhow::Error::msg)
+        .with_context(|| format!("--routes {}", path.display()))?;
+    let routes = file
+        .routes
         .into_iter()
         .map(|(name, url)| {
             format!("{name}={url}")
                 .parse::<Route>()
                 .with_context(|| format!("--routes {}", path.display()))
         })
-        .collect()
+        .collect::<anyhow::Result<_>>()?;
+    Ok(RoutesFile { routes, allowed })
 }
 
 #[cfg(test)]
@@ -195,9 +255,24 @@ mod tests {
             "[routes]\ncrm = \"http://crm.internal:8000/mcp\"\nbilling = \"https://billing.example/mcp\"\n",
         )
         .expect("write");
-        let routes = read_file(&path).expect("routes");
-        let names: Vec<&str> = routes.iter().map(|r| r.name.as_str()).collect();
+        let file = read_file(&path).expect("routes");
+        let names: Vec<&str> = file.routes.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(names, ["billing", "crm"]);
+        assert_eq!(file.allowed, AllowedPeers::default());
+        std::fs::write(
+            &path,
+            "allowed_hosts = [\"mcp.example\"]\nallowed_origins = [\"https://app.example\"]\n[routes]\ncrm = \"http://crm.internal:8000/mcp\"\n",
+        )
+        .expect("write");
+        let file = read_file(&path).expect("routes");
+        assert_eq!(file.allowed.hosts, ["mcp.example"]);
+        assert_eq!(file.allowed.origins, ["https://app.example"]);
+        std::fs::write(
+            &path,
+            "allowed_origins = [\"app.example\"]\n[routes]\ncrm = \"http://crm.internal:8000/mcp\"\n",
+        )
+        .expect("write");
+        assert!(read_file(&path).is_err(), "an origin without its scheme");
         std::fs::write(&path, "[routes]\ncrm = \"ftp://x\"\n").expect("write");
         let error = format!("{:#}", read_file(&path).expect_err("a bad URL"));
         assert!(
@@ -206,6 +281,25 @@ mod tests {
         );
         std::fs::write(&path, "crm = \"http://x/mcp\"\n").expect("write");
         assert!(read_file(&path).is_err(), "routes outside [routes]");
+    }
+
+    #[test]
+    fn what_a_client_reads_of_a_target_holds_no_secret() {
+        let route: Route = "crm=https://user:pw@crm.internal:8443/v1/mcp?token=s3cret&x=1"
+            .parse()
+            .expect("a route");
+        assert_eq!(route.target.public(), "https://crm.internal:8443");
+        let logged = route.target.redacted();
+        assert!(
+            !logged.contains("s3cret") && !logged.contains("pw"),
+            "{logged}"
+        );
+        assert!(
+            logged.contains("token=REDACTED") && logged.contains("/v1/mcp"),
+            "{logged}"
+        );
+        let stdio: Route = "files=stdio:srv --key s3cret".parse().expect("a route");
+        assert!(!stdio.target.public().contains("s3cret"));
     }
 
     #[test]

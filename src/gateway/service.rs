@@ -24,7 +24,9 @@ const PROTOCOL_VERSION: &str = "mcp-protocol-version";
 
 /// The gateway's routes over its shared state.
 pub fn router(gateway: Arc<Gateway>) -> Router {
-    Router::new()
+    // Every route a browser could reach is behind the Host and Origin checks; the probes are not
+    // (a kubelet names the pod's address).
+    let guarded = Router::new()
         .route(
             "/mcp/{route}",
             post(post_message).get(open_stream).delete(end_session),
@@ -33,10 +35,40 @@ pub fn router(gateway: Arc<Gateway>) -> Router {
             "/.well-known/oauth-protected-resource/mcp/{route}",
             get(resource_metadata),
         )
+        .route_layer(axum::middleware::from_fn_with_state(
+            Arc::clone(&gateway),
+            host_and_origin,
+        ));
+    Router::new()
+        .merge(guarded)
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(ready))
         .fallback(not_found)
         .with_state(gateway)
+}
+
+/// Lets a request through when its `Host` and `Origin` are ones the gateway answers (see
+/// [`crate::net::origins`]); 403 with a JSON-RPC error naming the header otherwise, before
+/// anything else is read (no session, no process, no upstream).
+async fn host_and_origin(
+    State(gateway): State<Arc<Gateway>>,
+    request: Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let headers = request.headers();
+    let host = headers
+        .get(header::HOST)
+        .map(HeaderValue::as_bytes)
+        .or_else(|| request.uri().authority().map(|a| a.as_str().as_bytes()));
+    let origin = headers.get(header::ORIGIN).map(HeaderValue::as_bytes);
+    match gateway.routes.load().origins.check(host, origin) {
+        Ok(()) => next.run(request).await,
+        Err(refused) => {
+            tracing::info!(header = refused.header(), refused = %refused, "a request was refused for its Host or Origin");
+            let message = format!("schemagate gateway: {refused}");
+            refusal(StatusCode::FORBIDDEN, None, mcp::INVALID_REQUEST, &message)
+        }
+    }
 }
 
 /// A JSON-RPC error as a whole answer: `status`, and `message` under `code`.
@@ -261,8 +293,22 @@ async fn post_message(
         adopt,
     };
     let (exchange, answer) = Exchange::new(gateway, route, boundary, request);
+    let owed = expects_answer.then(|| (Arc::clone(&exchange), framing));
     exchange.start();
-    respond(answer).await
+    respond(answer, move || match owed {
+        // A request is owed an answer: never a 202 that says there is none.
+        Some((exchange, Framing::Request { id, .. })) => refusal(
+            StatusCode::BAD_GATEWAY,
+            Some(&id),
+            mcp::UPSTREAM_FAILED,
+            &format!(
+                "schemagate gateway: route {}: no answer to this request could be relayed (see the gateway's log)",
+                exchange.route_name()
+            ),
+        ),
+        _ => Head::accepted().into_response(),
+    })
+    .await
 }
 
 async fn open_stream(
@@ -307,13 +353,21 @@ async fn relay_bodyless(
     };
     let (exchange, answer) = Exchange::new(gateway, route, boundary, request);
     exchange.start();
-    respond(answer).await
+    respond(answer, || Head::accepted().into_response()).await
 }
 
 /// Where a header that describes the body (2026-07-28: `Mcp-Method`, and `Mcp-Name` for a
 /// `tools/call`) disagrees with it, what the HeaderMismatch error says. The gateway judges the
 /// body; an upstream may route by the headers; the two must name the same call.
 fn header_mismatch(headers: &HeaderMap, framing: &Framing, message: &[u8]) -> Option<String> {
+    // A header sent twice names two calls: an upstream may act on either value.
+    for name in ["Mcp-Method", "Mcp-Name"] {
+        if headers.get_all(name).iter().nth(1).is_some() {
+            return Some(format!(
+                "schemagate gateway: HeaderMismatch: the {name} header is sent more than once; send it once, naming what the body names"
+            ));
+        }
+    }
     let header = |name: &str| {
         headers
             .get(name)
@@ -342,10 +396,13 @@ fn header_mismatch(headers: &HeaderMap, framing: &Framing, message: &[u8]) -> Op
     })
 }
 
-/// The client's answer: its head once decided, its body as the exchange writes it.
-async fn respond(answer: Answer) -> Response {
+/// The client's answer: its head once decided, its body as the exchange writes it; `undecided`
+/// when the exchange ended with no head decided.
+async fn respond(answer: Answer, undecided: impl FnOnce() -> Response) -> Response {
     let Answer { head, body } = answer;
-    let head = head.await.unwrap_or_else(|_| Head::accepted());
+    let Ok(head) = head.await else {
+        return undecided();
+    };
     let stream = futures_util::stream::unfold(body, |mut body| async move {
         body.recv()
             .await

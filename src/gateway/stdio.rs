@@ -119,8 +119,8 @@ impl Drop for Server {
 
 /// A request awaiting its answer.
 struct Awaiting {
-    /// Its id, as canonical JSON.
-    id: String,
+    /// Its id's key, as the MCP rules (and clients) match answers to it.
+    id: mcp::ids::Key,
     /// A request of the MCP rules' own (a listing), not the client's.
     own: bool,
     stream: mpsc::Sender<Line>,
@@ -305,7 +305,7 @@ impl Server {
         own: bool,
     ) -> Result<Upstreamed, Failure> {
         let body = body.map_or(&[][..], |b| &b[..]);
-        let Some(id) = id.map(canonical_id) else {
+        let Some(id) = id.map(mcp::ids::Key::of_request) else {
             self.write(servers, body).await?;
             return Ok(fixed(StatusCode::ACCEPTED, None));
         };
@@ -422,16 +422,16 @@ async fn read(
         let answers = head
             .id
             .as_deref()
-            .filter(|_| !head.has_method)
-            .map(canonical_id);
+            .filter(|_| head.is_answer(mcp::Direction::ToClient))
+            .map(mcp::ids::Readings::of_answer);
         let is_answer = answers.is_some();
         let sender = {
             let mut waiting = waiting.lock().unwrap_or_else(|e| e.into_inner());
             let sender = match answers {
-                Some(id) => waiting
-                    .requests
+                Some(readings) => readings
+                    .keys
                     .iter()
-                    .position(|awaiting| awaiting.id == id)
+                    .find_map(|key| waiting.requests.iter().position(|a| a.id == *key))
                     .map(|at| waiting.requests.remove(at).stream),
                 None => waiting
                     .requests
@@ -499,11 +499,6 @@ fn supervise(
             }
         }
     });
-}
-
-/// An id as canonical JSON text, so an answer's matches its request's however either wrote it.
-fn canonical_id(id: &str) -> String {
-    serde_json::from_str::<serde_json::Value>(id).map_or_else(|_| id.to_owned(), |v| v.to_string())
 }
 
 /// A new session id: 128 random bits, in hex.

@@ -121,7 +121,8 @@ impl Upstream {
         }
         match tokio::time::timeout(self.timeout, request.send()).await {
             Err(_) => Err(Failure::TimedOut(self.timeout)),
-            Ok(Err(e)) => Err(Failure::Unreachable(error_chain(&e))),
+            // Without the URL, which may hold secrets: the failure reaches the client.
+            Ok(Err(e)) => Err(Failure::Unreachable(error_chain(&e.without_url()))),
             Ok(Ok(response)) => Ok(response),
         }
     }

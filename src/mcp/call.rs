@@ -5,7 +5,7 @@
 use super::envelope::Message;
 use super::scan::Unread;
 use super::session::{Call, ListPage, Pending, TaskRead, Untracked};
-use super::{meta_protocol, reply, Boundary, Direction, Judged, Link, Relayed};
+use super::{ids, meta_protocol, reply, Boundary, Direction, Judged, Link, Relayed};
 use crate::core::check::{Check, Payload, PayloadKind, SchemaSource};
 use crate::core::domain::{ProtocolVersion, Tier};
 use crate::core::error::CheckError;
@@ -54,9 +54,7 @@ impl Boundary {
                     let _ = self.session.track(id.get(), Pending::Initialize);
                 }
                 "tools/list" => {
-                    let params: ListParams<'_> = params
-                        .and_then(|p| serde_json::from_str(p.get()).ok())
-                        .unwrap_or_default();
+                    let params: ListParams<'_> = params.and_then(Unread::parse).unwrap_or_default();
                     let pending = Pending::ToolsList(ListPage {
                         first_page: params.cursor.is_none(),
                         ours: false,
@@ -67,7 +65,11 @@ impl Boundary {
                         return self.untracked(link, id, untracked).await;
                     }
                 }
-                "tools/call" => return self.call(link, line, text, id, params).await,
+                "tools/call" => {
+                    // Params that are not JSON cannot be checked: answered as missing.
+                    let params = params.and_then(Unread::parse::<&RawValue>);
+                    return self.call(link, line, text, id, params).await;
+                }
                 "tasks/result" | "tasks/get" => {
                     let read = match method.as_ref() {
                         "tasks/result" => TaskRead::Result,
@@ -87,9 +89,7 @@ impl Boundary {
                     #[serde(borrow, rename = "requestId")]
                     request_id: &'a RawValue,
                 }
-                if let Some(c) =
-                    params.and_then(|p| serde_json::from_str::<Cancelled<'_>>(p.get()).ok())
-                {
+                if let Some(c) = params.and_then(Unread::parse::<Cancelled<'_>>) {
                     self.session.cancelled(c.request_id.get());
                 }
             }
@@ -329,6 +329,7 @@ impl Boundary {
             Message::Response {
                 id: Some(id),
                 result,
+                ..
             } => match self.session.answered(id.get()) {
                 Some(Pending::Initialize) => {
                     #[derive(Deserialize)]
@@ -372,6 +373,20 @@ impl Boundary {
                     }
                 }
             },
+            Message::Response {
+                id: None,
+                result: Some(result),
+                unreadable_id: true,
+            } if self.withholds_unplaced(result) => {
+                tracing::warn!(
+                    server = %self.config.server,
+                    "an answer carrying structuredContent with an id that is neither a string nor a number was withheld"
+                );
+                self.shared
+                    .counts
+                    .count(Direction::ToClient, Relayed::Withheld);
+                return Ok(());
+            }
             Message::Notification { method, .. }
                 if method == "notifications/tools/list_changed" =>
             {
@@ -390,27 +405,33 @@ impl Boundary {
             .await
     }
 
-    /// An answer to a request the boundary does not follow: relayed, unless it carries a tool
-    /// result's `structuredContent` (which only a tool call's answer holds: this is an answer to
-    /// a cancelled call no longer followed, or one sent twice) where the server is untrusted.
-    /// Its tool is unknown, so it cannot be judged: the client gets a JSON-RPC error for that id
-    /// instead.
+    /// An answer to a request the boundary does not follow: relayed, unless the server is
+    /// untrusted and either it carries a tool result's `structuredContent` (which only a tool
+    /// call's answer holds: this is an answer to a cancelled call no longer followed, or one sent
+    /// twice), or a client could take its id for a call in flight by rules the boundary does not
+    /// model ([`ids::Readings::doubtful`]). Its tool is unknown, so it cannot be judged: the
+    /// client gets a JSON-RPC error for that id instead.
     fn unfollowed(&self, id: &RawValue, result: Option<Unread<'_>>) -> Option<Vec<u8>> {
-        let result = result?.bytes();
-        memchr::memmem::find(result, b"structuredContent")?;
-        let [structured] = super::envelope::members(result, ["structuredContent"])?;
-        structured?;
-        let server = Some(self.config.server.as_str());
-        if self.gate.policy().load().rules_for(server, None).tier != Tier::Untrusted {
+        let doubtful = ids::Readings::of_answer(id.get()).doubtful && self.session.awaits_answers();
+        if !doubtful && !result.is_some_and(carries_tool_result) {
             return None;
         }
+        if !self.untrusted() {
+            return None;
+        }
+        let why = if doubtful {
+            "a client could read its id as that of a call in flight, and which call it answers cannot be told with certainty"
+        } else {
+            "it carries a tool result (structuredContent), but no tool call with this id is followed (one cancelled long ago, or answered already), so the tool, and the schema it must match, are unknown"
+        };
         tracing::warn!(
             server = %self.config.server,
             id = id.get(),
-            "an answer carrying structuredContent to a request not followed as a tool call was withheld"
+            doubtful,
+            "an answer to a request not followed as a tool call was withheld"
         );
         let message = format!(
-            "schemagate withheld the server's answer to request {}: it carries a tool result (structuredContent), but no tool call with this id is followed (one cancelled long ago, or answered already), so the tool, and the schema it must match, are unknown",
+            "schemagate withheld the server's answer to request {}: {why}",
             id.get()
         );
         self.observe_unjudged(super::Unjudged {
@@ -421,6 +442,18 @@ impl Boundary {
             counted: false,
         });
         Some(reply::error(Some(id), reply::WITHHELD, &message))
+    }
+
+    /// Whether an answer with an id no client could place (neither a string nor a number), its
+    /// `result` `result`, is withheld: where it carries a tool result and the server is
+    /// untrusted.
+    fn withholds_unplaced(&self, result: Unread<'_>) -> bool {
+        carries_tool_result(result) && self.untrusted()
+    }
+
+    fn untrusted(&self) -> bool {
+        let server = Some(self.config.server.as_str());
+        self.gate.policy().load().rules_for(server, None).tier == Tier::Untrusted
     }
 
     /// The answer to a followed `tools/call`: a task created is recorded (its result is judged
@@ -511,6 +544,13 @@ impl Boundary {
         });
         replacement
     }
+}
+
+/// Whether `result` carries a tool result's `structuredContent`.
+fn carries_tool_result(result: Unread<'_>) -> bool {
+    let text = result.bytes();
+    memchr::memmem::find(text, b"structuredContent").is_some()
+        && super::envelope::members(text, ["structuredContent"]).is_some_and(|[s]| s.is_some())
 }
 
 /// Whether a `tools/call` result is final: `resultType` absent or `"complete"`, or whatever it

@@ -2,30 +2,44 @@
 //! `result` and `error` are found by structure ([`scan`]) and stay slices of the line, so
 //! traffic the boundary does not act on is never parsed, and a tool result is parsed once, by
 //! the check.
+//!
+//! A message is classed as the official clients class it (see docs/proxy.md, "How a message is
+//! read"): members are read as JSON.parse and pydantic read them (a repeated member is its last
+//! value; members the envelope does not know are ignored), and a message from the server with an
+//! `id` and a `result` or `error` is an answer whatever else it carries (a `method` of any type,
+//! `params` that are not JSON), because the Python SDK ignores the rest and takes it as one. From
+//! the client, a message with a string `method` and an `id` is a request whatever else it
+//! carries, because that is the reading under which a server would run a tool.
 
+use super::metrics::Direction;
 use super::scan::{self, Unread};
 use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use std::borrow::Cow;
 use std::fmt;
 
-/// A JSON-RPC 2.0 message, as far as the boundary reads it. `id` and `method` are parsed (and
-/// a message whose `id` or `method` is not JSON is no message); `params` of a request or a
-/// notification too; a response's `result` is left unread.
+/// A JSON-RPC 2.0 message, as far as the boundary reads it: `id` and `method` are parsed, the
+/// rest is left unread for whoever acts on it (a request's `params` that are not JSON are a
+/// request whose params cannot be read, not a message that is not one).
 #[derive(Debug)]
 pub enum Message<'a> {
     Request {
         id: &'a RawValue,
         method: Cow<'a, str>,
-        params: Option<&'a RawValue>,
+        params: Option<Unread<'a>>,
     },
     Notification {
         method: Cow<'a, str>,
-        params: Option<&'a RawValue>,
+        params: Option<Unread<'a>>,
     },
     Response {
+        /// `None` for `"id": null` (an error about a request that could not be read), and
+        /// for an id that is neither a string nor a number (see `unreadable_id`).
         id: Option<&'a RawValue>,
         result: Option<Unread<'a>>,
+        /// An `id` member was there but is not a JSON string or number: no answer a client
+        /// could place, though one that carries a tool result is withheld all the same.
+        unreadable_id: bool,
     },
 }
 
@@ -55,15 +69,15 @@ pub enum Parsed<'a> {
     One(Message<'a>),
     /// A JSON array (a JSON-RPC batch, which MCP has not allowed since 2025-06-18): its elements.
     Batch(Vec<&'a RawValue>),
-    /// Not JSON, or JSON that is not a JSON-RPC message.
+    /// Not JSON, or JSON that no client reads as a JSON-RPC message.
     NotJsonRpc,
 }
 
-/// Reads one line's envelope.
-pub fn parse(line: &[u8]) -> Parsed<'_> {
+/// Reads one line's envelope, sent in `direction`.
+pub fn parse(line: &[u8], direction: Direction) -> Parsed<'_> {
     let text = trim(line);
     match text.first() {
-        Some(b'{') => match message(text) {
+        Some(b'{') => match message(text, direction) {
             Some(m) => Parsed::One(m),
             None => Parsed::NotJsonRpc,
         },
@@ -75,38 +89,37 @@ pub fn parse(line: &[u8]) -> Parsed<'_> {
     }
 }
 
-/// Reads one JSON object as a JSON-RPC message.
-pub fn message(text: &[u8]) -> Option<Message<'_>> {
+/// Reads one JSON object, sent in `direction`, as a JSON-RPC message (see the module's header for
+/// the reading).
+pub fn message(text: &[u8], direction: Direction) -> Option<Message<'_>> {
     let [id, method, params, result, error] = members(text, ENVELOPE)?;
-    let method = match method {
-        Some(m) => Some(m.parse::<Cow<'_, str>>()?),
-        None => None,
-    };
-    let id = match id {
-        Some(id) => Some(id.parse::<&RawValue>()?),
-        None => None,
-    };
-    match (method, id) {
-        (Some(method), Some(id)) => Some(Message::Request {
-            id,
+    // A `method` that is not a string makes no request or notification for any client.
+    let method = method.and_then(|m| m.parse::<Cow<'_, str>>());
+    let answer = result.is_some() || error.is_some();
+    let request_first = direction == Direction::ToServer;
+    match (id, method) {
+        (Some(id), Some(method)) if !answer || request_first => Some(Message::Request {
+            id: request_id(id)?,
             method,
-            params: parsed(params)?,
+            params,
         }),
-        (Some(method), None) => Some(Message::Notification {
-            method,
-            params: parsed(params)?,
-        }),
-        (None, id) if result.is_some() || error.is_some() => Some(Message::Response { id, result }),
+        (None, Some(method)) => Some(Message::Notification { method, params }),
+        (id, _) if answer => {
+            let readable = id.and_then(request_id);
+            Some(Message::Response {
+                unreadable_id: id.is_some() && readable.is_none(),
+                id: readable,
+                result,
+            })
+        }
         _ => None,
     }
 }
 
-/// A request's `params`, parsed: `Some(None)` when absent, `None` when not JSON.
-fn parsed(params: Option<Unread<'_>>) -> Option<Option<&RawValue>> {
-    match params {
-        Some(p) => Some(Some(p.parse()?)),
-        None => Some(None),
-    }
+/// An id as a client accepts one: a JSON string or number.
+fn request_id(id: Unread<'_>) -> Option<&RawValue> {
+    let id: &RawValue = id.parse()?;
+    matches!(id.get().as_bytes().first(), Some(b'"' | b'-' | b'0'..=b'9')).then_some(id)
 }
 
 /// The line without its line ending and surrounding white space.
@@ -115,11 +128,29 @@ pub fn trim(line: &[u8]) -> &[u8] {
 }
 
 /// What the first bytes of a line too long to read say: its `id` (JSON text) and whether it has
-/// a `method`, when they come before the part cut off.
+/// a `method`, a `result` or an `error`, when they come before the part cut off.
 #[derive(Debug, Default, PartialEq)]
 pub struct Head {
     pub id: Option<String>,
     pub has_method: bool,
+    /// It has a `result` or an `error` member.
+    pub has_answer: bool,
+}
+
+impl Head {
+    /// Whether a message sent in `direction` with this head is a request, as [`message`]
+    /// reads it: from the client, one with a `method`; from the server, one with a `method` and
+    /// no `result` or `error`.
+    pub fn is_request(&self, direction: Direction) -> bool {
+        self.id.is_some()
+            && self.has_method
+            && (direction == Direction::ToServer || !self.has_answer)
+    }
+
+    /// Whether a message sent in `direction` with this head answers a request.
+    pub fn is_answer(&self, direction: Direction) -> bool {
+        self.id.is_some() && !self.is_request(direction)
+    }
 }
 
 /// Reads the top-level `id` and `method` of a JSON object from its first bytes (the rest of the
@@ -162,6 +193,10 @@ impl<'de> Visitor<'de> for HeadSeed<'_> {
                     self.0.has_method = true;
                     map.next_value::<IgnoredAny>()?;
                 }
+                "result" | "error" => {
+                    self.0.has_answer = true;
+                    map.next_value::<IgnoredAny>()?;
+                }
                 _ => {
                     map.next_value::<IgnoredAny>()?;
                 }
@@ -175,17 +210,25 @@ impl<'de> Visitor<'de> for HeadSeed<'_> {
 mod tests {
     use super::*;
 
-    #[test]
-    fn envelopes_are_told_apart() {
-        let kind = |line: &str| match parse(line.as_bytes()) {
+    fn kind_from(direction: Direction, line: &str) -> String {
+        match parse(line.as_bytes(), direction) {
             Parsed::One(Message::Request { method, .. }) => format!("request {method}"),
             Parsed::One(Message::Notification { method, .. }) => format!("notification {method}"),
-            Parsed::One(Message::Response { id, .. }) => {
-                format!("response {}", id.map_or("-", |i| i.get()))
-            }
+            Parsed::One(Message::Response {
+                id, unreadable_id, ..
+            }) => match (id, unreadable_id) {
+                (Some(id), _) => format!("response {}", id.get()),
+                (None, true) => "response to an unreadable id".into(),
+                (None, false) => "response -".into(),
+            },
             Parsed::Batch(items) => format!("batch of {}", items.len()),
             Parsed::NotJsonRpc => "not json-rpc".into(),
-        };
+        }
+    }
+
+    #[test]
+    fn envelopes_are_told_apart() {
+        let kind = |line: &str| kind_from(Direction::ToClient, line);
         assert_eq!(
             kind(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{}}"#),
             "request tools/call"
@@ -210,27 +253,65 @@ mod tests {
         assert_eq!(kind(r#"{"hello":"world"}"#), "not json-rpc");
         assert_eq!(kind(r#"{"id":1,"method":"x""#), "not json-rpc");
         assert_eq!(kind(r#"{"id":1,"method":7}"#), "not json-rpc");
-        assert_eq!(
-            kind(r#"{"id":1,"method":"x","params":[tru]}"#),
-            "not json-rpc"
-        );
         assert_eq!(kind(r#"{"id":{,"result":{}}"#), "not json-rpc");
+        // Params are not read here: a request whose params are not JSON is still a request.
+        assert_eq!(kind(r#"{"id":1,"method":"x","params":[tru]}"#), "request x");
         // A result is not parsed here: the check that reads it refuses it if it is not JSON.
         assert_eq!(kind(r#"{"id":1,"result":{"n":NaN}}"#), "response 1");
+    }
+
+    #[test]
+    fn an_id_with_a_result_or_error_is_an_answer_whatever_else_it_carries() {
+        let kind = |line: &str| kind_from(Direction::ToClient, line);
+        for line in [
+            r#"{"jsonrpc":"2.0","id":11,"method":5,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":11,"method":[],"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":11,"params":NaN,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","result":{},"method":"tools/call","id":11}"#,
+            r#"{"jsonrpc":"2.0","id":11,"method":"x","error":{"code":1,"message":"m"}}"#,
+            r#"{"id":11,"result":{},"extra":{"deep":[1,2]}}"#,
+        ] {
+            assert_eq!(kind(line), "response 11", "{line}");
+        }
+        assert_eq!(
+            kind(r#"{"jsonrpc":"2.0","id":true,"result":{}}"#),
+            "response to an unreadable id"
+        );
+        assert_eq!(
+            kind(r#"{"jsonrpc":"2.0","id":NaN,"result":{}}"#),
+            "response to an unreadable id"
+        );
+        // From the client, a string method with an id is a request: the reading under which a
+        // server would run a tool.
+        assert_eq!(
+            kind_from(
+                Direction::ToServer,
+                r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{},"result":{}}"#
+            ),
+            "request tools/call"
+        );
+        assert_eq!(
+            kind_from(
+                Direction::ToServer,
+                r#"{"jsonrpc":"2.0","id":3,"method":5,"result":{}}"#
+            ),
+            "response 3"
+        );
     }
 
     #[test]
     fn a_repeated_member_is_read_as_its_last_value() {
         // What JSON.parse would hand the client: the second result.
         let line = br#"{"jsonrpc":"2.0","id":1,"result":{"n":1},"result":{"n":"x"}}"#;
-        let Parsed::One(Message::Response { id, result }) = parse(line) else {
+        let Parsed::One(Message::Response { id, result, .. }) = parse(line, Direction::ToClient)
+        else {
             panic!("a response")
         };
         assert_eq!(id.map(RawValue::get), Some("1"));
         assert_eq!(result.map(Unread::text), Some(r#"{"n":"x"}"#));
         // An escaped key is the same key.
         let line = br#"{"jsonrpc":"2.0","id":2,"result":{"n":1},"res\u0075lt":{"n":"y"}}"#;
-        let Parsed::One(Message::Response { result, .. }) = parse(line) else {
+        let Parsed::One(Message::Response { result, .. }) = parse(line, Direction::ToClient) else {
             panic!("a response")
         };
         assert_eq!(result.map(Unread::text), Some(r#"{"n":"y"}"#));
@@ -243,16 +324,24 @@ mod tests {
     #[test]
     fn the_head_of_a_cut_line_gives_its_id_and_method() {
         let line = br#"{"jsonrpc":"2.0","id":"call-9","method":"tools/call","params":{"arguments":{"blob":"xxxxxxxx"#;
+        let cut = head(line);
         assert_eq!(
-            head(line),
+            cut,
             Head {
                 id: Some("\"call-9\"".into()),
-                has_method: true
+                has_method: true,
+                has_answer: false,
             }
         );
+        assert!(cut.is_request(Direction::ToClient) && cut.is_request(Direction::ToServer));
+        let answer = head(
+            br#"{"jsonrpc":"2.0","id":4,"method":5,"result":{"content":[{"type":"text","text":"xx"#,
+        );
+        assert!(answer.is_answer(Direction::ToClient));
+        assert!(!answer.is_answer(Direction::ToServer));
         assert_eq!(
-            head(br#"{"jsonrpc":"2.0","result":{"content":[{"type":"text","text":"xx"#),
-            Head::default()
+            head(br#"{"jsonrpc":"2.0","result":{"content":[{"type":"text","text":"xx"#).id,
+            None
         );
         assert_eq!(head(b"garbage").id, None);
     }

@@ -42,15 +42,19 @@ pub enum Relayed {
     /// A request answered by schemagate without reaching the server (arguments rejected, too
     /// many calls in flight).
     Answered,
+    /// Not relayed, and nothing in its place: an answer carrying a tool result whose id no
+    /// client could place (neither a string nor a number), from an untrusted server.
+    Withheld,
 }
 
 impl Relayed {
-    pub const ALL: [Relayed; 5] = [
+    pub const ALL: [Relayed; 6] = [
         Relayed::Forwarded,
         Relayed::NotJsonRpc,
         Relayed::Oversized,
         Relayed::Replaced,
         Relayed::Answered,
+        Relayed::Withheld,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -60,6 +64,7 @@ impl Relayed {
             Relayed::Oversized => "oversized",
             Relayed::Replaced => "replaced",
             Relayed::Answered => "answered",
+            Relayed::Withheld => "withheld",
         }
     }
 }

@@ -17,6 +17,7 @@
 
 mod call;
 mod envelope;
+pub mod ids;
 mod learn;
 mod metrics;
 mod reply;
@@ -226,13 +227,23 @@ impl Boundary {
     /// server refused it without a JSON-RPC answer): it is no longer followed, and calls waiting
     /// for a listing it asked for go on.
     pub fn unanswered(&self, request: &[u8]) {
-        let Some(Message::Request { id, .. }) = envelope::message(request) else {
+        let Some(Message::Request { id, .. }) = envelope::message(request, Direction::ToServer)
+        else {
             return;
         };
         if let Some(Pending::ToolsList(ListPage { ours: true, .. })) =
             self.session.answered(id.get())
         {
             self.session.listing_ended(false, true);
+        }
+    }
+
+    /// Whether the answer to `request`, sent to the server, is still awaited (followed and not
+    /// yet come).
+    pub fn awaits_answer(&self, request: &[u8]) -> bool {
+        match envelope::message(request, Direction::ToServer) {
+            Some(Message::Request { id, .. }) => self.session.follows(id.get()),
+            _ => false,
         }
     }
 
@@ -274,7 +285,7 @@ impl Boundary {
         direction: Direction,
         line: &Bytes,
     ) -> io::Result<()> {
-        let items = match envelope::parse(line) {
+        let items = match envelope::parse(line, direction) {
             Parsed::One(message) => {
                 return self.message(link, direction, line, line, message).await
             }
@@ -289,7 +300,7 @@ impl Boundary {
             .into_iter()
             .map(|item| {
                 let text = line.slice_ref(item.get().as_bytes());
-                (text, envelope::message(item.get().as_bytes()))
+                (text, envelope::message(item.get().as_bytes(), direction))
             })
             .collect();
         let acts = messages
@@ -368,6 +379,7 @@ impl Boundary {
             id = head.id.as_deref().unwrap_or(""),
             "a message past --max-message-bytes was not relayed"
         );
+        let is_request = head.is_request(direction);
         let Some(id) = head.id.and_then(|id| RawValue::from_string(id).ok()) else {
             return Ok(());
         };
@@ -380,7 +392,7 @@ impl Boundary {
         );
         let answer = reply::error(Some(&id), reply::INVALID_REQUEST, &message);
         // A request goes back to its sender; an answer on to the side that awaits it.
-        let to_client = (direction == Direction::ToServer) == head.has_method;
+        let to_client = (direction == Direction::ToServer) == is_request;
         if to_client {
             match self.session.answered(id.get()) {
                 Some(Pending::ToolsCall { call, .. }) => self.session.concluded(&call.tool, true),
@@ -415,7 +427,7 @@ pub enum Framing {
 
 /// Reads `bytes`' envelope (see [`Framing`]).
 pub fn framing(bytes: &[u8]) -> Framing {
-    match envelope::parse(bytes) {
+    match envelope::parse(bytes, Direction::ToServer) {
         Parsed::One(Message::Request { id, method, .. }) => Framing::Request {
             id: id.get().to_owned(),
             method: method.into_owned(),
@@ -436,9 +448,9 @@ pub fn called_tool(bytes: &[u8]) -> Option<String> {
         #[serde(borrow)]
         name: Cow<'a, str>,
     }
-    match envelope::parse(bytes) {
+    match envelope::parse(bytes, Direction::ToServer) {
         Parsed::One(Message::Request { method, params, .. }) if method == "tools/call" => {
-            let named: Named<'_> = serde_json::from_str(params?.get()).ok()?;
+            let named: Named<'_> = params?.parse()?;
             Some(named.name.into_owned())
         }
         _ => None,

@@ -3,6 +3,7 @@
 //! is a retry); and, in a [`ContractStatus`] the sessions of one server may share, whether the
 //! server's contract is current. Every collection here is bounded.
 
+use super::ids::{Key, Readings};
 use super::task_records::TaskRecords;
 use crate::core::domain::ProtocolVersion;
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -105,7 +106,8 @@ struct Contract {
 
 #[derive(Debug, Default)]
 struct State {
-    pending: HashMap<Box<str>, Pending>,
+    /// Requests in flight, by their ids' keys (ids as clients match them, [`super::ids`]).
+    pending: HashMap<Key, Pending>,
     protocol: Option<ProtocolVersion>,
     /// Rejections in a row, per tool.
     rejections: HashMap<String, u32>,
@@ -113,8 +115,8 @@ struct State {
     /// Calls the client cancelled, still followed so that an answer the server sends anyway is
     /// checked like any other; oldest first, at most `max_in_flight` (a server that honours the
     /// cancellation never answers, so these are not in flight and must not hold its slots).
-    cancelled: HashMap<Box<str>, Pending>,
-    cancelled_order: VecDeque<Box<str>>,
+    cancelled: HashMap<Key, Pending>,
+    cancelled_order: VecDeque<Key>,
     /// Tasks created by followed calls.
     tasks: TaskRecords<Call>,
 }
@@ -172,10 +174,11 @@ impl Session {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Follows the answer to request `id`.
+    /// Follows the answer to request `id` (its JSON text).
     pub fn track(&self, id: &str, pending: Pending) -> Result<(), Untracked> {
+        let key = Key::of_request(id);
         let mut state = self.state();
-        if state.pending.contains_key(id) || state.cancelled.contains_key(id) {
+        if state.pending.contains_key(&key) || state.cancelled.contains_key(&key) {
             return Err(Untracked::InUse);
         }
         if state.pending.len() >= self.max_in_flight {
@@ -183,25 +186,41 @@ impl Session {
                 limit: self.max_in_flight,
             });
         }
-        state.pending.insert(id.into(), pending);
+        state.pending.insert(key, pending);
         Ok(())
     }
 
-    /// The request `id` answers, if the boundary follows it (cancelled calls included).
+    /// The key under which a request followed (cancelled calls included) is answered by the id
+    /// `id` (its JSON text), read as clients read it.
+    fn followed_key(state: &State, id: &str) -> Option<Key> {
+        Readings::of_answer(id)
+            .keys
+            .into_iter()
+            .find(|key| state.pending.contains_key(key) || state.cancelled.contains_key(key))
+    }
+
+    /// The request an answer with the id `id` (its JSON text) answers, if the boundary follows
+    /// it (cancelled calls included).
     pub fn answered(&self, id: &str) -> Option<Pending> {
         let mut state = self.state();
-        if let Some(pending) = state.pending.remove(id) {
+        let key = Self::followed_key(&state, id)?;
+        if let Some(pending) = state.pending.remove(&key) {
             return Some(pending);
         }
-        let pending = state.cancelled.remove(id)?;
-        state.cancelled_order.retain(|c| &**c != id);
+        let pending = state.cancelled.remove(&key)?;
+        state.cancelled_order.retain(|c| *c != key);
         Some(pending)
     }
 
-    /// Whether the answer to request `id` is followed.
+    /// Whether an answer with the id `id` is followed.
     pub fn follows(&self, id: &str) -> bool {
+        Self::followed_key(&self.state(), id).is_some()
+    }
+
+    /// Whether any request's answer is awaited (cancelled calls included).
+    pub fn awaits_answers(&self) -> bool {
         let state = self.state();
-        state.pending.contains_key(id) || state.cancelled.contains_key(id)
+        !state.pending.is_empty() || !state.cancelled.is_empty()
     }
 
     /// The client cancelled request `id`. A call (or a read of a task's result) stays followed,
@@ -211,26 +230,29 @@ impl Session {
     /// client asked for is no longer awaited.
     pub fn cancelled(&self, id: &str) {
         let mut state = self.state();
-        match state.pending.get(id) {
+        let Some(key) = Self::followed_key(&state, id) else {
+            return;
+        };
+        match state.pending.get(&key) {
             Some(Pending::ToolsCall { .. } | Pending::TaskRead { .. }) => {
-                let Some((id, call)) = state.pending.remove_entry(id) else {
+                let Some((key, call)) = state.pending.remove_entry(&key) else {
                     return;
                 };
                 if state.cancelled.len() >= self.max_in_flight {
                     if let Some(oldest) = state.cancelled_order.pop_front() {
                         state.cancelled.remove(&oldest);
                         tracing::warn!(
-                            id = %oldest,
+                            id = oldest.as_str(),
                             limit = self.max_in_flight,
                             "a cancelled call is no longer followed: an answer to it now would be relayed unchecked"
                         );
                     }
                 }
-                state.cancelled_order.push_back(id.clone());
-                state.cancelled.insert(id, call);
+                state.cancelled_order.push_back(key.clone());
+                state.cancelled.insert(key, call);
             }
             Some(Pending::ToolsList(ListPage { ours: false, .. })) => {
-                state.pending.remove(id);
+                state.pending.remove(&key);
             }
             _ => {}
         }
@@ -368,9 +390,8 @@ impl Session {
             state.next_id += 1;
             let id = format!("\"schemagate-{:016x}-{}\"", self.nonce, state.next_id);
             // Never one a client request in flight already uses (its ids are the client's).
-            if !state.pending.contains_key(id.as_str())
-                && !state.cancelled.contains_key(id.as_str())
-            {
+            let key = Key::of_request(&id);
+            if !state.pending.contains_key(&key) && !state.cancelled.contains_key(&key) {
                 return id;
             }
         }

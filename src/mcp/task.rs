@@ -148,9 +148,9 @@ impl Boundary {
 
     /// What a `tasks/result` or `tasks/get` request (`params`) follows: the task it reads, and
     /// the call that created it if this session saw that.
-    pub(super) fn task_read(&self, read: TaskRead, params: Option<&RawValue>) -> Pending {
+    pub(super) fn task_read(&self, read: TaskRead, params: Option<Unread<'_>>) -> Pending {
         let task_id: Box<str> = params
-            .and_then(|p| Wire::read(p.get().as_bytes()))
+            .and_then(|p| Wire::read(p.bytes()))
             .and_then(|w| w.task_id())
             .map(Into::into)
             .unwrap_or_default();
@@ -212,9 +212,9 @@ impl Boundary {
         link: &impl Link,
         line: &Bytes,
         text: &[u8],
-        params: &RawValue,
+        params: Unread<'_>,
     ) -> io::Result<()> {
-        let wire = Wire::read(params.get().as_bytes());
+        let wire = Wire::read(params.bytes());
         let task_id: Box<str> = wire
             .as_ref()
             .and_then(Wire::task_id)

@@ -283,8 +283,19 @@ impl Connections {
             let acceptor = tls.as_ref().map(|tls| tls.acceptor(protocols));
             connections.spawn(async move {
                 let _permit = permit;
-                let open = &connection_metrics(&metrics, transport).open;
+                let m = connection_metrics(&metrics, transport);
+                let open = &m.open;
                 open.increment(1.0);
+                // A client that sends nothing is closed at the header-read timeout: the
+                // protocol detection below waits for its first bytes with no timer of its own.
+                let mut first = [0u8; 1];
+                let spoke = tokio::time::timeout(limits.header_read_timeout, tcp.peek(&mut first)).await;
+                if !matches!(spoke, Ok(Ok(n)) if n > 0) {
+                    m.closed_idle.increment(1);
+                    open.decrement(1.0);
+                    tracing::debug!(%peer, transport = transport.as_str(), "closed a connection that sent nothing within the header-read timeout");
+                    return;
+                }
                 let state = Arc::new(ConnectionState::new());
                 let io = TimedIo::new(tcp, limits.write_timeout, Arc::clone(&state.write_timed_out));
                 let c = Conn {

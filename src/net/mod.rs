@@ -1,9 +1,10 @@
 //! What every socket adapter shares: connection limits and timeouts ([`listen`]), TLS ([`tls`]),
-//! and the small admin server (`/metrics`, `/healthz`) of commands that serve no REST port
+//! the `Host` and `Origin` checks against DNS rebinding ([`origins`]), and the small admin server (`/metrics`, `/healthz`) of commands that serve no REST port
 //! ([`admin`]).
 
 pub mod admin;
 pub mod listen;
+pub mod origins;
 mod timed_io;
 pub mod tls;
 

@@ -27,6 +27,10 @@ pub const POLICY_INVALID: &str = "policy_invalid";
 pub const TOKENS_INVALID: &str = "tokens_invalid";
 pub const METHOD_NOT_ALLOWED: &str = "method_not_allowed";
 pub const NOT_FOUND: &str = "not_found";
+/// A `/v1/` request whose `Host` or `Origin` the listener does not answer (DNS rebinding, a
+/// cross-site request).
+pub const HOST_NOT_ALLOWED: &str = "host_not_allowed";
+pub const ORIGIN_NOT_ALLOWED: &str = "origin_not_allowed";
 
 /// Every `code` a REST error body can carry: the check errors (all but `malformed_message` and
 /// `unavailable`, which only gRPC sends: an undecodable message, a stream cut by a drain) and the
@@ -40,8 +44,21 @@ pub fn codes() -> Vec<&'static str> {
             TOKENS_INVALID,
             METHOD_NOT_ALLOWED,
             NOT_FOUND,
+            HOST_NOT_ALLOWED,
+            ORIGIN_NOT_ALLOWED,
         ])
         .collect()
+}
+
+/// The 403 of a request refused for its `Host` or `Origin` (logged: it is how a web page's
+/// attempt shows).
+pub fn origin_refused(refused: &crate::net::origins::Refused) -> Response {
+    tracing::info!(header = refused.header(), refused = %refused, "a request was refused for its Host or Origin");
+    let code = match refused {
+        crate::net::origins::Refused::Host(_) => HOST_NOT_ALLOWED,
+        crate::net::origins::Refused::Origin(_) => ORIGIN_NOT_ALLOWED,
+    };
+    plain(StatusCode::FORBIDDEN, code, refused.to_string())
 }
 
 /// What `Retry-After` says when schemagate is overloaded: work drains in well under a second.

@@ -13,6 +13,7 @@ use crate::core::gate::{Admit, Gate};
 use crate::core::metrics::Transport;
 use crate::core::receiving::Held;
 use crate::core::verdict::Verdict;
+use crate::net::origins::Origins;
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
@@ -40,13 +41,17 @@ use tower_http::catch_panic::CatchPanicLayer;
 pub struct Rest {
     gate: Arc<Gate>,
     router: Router,
+    /// Who may send `/v1/` requests from a browser (see [`crate::net::origins`]).
+    origins: Arc<Origins>,
 }
 
-/// The REST service over a shared core: the check routes below the router, the rest through it.
-pub fn service(gate: Arc<Gate>) -> Rest {
+/// The REST service over a shared core: the check routes below the router, the rest through it;
+/// `/v1/` requests from a host or origin `origins` refuses get 403 first.
+pub fn service(gate: Arc<Gate>, origins: Origins) -> Rest {
     Rest {
         router: router(Arc::clone(&gate)),
         gate,
+        origins: Arc::new(origins),
     }
 }
 
@@ -80,6 +85,19 @@ impl tower::Service<Request<Incoming>> for Rest {
     }
 
     fn call(&mut self, request: Request<Incoming>) -> Self::Future {
+        if request.uri().path().starts_with("/v1/") {
+            let headers = request.headers();
+            let host = headers
+                .get(header::HOST)
+                .map(HeaderValue::as_bytes)
+                .or_else(|| request.uri().authority().map(|a| a.as_str().as_bytes()));
+            let origin = headers.get(header::ORIGIN).map(HeaderValue::as_bytes);
+            if let Err(refused) = self.origins.check(host, origin) {
+                return Either::Left(Box::pin(std::future::ready(Ok(error::origin_refused(
+                    &refused,
+                )))));
+            }
+        }
         match CheckRoute::of(&request) {
             None => Either::Right(self.router.call(request)),
             Some(route) => {

@@ -20,7 +20,7 @@ use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 
 /// The test MCP server on Streamable HTTP (`json`: answers as JSON where it can), and its URL.
-async fn upstream(json: bool) -> (Child, String) {
+pub(crate) async fn upstream(json: bool) -> (Child, String) {
     let mut command = Command::new(test_server());
     command
         .args(["--http", "127.0.0.1:0"])
@@ -41,7 +41,7 @@ async fn upstream(json: bool) -> (Child, String) {
 }
 
 /// A running `schemagate gateway` and its ports.
-struct Gateway {
+pub(crate) struct Gateway {
     _child: Child,
     port: u16,
     metrics_port: u16,
@@ -49,7 +49,7 @@ struct Gateway {
 
 impl Gateway {
     /// The gateway with `routes` (NAME=URL) and `flags`, once it answers /healthz.
-    async fn start(routes: &[String], flags: &[&str]) -> Self {
+    pub(crate) async fn start(routes: &[String], flags: &[&str]) -> Self {
         let port = free_port();
         let metrics_port = free_port();
         let mut command = Command::new(schemagate());
@@ -82,7 +82,17 @@ impl Gateway {
         panic!("schemagate gateway was not ready within 20 s");
     }
 
-    fn url(&self, route: &str) -> String {
+    /// The gateway's process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self._child.id().expect("the gateway runs")
+    }
+
+    /// The port clients connect to.
+    pub(crate) fn port(&self) -> u16 {
+        self.port
+    }
+
+    pub(crate) fn url(&self, route: &str) -> String {
         format!("http://127.0.0.1:{}/mcp/{route}", self.port)
     }
 }
@@ -300,7 +310,11 @@ async fn what_cannot_be_relayed_gets_a_status_and_a_json_rpc_error_that_says_why
 }
 
 /// A POST in session `session` (2025-11-25) of `body` to `url`: status, session header, body.
-async fn post_in(url: &str, session: Option<&str>, body: &str) -> (u16, Option<String>, String) {
+pub(crate) async fn post_in(
+    url: &str,
+    session: Option<&str>,
+    body: &str,
+) -> (u16, Option<String>, String) {
     let mut request = reqwest::Client::new()
         .post(url)
         .header("content-type", "application/json")
@@ -322,7 +336,7 @@ async fn post_in(url: &str, session: Option<&str>, body: &str) -> (u16, Option<S
 }
 
 /// The messages of an event stream: each event's data, in order.
-fn messages(stream: &str) -> Vec<String> {
+pub(crate) fn messages(stream: &str) -> Vec<String> {
     stream
         .split("\n\n")
         .filter_map(|event| {
@@ -337,7 +351,7 @@ fn messages(stream: &str) -> Vec<String> {
 }
 
 /// A 2025-11-25 session begun at `url`: its id.
-async fn initialize(url: &str) -> String {
+pub(crate) async fn initialize(url: &str) -> String {
     let (status, session, _) = post_in(
         url,
         None,
@@ -554,7 +568,7 @@ async fn a_pinned_contract_learned_through_the_gateway_stays_in_force() {
 }
 
 /// How many processes `pid` has started and not yet reaped.
-fn children_of(pid: u32) -> usize {
+pub(crate) fn children_of(pid: u32) -> usize {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return 0;
     };
@@ -1106,7 +1120,7 @@ async fn a_message_that_does_not_arrive_in_time_gets_408_and_the_route_serves_on
         .await
         .expect("connect");
     slow.write_all(
-        b"POST /mcp/crm HTTP/1.1\r\nhost: gw\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"jsonrpc\":",
+        b"POST /mcp/crm HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"jsonrpc\":",
     )
     .await
     .expect("write");

@@ -100,7 +100,7 @@ async fn raw_grpc_call(
 async fn send_and_leave(app: &TestApp, path: &str, body: &[u8]) -> TcpStream {
     let mut tcp = TcpStream::connect(app.http_addr).await.expect("connect");
     let head = format!(
-        "POST {path} HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        "POST {path} HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
         body.len()
     );
     tcp.write_all(head.as_bytes()).await.expect("head");
@@ -114,7 +114,7 @@ async fn a_slow_header_client_is_closed_at_the_timeout_while_others_are_answered
     let mut slow = TcpStream::connect(app.http_addr).await.expect("connect");
     let dripping = tokio::spawn(async move {
         // One header byte at a time, never the end of the headers.
-        for b in b"POST /v1/validate HTTP/1.1\r\nhost: x\r\nx-slow: " {
+        for b in b"POST /v1/validate HTTP/1.1\r\nhost: 127.0.0.1\r\nx-slow: " {
             if slow.write_all(&[*b]).await.is_err() {
                 break;
             }
@@ -138,7 +138,7 @@ async fn a_body_that_stops_arriving_is_answered_408_at_the_body_timeout() {
     let app = spawn_app_with(&["--body-read-timeout-secs", "1"]).await;
     let mut tcp = TcpStream::connect(app.http_addr).await.expect("connect");
     tcp.write_all(
-        b"POST /v1/validate HTTP/1.1\r\nhost: x\r\ncontent-length: 1000\r\n\r\n{\"schema\":",
+        b"POST /v1/validate HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: 1000\r\n\r\n{\"schema\":",
     )
     .await
     .expect("send");
@@ -155,7 +155,7 @@ async fn a_declared_length_over_the_limit_is_413_before_any_body_arrives() {
     let app = spawn_app_with(&[]).await;
     let mut tcp = TcpStream::connect(app.http_addr).await.expect("connect");
     tcp.write_all(
-        b"POST /v1/validate HTTP/1.1\r\nhost: x\r\ncontent-length: 10000000000\r\n\r\n0123456789",
+        b"POST /v1/validate HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: 10000000000\r\n\r\n0123456789",
     )
     .await
     .expect("send");
@@ -205,7 +205,7 @@ async fn the_connection_cap_refuses_new_connections_and_recovers() {
         .await
         .expect("tcp connect");
     let _ = fourth
-        .write_all(b"GET /healthz HTTP/1.1\r\nhost: x\r\n\r\n")
+        .write_all(b"GET /healthz HTTP/1.1\r\nhost: 127.0.0.1\r\n\r\n")
         .await;
     let answer = read_to_close(&mut fourth, Duration::from_secs(5))
         .await
@@ -491,7 +491,7 @@ async fn rest_bodies_still_arriving_share_a_bounded_budget() {
     for _ in 0..2 {
         let mut tcp = TcpStream::connect(app.http_addr).await.expect("connect");
         tcp.write_all(
-            b"POST /v1/validate HTTP/1.1\r\nhost: x\r\ncontent-length: 60000\r\n\r\n{\"schema\":",
+            b"POST /v1/validate HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-length: 60000\r\n\r\n{\"schema\":",
         )
         .await
         .expect("send");

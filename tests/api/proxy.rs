@@ -382,7 +382,7 @@ pub(crate) struct Raw {
 
 impl Raw {
     /// The proxy in front of the raw test server, with `flags`.
-    fn start(flags: &[&str]) -> Self {
+    pub(crate) fn start(flags: &[&str]) -> Self {
         Self::spawn(&mut proxy_command(flags, &["--raw"]))
     }
 
