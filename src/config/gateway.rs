@@ -115,6 +115,23 @@ pub struct GatewayArgs {
 }
 
 impl GatewayArgs {
+    /// The hosts and origins the flags allow: `--allowed-hosts`, `--allowed-origins`, and the
+    /// host and origin of `--public-url` (the name clients reach the gateway by).
+    fn allowed_peers(&self) -> anyhow::Result<crate::net::origins::AllowedPeers> {
+        let mut allowed = self.access.allowed_peers()?;
+        if let Some(url) = self
+            .public_url
+            .as_deref()
+            .and_then(|u| reqwest::Url::parse(u).ok())
+        {
+            if let Some(host) = url.host_str() {
+                allowed.hosts.push(host.to_owned());
+                allowed.origins.push(url.origin().ascii_serialization());
+            }
+        }
+        Ok(allowed)
+    }
+
     /// What `schemagate gateway` runs with.
     pub fn gateway_config(&self) -> anyhow::Result<GatewayConfig> {
         anyhow::ensure!(
@@ -158,7 +175,7 @@ impl GatewayArgs {
                     .auth(&[self.listen], "call every route's tools through it")?,
             })?,
             tls: self.access.tls_files(),
-            allowed: self.access.allowed_peers()?,
+            allowed: self.allowed_peers()?,
             boundary: BoundaryConfig {
                 // Each route's name, per route.
                 server: String::new(),

@@ -261,11 +261,6 @@ impl Exchange {
         self.decided.lock().unwrap_or_else(|e| e.into_inner()).mode
     }
 
-    /// The name of the route this exchange is on.
-    pub fn route_name(&self) -> &str {
-        &self.route.route.name
-    }
-
     /// The client's answer, while it is open.
     pub(super) fn sink(&self) -> Option<mpsc::Sender<Bytes>> {
         self.sink.lock().unwrap_or_else(|e| e.into_inner()).clone()
@@ -459,8 +454,8 @@ impl Exchange {
         }
     }
 
-    /// The upstream cut the event stream that answers `request` before its answer: the client
-    /// gets a JSON-RPC error for it, as the stream's last event.
+    /// The event stream that answers `request` ended (or was cut off) before its answer: the
+    /// client gets a JSON-RPC error for it, as the stream's last event.
     pub(super) async fn stream_cut(&self, request: &Bytes) {
         if self.mode() != Some(Mode::Sse) {
             return;
@@ -469,9 +464,9 @@ impl Exchange {
             return;
         };
         let route = &self.route.route;
-        tracing::warn!(route = %route.name, upstream = %route.target.public(), "the upstream cut an event stream off before its answer");
+        tracing::warn!(route = %route.name, upstream = %route.target.public(), "an event stream from the upstream ended before its answer");
         let message = format!(
-            "schemagate gateway: route {}: the upstream {} cut its event stream off before answering this request",
+            "schemagate gateway: route {}: the upstream {} ended its event stream (or it was cut off) before answering this request",
             route.name,
             route.target.public()
         );

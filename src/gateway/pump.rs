@@ -162,13 +162,17 @@ pub(super) fn pump(pump: Pump) -> futures_util::future::BoxFuture<'static, ()> {
         if let Err(e) = &relayed {
             tracing::debug!(route = %exchange.route.route.name, error = %e, "relay of the upstream's answer ended");
         }
-        let cut = relayed
+        let client_gone = relayed
             .as_ref()
-            .is_err_and(|e| e.kind() != io::ErrorKind::BrokenPipe);
+            .is_err_and(|e| e.kind() == io::ErrorKind::BrokenPipe);
         if let Some(request) = &request {
-            if cut && open.is_some() && !resumable && exchange.boundary.awaits_answer(request) {
-                // The stream was cut before the answer it owes: the client gets an error for its
-                // request, not a stream that ends in silence.
+            if !client_gone
+                && open.is_some()
+                && !resumable
+                && exchange.boundary.awaits_answer(request)
+            {
+                // The stream ended (or was cut) before the answer it owes: the client gets an
+                // error for its request, not a stream that ends in silence.
                 exchange.stream_cut(request).await;
             }
             if open.is_none() || !resumable {

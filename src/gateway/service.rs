@@ -292,18 +292,18 @@ async fn post_message(
         caller: caller.name(),
         adopt,
     };
+    // Not the exchange itself: the head's sender lives in it, and must go when it ends.
+    let route_name = route.route.name.clone();
     let (exchange, answer) = Exchange::new(gateway, route, boundary, request);
-    let owed = expects_answer.then(|| (Arc::clone(&exchange), framing));
     exchange.start();
-    respond(answer, move || match owed {
+    respond(answer, move || match framing {
         // A request is owed an answer: never a 202 that says there is none.
-        Some((exchange, Framing::Request { id, .. })) => refusal(
+        Framing::Request { id, .. } => refusal(
             StatusCode::BAD_GATEWAY,
             Some(&id),
             mcp::UPSTREAM_FAILED,
             &format!(
-                "schemagate gateway: route {}: no answer to this request could be relayed (see the gateway's log)",
-                exchange.route_name()
+                "schemagate gateway: route {route_name}: no answer to this request could be relayed (see the gateway's log)"
             ),
         ),
         _ => Head::accepted().into_response(),

@@ -1,5 +1,5 @@
 //! The client to the upstream MCP servers: one pool for every route (HTTP/1.1, and HTTP/2 where
-//! TLS offers it), no redirects followed (a redirect is the upstream's answer, relayed), bodies
+//! TLS offers it), no redirects followed (nor relayed: the client gets 502), bodies
 //! never decompressed (the client is asked for none), certificates checked against the system's
 //! trust store and any extra CA. Which headers cross in each direction is decided here.
 

@@ -412,7 +412,9 @@ impl Boundary {
     /// model ([`ids::Readings::doubtful`]). Its tool is unknown, so it cannot be judged: the
     /// client gets a JSON-RPC error for that id instead.
     fn unfollowed(&self, id: &RawValue, result: Option<Unread<'_>>) -> Option<Vec<u8>> {
-        let doubtful = ids::Readings::of_answer(id.get()).doubtful && self.session.awaits_answers();
+        let doubtful = (ids::Readings::of_answer(id.get()).doubtful
+            && self.session.awaits_answers())
+            || self.session.ambiguous(id.get());
         if !doubtful && !result.is_some_and(carries_tool_result) {
             return None;
         }
@@ -420,7 +422,7 @@ impl Boundary {
             return None;
         }
         let why = if doubtful {
-            "a client could read its id as that of a call in flight, and which call it answers cannot be told with certainty"
+            "a client could read its id as that of a request in flight (or of two), and which one it answers cannot be told with certainty"
         } else {
             "it carries a tool result (structuredContent), but no tool call with this id is followed (one cancelled long ago, or answered already), so the tool, and the schema it must match, are unknown"
         };
@@ -547,7 +549,7 @@ impl Boundary {
 }
 
 /// Whether `result` carries a tool result's `structuredContent`.
-fn carries_tool_result(result: Unread<'_>) -> bool {
+pub(super) fn carries_tool_result(result: Unread<'_>) -> bool {
     let text = result.bytes();
     memchr::memmem::find(text, b"structuredContent").is_some()
         && super::envelope::members(text, ["structuredContent"]).is_some_and(|[s]| s.is_some())

@@ -221,7 +221,7 @@ fn exact_integer(text: &str) -> Option<String> {
     let scale = exponent
         .checked_sub(fraction.len() as i64)?
         .checked_add(zeros)?;
-    if scale < 0 || trimmed.len() as i64 + scale > MAX_INTEGER_DIGITS as i64 {
+    if scale < 0 || scale > MAX_INTEGER_DIGITS as i64 - trimmed.len() as i64 {
         return None;
     }
     let mut integer = trimmed.to_owned();
@@ -322,6 +322,15 @@ mod tests {
     fn hostile_ids_stay_bounded() {
         assert_eq!(Key::of_request("1e999999999999").as_str(), "1e999999999999");
         assert_eq!(keys("1e400"), ["1e400"]);
+        for huge in ["1e9223372036854775807", "-1e9223372036854775807"] {
+            assert_eq!(Key::of_request(huge).as_str(), huge);
+            assert_eq!(keys(huge), [huge]);
+        }
+        // A number too small to be anything but 0 for JavaScript.
+        assert_eq!(
+            keys("1e-9223372036854775808"),
+            ["1e-9223372036854775808", "0"]
+        );
         let long = format!("\"{}\"", "9".repeat(10_000));
         assert_eq!(Key::of_request(&long).as_str().len(), 10_000);
     }

@@ -242,7 +242,7 @@ impl Boundary {
     /// yet come).
     pub fn awaits_answer(&self, request: &[u8]) -> bool {
         match envelope::message(request, Direction::ToServer) {
-            Some(Message::Request { id, .. }) => self.session.follows(id.get()),
+            Some(Message::Request { id, .. }) => self.session.awaits(id.get()),
             _ => false,
         }
     }
@@ -338,8 +338,8 @@ impl Boundary {
     }
 
     /// Whether `message`, read in `direction`, is one the boundary acts on: from the client a
-    /// call, a listing, a read of a task or `initialize`; from the server an answer it follows,
-    /// `list_changed`, or a task's status.
+    /// call, a listing, a read of a task or `initialize`; from the server an answer it follows
+    /// (or may withhold), `list_changed`, or a task's status.
     fn acts_on(&self, direction: Direction, message: &Message<'_>) -> bool {
         match (direction, message) {
             (Direction::ToServer, Message::Request { method, .. }) => {
@@ -348,8 +348,24 @@ impl Boundary {
                     "tools/call" | "tools/list" | "initialize" | "tasks/result" | "tasks/get"
                 )
             }
-            (Direction::ToClient, Message::Response { id: Some(id), .. }) => {
-                self.session.follows(id.get())
+            // Whatever `server_message` may judge, replace or withhold.
+            (
+                Direction::ToClient,
+                Message::Response {
+                    id,
+                    result,
+                    unreadable_id,
+                },
+            ) => {
+                let carries = result.is_some_and(call::carries_tool_result);
+                match id {
+                    Some(id) => {
+                        carries
+                            || self.session.follows(id.get())
+                            || ids::Readings::of_answer(id.get()).doubtful
+                    }
+                    None => carries && *unreadable_id,
+                }
             }
             (Direction::ToClient, Message::Notification { method, .. }) => {
                 method == "notifications/tools/list_changed" || task::is_status(method)

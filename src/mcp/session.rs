@@ -14,6 +14,8 @@ use tokio::sync::watch;
 
 /// Most tools whose run of rejections is followed, and most tools marked unenforceable.
 const MAX_TRACKED_TOOLS: usize = 10_000;
+/// Most calls answered already whose ids stay followed (see `State::answered`).
+const MAX_ANSWERED_KEPT: usize = 64;
 /// After a listing the boundary asked for failed, how long calls go on with the contract at
 /// hand before the boundary asks again.
 const LISTING_RETRY_AFTER: Duration = Duration::from_secs(10);
@@ -77,6 +79,16 @@ pub enum Untracked {
     InUse,
 }
 
+/// Where an answer's id places it among the requests followed.
+enum Placed {
+    /// Under this key.
+    At(Key),
+    /// Nowhere: no request followed has an id a client would match.
+    Nowhere,
+    /// Under several keys: a client could take it for either request.
+    Ambiguous,
+}
+
 /// What to do about the contract before a call is checked.
 #[derive(Debug, PartialEq)]
 pub enum Listing {
@@ -117,6 +129,12 @@ struct State {
     /// cancellation never answers, so these are not in flight and must not hold its slots).
     cancelled: HashMap<Key, Pending>,
     cancelled_order: VecDeque<Key>,
+    /// Calls (and reads of a task's result) answered already, the most recent
+    /// [`MAX_ANSWERED_KEPT`]: a second answer with one's id is judged like the first, since a
+    /// client that dropped the first (one it could not read as an answer, a `jsonrpc` it does not
+    /// take) would read the second.
+    answered: HashMap<Key, Pending>,
+    answered_order: VecDeque<Key>,
     /// Tasks created by followed calls.
     tasks: TaskRecords<Call>,
 }
@@ -186,35 +204,83 @@ impl Session {
                 limit: self.max_in_flight,
             });
         }
+        // A request that takes the id of one answered before: its answer is this one's.
+        if state.answered.remove(&key).is_some() {
+            state.answered_order.retain(|k| *k != key);
+        }
         state.pending.insert(key, pending);
         Ok(())
     }
 
-    /// The key under which a request followed (cancelled calls included) is answered by the id
-    /// `id` (its JSON text), read as clients read it.
-    fn followed_key(state: &State, id: &str) -> Option<Key> {
-        Readings::of_answer(id)
-            .keys
-            .into_iter()
-            .find(|key| state.pending.contains_key(key) || state.cancelled.contains_key(key))
+    /// Which request followed (in flight, cancelled, or answered already) an answer with the id
+    /// `id` (its JSON text) answers, read as clients read it.
+    fn placed(state: &State, id: &str) -> Placed {
+        let mut found: Option<Key> = None;
+        for key in Readings::of_answer(id).keys {
+            let followed = state.pending.contains_key(&key)
+                || state.cancelled.contains_key(&key)
+                || state.answered.contains_key(&key);
+            match (&found, followed) {
+                (_, false) => {}
+                (None, true) => found = Some(key),
+                // Two requests a client could take it for: which it answers is not certain.
+                (Some(_), true) => return Placed::Ambiguous,
+            }
+        }
+        found.map_or(Placed::Nowhere, Placed::At)
     }
 
     /// The request an answer with the id `id` (its JSON text) answers, if the boundary follows
-    /// it (cancelled calls included).
+    /// it: in flight, cancelled, or answered already (a second answer is judged as the first).
+    /// `None` too when a client could take it for more than one ([`Session::ambiguous`]).
     pub fn answered(&self, id: &str) -> Option<Pending> {
         let mut state = self.state();
-        let key = Self::followed_key(&state, id)?;
-        if let Some(pending) = state.pending.remove(&key) {
-            return Some(pending);
+        let Placed::At(key) = Self::placed(&state, id) else {
+            return None;
+        };
+        if let Some(pending) = state.answered.get(&key) {
+            return Some(pending.clone());
         }
-        let pending = state.cancelled.remove(&key)?;
-        state.cancelled_order.retain(|c| *c != key);
+        let pending = match state.pending.remove(&key) {
+            Some(pending) => pending,
+            None => {
+                let pending = state.cancelled.remove(&key)?;
+                state.cancelled_order.retain(|c| *c != key);
+                pending
+            }
+        };
+        if matches!(
+            pending,
+            Pending::ToolsCall { .. } | Pending::TaskRead { .. }
+        ) {
+            if state.answered.len() >= MAX_ANSWERED_KEPT {
+                if let Some(oldest) = state.answered_order.pop_front() {
+                    state.answered.remove(&oldest);
+                }
+            }
+            state.answered_order.push_back(key.clone());
+            state.answered.insert(key, pending.clone());
+        }
         Some(pending)
     }
 
-    /// Whether an answer with the id `id` is followed.
+    /// Whether an answer with the id `id` is followed (or could be taken for more than one
+    /// request followed).
     pub fn follows(&self, id: &str) -> bool {
-        Self::followed_key(&self.state(), id).is_some()
+        !matches!(Self::placed(&self.state(), id), Placed::Nowhere)
+    }
+
+    /// Whether a client could take an answer with the id `id` for more than one request
+    /// followed.
+    pub fn ambiguous(&self, id: &str) -> bool {
+        matches!(Self::placed(&self.state(), id), Placed::Ambiguous)
+    }
+
+    /// Whether the answer to the request `id` (its JSON text, as sent) has not come yet.
+    pub fn awaits(&self, id: &str) -> bool {
+        let key = Key::of_request(id);
+        let state = self.state();
+        state.pending.contains_key(&key) || state.cancelled.contains_key(&key)
     }
 
     /// Whether any request's answer is awaited (cancelled calls included).
@@ -230,7 +296,7 @@ impl Session {
     /// client asked for is no longer awaited.
     pub fn cancelled(&self, id: &str) {
         let mut state = self.state();
-        let Some(key) = Self::followed_key(&state, id) else {
+        let Placed::At(key) = Self::placed(&state, id) else {
             return;
         };
         match state.pending.get(&key) {
@@ -421,7 +487,7 @@ mod tests {
     }
 
     #[test]
-    fn requests_followed_are_bounded_and_answered_once() {
+    fn requests_followed_are_bounded_and_a_second_answer_is_judged_as_the_first() {
         let session = Session::new(2, Default::default());
         let call = |n: u32| Pending::ToolsCall {
             call: Call {
@@ -439,7 +505,10 @@ mod tests {
         );
         assert_eq!(session.track("2", call(2)), Err(Untracked::InUse));
         assert_eq!(session.answered("1"), Some(call(1)));
-        assert_eq!(session.answered("1"), None);
+        // A second answer with the id is judged as the first was.
+        assert_eq!(session.answered("1"), Some(call(1)));
+        assert_eq!(session.answered("\"1\""), Some(call(1)));
+        assert_eq!(session.answered("2"), Some(call(1)));
         session.track("3", call(1)).expect("room again");
         session.cancelled("3");
         session
@@ -450,7 +519,15 @@ mod tests {
             "a cancelled call's answer is still read"
         );
         assert_eq!(session.answered("3"), Some(call(1)));
-        assert_eq!(session.answered("3"), None);
+        assert!(!session.awaits("3"), "answered");
+        assert!(session.follows("3"), "still followed for a second answer");
+        // An answer a client could take for either of two requests is placed nowhere.
+        let session = Session::new(4, Default::default());
+        session.track("7", call(1)).expect("room");
+        session.track("\"0x7\"", call(2)).expect("room");
+        assert!(session.ambiguous("\"0x7\""));
+        assert_eq!(session.answered("\"0x7\""), None);
+        assert_eq!(session.answered("7"), Some(call(1)));
     }
 
     #[test]

@@ -288,12 +288,14 @@ impl Connections {
                 open.increment(1.0);
                 // A client that sends nothing is closed at the header-read timeout: the
                 // protocol detection below waits for its first bytes with no timer of its own.
-                let mut first = [0u8; 1];
-                let spoke = tokio::time::timeout(limits.header_read_timeout, tcp.peek(&mut first)).await;
-                if !matches!(spoke, Ok(Ok(n)) if n > 0) {
+                let spoke = tokio::select! {
+                    spoke = spoke_within(&tcp, limits.header_read_timeout) => spoke,
+                    () = shutdown.cancelled() => false,
+                };
+                if !spoke {
                     m.closed_idle.increment(1);
                     open.decrement(1.0);
-                    tracing::debug!(%peer, transport = transport.as_str(), "closed a connection that sent nothing within the header-read timeout");
+                    tracing::debug!(%peer, transport = transport.as_str(), "closed a connection that did not say which protocol it speaks within the header-read timeout");
                     return;
                 }
                 let state = Arc::new(ConnectionState::new());
@@ -322,6 +324,33 @@ impl Connections {
         connections.close();
         connections.wait().await;
         Ok(())
+    }
+}
+
+/// The bytes an HTTP/2 connection with prior knowledge begins with.
+const HTTP2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Whether the client on `tcp` says, within `timeout`, which protocol it speaks: bytes that are
+/// no beginning of the HTTP/2 preface (HTTP/1, or a TLS hello), or the whole preface. Until
+/// then hyper's protocol detection would wait with no timer of its own. Nothing is consumed.
+async fn spoke_within(tcp: &tokio::net::TcpStream, timeout: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let mut seen = [0u8; HTTP2_PREFACE.len()];
+    loop {
+        let n = match tokio::time::timeout_at(deadline, tcp.peek(&mut seen)).await {
+            Ok(Ok(n)) if n > 0 => n,
+            _ => return false,
+        };
+        if n == seen.len() || !HTTP2_PREFACE.starts_with(&seen[..n]) {
+            return true;
+        }
+        // Part of the preface: the rest is awaited (peek returns at once while data waits).
+        if tokio::time::timeout_at(deadline, tokio::time::sleep(Duration::from_millis(10)))
+            .await
+            .is_err()
+        {
+            return false;
+        }
     }
 }
 

@@ -183,20 +183,36 @@ impl Origins {
     }
 }
 
-/// A `Host` value's name: lower case, without its port; an IPv6 address keeps its brackets.
+/// A `Host` value's name: lower case, without its port; an IPv6 address in brackets, written
+/// canonically (`[0:0::1]` is `[::1]`). Text that is no host name stays as it is, and matches
+/// nothing.
 fn host_name(host: &str) -> String {
     let host = host.trim().to_ascii_lowercase();
-    if host.starts_with('[') {
-        return match host.find(']') {
-            Some(end) => host[..=end].to_owned(),
-            None => host,
+    let ipv6 = |text: &str| {
+        text.parse::<std::net::Ipv6Addr>()
+            .ok()
+            .map(|ip| format!("[{ip}]"))
+    };
+    if let Some(rest) = host.strip_prefix('[') {
+        let Some((inside, after)) = rest.split_once(']') else {
+            return host;
+        };
+        // After the brackets, only a port.
+        let port_only = after.is_empty()
+            || after
+                .strip_prefix(':')
+                .is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
+        return match (port_only, ipv6(inside)) {
+            (true, Some(canonical)) => canonical,
+            _ => host,
         };
     }
+    if let Some(canonical) = ipv6(&host) {
+        // An IPv6 address without brackets (as a flag may give it).
+        return canonical;
+    }
     match host.rsplit_once(':') {
-        // One colon: a port. More: an IPv6 address without brackets.
-        Some((name, port)) if !name.contains(':') && port.bytes().all(|b| b.is_ascii_digit()) => {
-            name.to_owned()
-        }
+        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name.to_owned(),
         _ => host,
     }
 }
@@ -258,6 +274,11 @@ mod tests {
                 "{host}"
             );
         }
+        assert!(
+            ok(&o, "[0:0::1]:8090", None),
+            "an IPv6 address however written"
+        );
+        assert!(!ok(&o, "[::1]evil.example", None));
         // The rebinding attack: the attacker's name in both headers.
         assert!(!ok(
             &o,
@@ -303,6 +324,8 @@ mod tests {
         assert!(ok(&listed, "10.1.2.3:8090", None), "an address is a host");
         assert!(ok(&listed, "[fd00::5]:8090", None));
         assert!(!ok(&listed, "evil.example", None));
+        let bare = origins("[::1]:8090", &["::1", "fd00::7"], &[]);
+        assert!(ok(&bare, "[fd00:0::7]:8090", None));
         let one = origins("10.0.0.5:8090", &[], &[]);
         assert!(ok(&one, "10.0.0.5:8090", None));
         assert!(!ok(&one, "localhost", None));

@@ -94,6 +94,8 @@ struct Envelope {
     /// `result` spelled with an escape.
     escaped_key: bool,
     order: Vec<u8>,
+    /// A plain answer to the same call follows (one a client that dropped the first reads).
+    second: bool,
 }
 
 fn envelopes() -> impl Strategy<Value = Envelope> {
@@ -112,12 +114,13 @@ fn envelopes() -> impl Strategy<Value = Envelope> {
             prop::bool::weighted(0.1),
             prop::bool::weighted(0.2),
             prop::collection::vec(any::<u8>(), 8),
+            prop::bool::weighted(0.25),
         ),
     )
         .prop_map(
             |(
                 (id, result, jsonrpc, method, params, error),
-                (extras, decoy_result, decoy_id, escaped_key, order),
+                (extras, decoy_result, decoy_id, escaped_key, order, second),
             )| Envelope {
                 id,
                 result,
@@ -130,6 +133,7 @@ fn envelopes() -> impl Strategy<Value = Envelope> {
                 decoy_id,
                 escaped_key,
                 order,
+                second,
             },
         )
 }
@@ -195,7 +199,15 @@ impl Envelope {
             members.insert(0, ("\"id\"".into(), format!("{n}")));
         }
         let body: Vec<String> = members.iter().map(|(k, v)| format!("{k}:{v}")).collect();
-        format!("{{{}}}", body.join(","))
+        let mut line = format!("{{{}}}", body.join(","));
+        if self.second {
+            // A text-only answer that breaks the contract, on a line of its own.
+            line.push_str(&format!(
+                "\n{{\"jsonrpc\":\"2.0\",\"id\":{n},\"result\":{}}}",
+                BROKEN[2]
+            ));
+        }
+        line
     }
 }
 
@@ -407,6 +419,7 @@ fn envelopes_with_plain(mut envelopes: Vec<Envelope>) -> Vec<Envelope> {
             decoy_id: false,
             escaped_key: false,
             order: vec![0, 1, 2],
+            second: false,
         };
     }
     envelopes
@@ -439,15 +452,16 @@ pub(crate) async fn spelling_upstream() -> String {
             .into_response(),
             Some("tools/call") => {
                 let arguments = &request["params"]["arguments"];
-                let line = arguments["line"].as_str().unwrap_or("").to_owned();
+                let line = arguments["line"].as_str().unwrap_or("");
                 if arguments["sse"] == true {
-                    (
-                        [(header::CONTENT_TYPE, "text/event-stream")],
-                        format!("event: message\ndata: {line}\n\n"),
-                    )
-                        .into_response()
+                    // One event per line.
+                    let events: String = line
+                        .split('\n')
+                        .map(|message| format!("event: message\ndata: {message}\n\n"))
+                        .collect();
+                    ([(header::CONTENT_TYPE, "text/event-stream")], events).into_response()
                 } else {
-                    json(line).into_response()
+                    json(line.to_owned()).into_response()
                 }
             }
             _ => axum::http::StatusCode::ACCEPTED.into_response(),
@@ -480,12 +494,18 @@ async fn no_answer_a_client_would_take_passes_the_gateway_unjudged() {
     let plain = envelopes_with_plain(draw(300));
     for (k, envelope) in plain.iter().enumerate() {
         let n = 100 + k as u64;
+        let sse = k % 2 == 1;
+        // A JSON answer holds one message: a second answer needs a stream.
+        let envelope = &Envelope {
+            second: envelope.second && sse,
+            ..envelope.clone()
+        };
         let line = envelope.spell(n);
         let response = client
             .post(&url)
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
-            .body(emit_call(n, &line, k % 2 == 1))
+            .body(emit_call(n, &line, sse))
             .send()
             .await
             .expect("POST through the gateway");

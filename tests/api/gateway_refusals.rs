@@ -365,6 +365,35 @@ async fn a_connection_that_sends_nothing_is_closed_at_the_header_read_timeout() 
         .await
         .expect("closed well before the idle timeout");
     assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+    // The beginning of HTTP/2's preface, then nothing: the same.
+    let mut halting = TcpStream::connect(("127.0.0.1", gateway.port()))
+        .await
+        .expect("connect");
+    halting.write_all(b"PRI * HT").await.expect("write");
+    let read = tokio::time::timeout(Duration::from_secs(20), halting.read(&mut byte))
+        .await
+        .expect("closed well before the idle timeout");
+    assert!(matches!(read, Ok(0) | Err(_)), "{read:?}");
+}
+
+#[tokio::test]
+async fn the_public_urls_host_is_one_the_gateway_answers() {
+    let (_server, upstream) = crate::gateway::upstream(true).await;
+    let gateway = Gateway::start(
+        &[format!("crm={upstream}")],
+        &["--public-url", "https://mcp.example.com"],
+    )
+    .await;
+    let (status, body) = post_with(
+        &gateway.url("crm"),
+        &[
+            ("host", "mcp.example.com"),
+            ("origin", "https://mcp.example.com"),
+        ],
+        INITIALIZE,
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
 }
 
 /// The official MCP conformance suite (`@modelcontextprotocol/conformance`), if it is on PATH:
