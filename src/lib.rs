@@ -27,9 +27,10 @@
 //! - [`mcp`]: the MCP rules with no transport: the JSON-RPC envelope, a session's state, the
 //!   messages schemagate writes, contract learning from `tools/list`, and the call and result
 //!   rules, behind a [`mcp::Boundary`] that any transport feeds.
-//! - [`net`]: what socket adapters share: connection limits and timeouts, TLS, the admin server.
+//! - [`net`]: what socket adapters share: connection limits and timeouts, the `Host` and
+//!   `Origin` checks, TLS, the admin server.
 //! - The adapters, which depend on the layers above and never on each other: [`rest`] and
-//!   [`grpc`] (the service's two ports), [`stdio`] (`schemagate proxy`, the MCP wire on stdio) and
+//!   [`grpc`] (the service's two ports), [`proxy`] (`schemagate proxy`, the MCP wire on stdio) and
 //!   [`gateway`] (`schemagate gateway`, the MCP wire on Streamable HTTP, in front of remote
 //!   servers).
 //! - [`cli`]: the command line's own doors onto the core, with no service (`schemagate check`
@@ -43,6 +44,10 @@
 //! from `tools/list`; a **registration** is the act that puts a contract in force, and its
 //! record. "Validator" alone names only the gRPC service `schemagate.v1.Validator`.
 
+// The reference is built with `--document-private-items` (CI checks it): links from a public
+// item's docs to the private rooms it describes resolve there.
+#![allow(rustdoc::private_intra_doc_links)]
+
 pub mod cli;
 pub mod config;
 pub mod core;
@@ -51,9 +56,9 @@ pub mod grpc;
 pub mod mcp;
 pub mod net;
 pub mod ops;
+pub mod proxy;
 pub mod rest;
 pub mod serve;
-pub mod stdio;
 
 pub use serve::Listeners;
 

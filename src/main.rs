@@ -41,8 +41,8 @@ async fn run(Cli { command }: Cli) -> anyhow::Result<()> {
     match command {
         Command::Proxy(args) => {
             init_logs(&args.log)?;
-            let code = schemagate::stdio::run(
-                args.stdio_config()?,
+            let code = schemagate::proxy::run(
+                args.proxy_config()?,
                 schemagate::ops::shutdown::signal_or_hangup(),
             )
             .await?;

@@ -2,8 +2,9 @@
 //! registry and the configuration files, serves REST and gRPC on the listeners it is given, and
 //! drains on shutdown: readiness first, then the listeners, then the checks in flight.
 
-use crate::core::gate::{Gate, GateConfig};
+use crate::core::gate::GateConfig;
 use crate::core::metrics::Transport;
+use crate::net::drain;
 use crate::net::listen::{ConnectionLimits, Connections};
 use crate::net::origins::{AllowedPeers, Origins};
 use crate::net::tls::{Tls, TlsFiles};
@@ -13,7 +14,6 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::net::TcpListener;
-use tokio_util::sync::CancellationToken;
 
 /// Everything `schemagate serve` needs, built from its flags.
 #[derive(Debug)]
@@ -51,32 +51,10 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     // Certificates are read before anything starts, so a bad pair stops start-up.
     let tls = config.tls.map(Tls::load).transpose()?;
-    let gate = Gate::new(config.gate)?;
-    // `unready`: readiness fails and gRPC health says NOT_SERVING, checks are still answered.
-    // `token`, a drain delay later: the listeners close and checks in flight finish.
-    let unready = CancellationToken::new();
-    let token = CancellationToken::new();
-    let drain_delay = config.drain_delay;
-    let drain_gate = Arc::clone(&gate);
-    let (unready_tx, stop) = (unready.clone(), token.clone());
-    tokio::spawn(async move {
-        shutdown.await;
-        tracing::info!(
-            delay_secs = drain_delay.as_secs(),
-            "shutting down: not ready; still answering until the drain delay ends"
-        );
-        drain_gate.set_draining();
-        unready_tx.cancel();
-        tokio::time::sleep(drain_delay).await;
-        tracing::info!("drain delay over: closing listeners, finishing checks in flight");
-        stop.cancel();
-    });
     // With a shared registry: follow it; not ready until it has been read in full.
-    gate.start(token.clone());
-    gate.watch_files(config.poll_secs, true, &token);
-    if let Some(tls) = &tls {
-        tls.watch(config.poll_secs, &token);
-    }
+    let started = drain::start(config.gate, tls.as_ref(), config.poll_secs, true)?;
+    let drain = started.drain_on(shutdown, config.drain_delay);
+    let gate = &started.gate;
 
     let http_addr = listeners.http.local_addr()?;
     let grpc_addr = listeners.grpc.local_addr()?;
@@ -86,30 +64,25 @@ pub async fn run(
     let http = connections.serve(
         listeners.http,
         rest::service(
-            Arc::clone(&gate),
+            Arc::clone(gate),
             Origins::for_listener(http_addr, &config.allowed),
         ),
         Protocols::Http1AndHttp2,
         Transport::Rest,
         tls.clone(),
-        token.clone(),
+        started.stop.clone(),
     );
     let grpc = grpc::serve(
-        Arc::clone(&gate),
+        Arc::clone(gate),
         listeners.grpc,
         &connections,
         config.grpc_max_message_bytes,
         tls,
-        unready,
-        token.clone(),
+        drain.unready,
+        started.stop.clone(),
     );
-    let both = async { tokio::try_join!(async { http.await.map_err(anyhow::Error::from) }, grpc) };
-    tokio::pin!(both);
-    tokio::select! {
-        result = &mut both => { result?; }
-        () = async { token.cancelled().await; tokio::time::sleep(config.shutdown_grace).await } => {
-            tracing::warn!("grace period over; stopping with checks still in flight");
-        }
-    }
-    Ok(())
+    let both = async {
+        tokio::try_join!(async { http.await.map_err(anyhow::Error::from) }, grpc).map(|_| ())
+    };
+    started.serve_until_grace(both, config.shutdown_grace).await
 }

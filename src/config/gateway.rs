@@ -205,7 +205,6 @@ impl GatewayArgs {
                 idle: Duration::from_secs(self.session_idle_secs.max(1)),
             },
             stdio_max_processes: self.stdio_max_processes,
-            body_read_timeout,
             connections: self.connections.limits(),
             metrics_listen: self.metrics_listen,
             poll_secs: self.policy_poll_interval,

@@ -1,11 +1,11 @@
-//! Flags of `schemagate proxy`, and the configuration of the stdio adapter they make.
+//! Flags of `schemagate proxy`, and the configuration of the proxy adapter they make.
 
 use super::*;
 use crate::core::auth::Auth;
 use crate::core::gate::GateConfig;
 use crate::core::metrics::Transport;
 use crate::mcp::BoundaryConfig;
-use crate::stdio::StdioConfig;
+use crate::proxy::ProxyConfig;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -57,8 +57,8 @@ pub struct ProxyArgs {
 
 impl ProxyArgs {
     /// What `schemagate proxy` runs with.
-    pub fn stdio_config(&self) -> anyhow::Result<StdioConfig> {
-        Ok(StdioConfig {
+    pub fn proxy_config(&self) -> anyhow::Result<ProxyConfig> {
+        Ok(ProxyConfig {
             gate: self.gate_config()?,
             boundary: BoundaryConfig {
                 server: self.server_name.clone(),

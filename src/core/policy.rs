@@ -5,7 +5,7 @@
 //! wins. A rule may override the tier of single tools and the three rule switches.
 //!
 //! How the policy reloads: [`PolicyStore`] holds the policy in force and re-reads its file on
-//! SIGHUP, on the admin endpoint, and when the file's content changes ([`watch`]); a bad file
+//! SIGHUP, on the admin endpoint, and when the file's content changes (`Gate::watch_files`, through [`crate::ops::reload`]); a bad file
 //! keeps the policy in force.
 
 use crate::core::domain::Tier;

@@ -14,13 +14,15 @@
 //! does, and none of it goes into a JSON answer; in an event stream it goes without event ids,
 //! which belong to the stream the client may resume.
 
+use super::pump::{content_mode, pump, Pump};
+use super::routes::RouteState;
 use super::sse::{self, Event};
-use super::stdio::Upstreamed;
-use super::upstream::{self, Failure, MCP_SESSION_ID};
-use super::{Gateway, RouteState, RouteUpstream};
+use super::upstream::headers::{self, MCP_SESSION_ID};
+use super::upstream::{Failure, Requester, UpstreamRequest, Upstreamed};
+use super::Gateway;
 use crate::mcp::{self, Boundary, Direction, Link, Outgoing};
 use bytes::Bytes;
-use http::header::{self, HeaderMap, HeaderValue};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode};
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -40,13 +42,13 @@ pub enum Mode {
 
 /// The head of the client's answer.
 #[derive(Debug)]
-pub struct Head {
+pub struct AnswerHead {
     pub status: StatusCode,
     pub headers: HeaderMap,
     pub mode: Mode,
 }
 
-impl Head {
+impl AnswerHead {
     /// A JSON answer schemagate writes itself.
     fn json(status: StatusCode) -> Self {
         let mut headers = HeaderMap::new();
@@ -54,7 +56,7 @@ impl Head {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
-        Head {
+        AnswerHead {
             status,
             headers,
             mode: Mode::Json,
@@ -71,7 +73,7 @@ impl Head {
 
     /// The client's message was taken and nothing answers it.
     pub fn accepted() -> Self {
-        Head {
+        AnswerHead {
             status: StatusCode::ACCEPTED,
             headers: HeaderMap::new(),
             mode: Mode::Raw,
@@ -81,15 +83,15 @@ impl Head {
 
 /// The client's answer, as the exchange's tasks build it.
 pub struct Answer {
-    pub head: oneshot::Receiver<Head>,
+    pub head: oneshot::Receiver<AnswerHead>,
     pub body: mpsc::Receiver<Bytes>,
 }
 
 /// One client request to a route, and the tasks it sets moving.
 pub struct Exchange {
-    pub(super) gateway: Arc<Gateway>,
-    pub(super) route: Arc<RouteState>,
-    pub(super) boundary: Arc<Boundary>,
+    gateway: Arc<Gateway>,
+    route: Arc<RouteState>,
+    boundary: Arc<Boundary>,
     /// The client's headers, as every request of this exchange to the upstream carries them.
     forwarded: HeaderMap,
     /// The session the client named (`Mcp-Session-Id`), if any.
@@ -99,11 +101,11 @@ pub struct Exchange {
     /// The client's method: POST, GET or DELETE.
     method: Method,
     /// The client's message is a request (an answer is owed to it).
-    pub(super) expects_answer: bool,
+    expects_answer: bool,
     /// Who sent the request (the session table's key holds it).
     caller: Box<str>,
     /// The `Host` the client sent (the base of the gateway's URLs in a rewritten challenge).
-    pub(super) host: Option<HeaderValue>,
+    host: Option<HeaderValue>,
     /// The client's message (a POST's body).
     request: Bytes,
     /// Set with the head, once.
@@ -141,12 +143,12 @@ impl Drop for Open {
 }
 
 struct Decided {
-    head: Option<oneshot::Sender<Head>>,
+    head: Option<oneshot::Sender<AnswerHead>>,
     mode: Option<Mode>,
     /// The head the first message for the client gives its answer (a JSON answer's, read
     /// whole): staged rather than decided, so that an answer the rules withhold leaves the head
     /// free for the gateway's error.
-    staged: Option<Head>,
+    staged: Option<AnswerHead>,
 }
 
 impl Exchange {
@@ -170,7 +172,7 @@ impl Exchange {
             gateway,
             route,
             boundary,
-            forwarded: upstream::to_upstream(client_headers),
+            forwarded: headers::for_upstream(client_headers),
             session,
             adopt: request.adopt,
             method: request.method,
@@ -197,7 +199,12 @@ impl Exchange {
             let open = Arc::new(Open(Arc::clone(&self)));
             if self.method != Method::POST {
                 let sent = self
-                    .send(self.method.clone(), self.forwarded.clone(), None, false)
+                    .send(
+                        self.method.clone(),
+                        self.forwarded.clone(),
+                        None,
+                        Requester::Client,
+                    )
                     .await;
                 match sent {
                     Ok(response) => self.answered(response, None, Some(&open)),
@@ -224,7 +231,7 @@ impl Exchange {
 
     /// Decides the head of the client's answer, if it is not decided yet; answers the mode in
     /// force.
-    pub(super) fn decide(&self, head: impl FnOnce() -> Head) -> Mode {
+    pub(super) fn decide(&self, head: impl FnOnce() -> AnswerHead) -> Mode {
         let mut decided = self.decided.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(mode) = decided.mode {
             return mode;
@@ -238,8 +245,28 @@ impl Exchange {
         mode
     }
 
+    /// The route's name, as logs and errors give it.
+    pub(super) fn route_name(&self) -> &str {
+        &self.route.route.name
+    }
+
+    /// The longest message relayed.
+    pub(super) fn max_message_bytes(&self) -> usize {
+        self.route.config.max_message_bytes
+    }
+
+    /// The session's MCP rules.
+    pub(super) fn boundary(&self) -> &Boundary {
+        &self.boundary
+    }
+
+    /// The client's message is a request, owed an answer.
+    pub(super) fn expects_answer(&self) -> bool {
+        self.expects_answer
+    }
+
     /// Stages `head` for the client's answer: it is decided with the first message written.
-    pub(super) fn stage(&self, head: Head) {
+    pub(super) fn stage(&self, head: AnswerHead) {
         self.decided
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -254,7 +281,7 @@ impl Exchange {
             .unwrap_or_else(|e| e.into_inner())
             .staged
             .take();
-        self.decide(|| staged.unwrap_or_else(|| Head::json(StatusCode::OK)))
+        self.decide(|| staged.unwrap_or_else(|| AnswerHead::json(StatusCode::OK)))
     }
 
     pub(super) fn mode(&self) -> Option<Mode> {
@@ -279,16 +306,17 @@ impl Exchange {
 
     /// A message for the client: `source` the bytes it was cut from (so a message relayed as
     /// received is not copied), `event` the event it came in (whose `id` and `event` a
-    /// rewritten message keeps), `side` whether it came on the answer to a request of the
-    /// rules' own (then it goes only into an event stream, without event fields, and a client
-    /// gone does not stop the reading of that answer).
+    /// rewritten message keeps), `answering` whose request the answer it came on answers (on
+    /// the answer to a request of the rules' own it goes only into an event stream, without
+    /// event fields, and a client gone does not stop the reading of that answer).
     async fn to_client(
         &self,
         message: Outgoing<'_>,
         source: Option<&Bytes>,
         event: Option<&Event>,
-        side: bool,
+        answering: Requester,
     ) -> io::Result<()> {
+        let side = answering == Requester::Rules;
         let bytes = match message {
             Outgoing::Forward(bytes) | Outgoing::Own(bytes) => bytes,
         };
@@ -364,12 +392,17 @@ impl Exchange {
         message: Outgoing<'_>,
         open: Option<&Arc<Open>>,
     ) -> io::Result<()> {
-        let (bytes, main) = match message {
-            Outgoing::Forward(bytes) => (
-                bytes,
-                open.is_some() && !self.forwarded_once.swap(true, Ordering::AcqRel),
-            ),
-            Outgoing::Own(bytes) => (bytes, false),
+        // The client's own message goes first, as received; anything after is the rules' own.
+        let client_s = matches!(message, Outgoing::Forward(_))
+            && open.is_some()
+            && !self.forwarded_once.swap(true, Ordering::AcqRel);
+        let requester = if client_s {
+            Requester::Client
+        } else {
+            Requester::Rules
+        };
+        let bytes = match message {
+            Outgoing::Forward(bytes) | Outgoing::Own(bytes) => bytes,
         };
         let body = if within(&self.request, bytes) {
             self.request.slice_ref(bytes)
@@ -377,17 +410,17 @@ impl Exchange {
             Bytes::copy_from_slice(bytes)
         };
         let mut headers = self.forwarded.clone();
-        if !main {
-            upstream::own_request_headers(&mut headers, &body);
+        if requester == Requester::Rules {
+            headers::own_request_headers(&mut headers, &body);
         }
         let sent = self
-            .send(Method::POST, headers, Some(body.clone()), !main)
+            .send(Method::POST, headers, Some(body.clone()), requester)
             .await;
         match sent {
-            Ok(response) => self.answered(response, Some(body), open.filter(|_| main)),
+            Ok(response) => self.answered(response, Some(body), open.filter(|_| client_s)),
             Err(failure) => {
                 self.boundary.unanswered(&body);
-                if main {
+                if client_s {
                     self.failed(&failure, Some(&body));
                 } else {
                     tracing::warn!(route = %self.route.route.name, error = %failure, "a request of schemagate's own to the upstream failed");
@@ -397,34 +430,116 @@ impl Exchange {
         Ok(())
     }
 
-    /// Sends `method` with `headers` and `body` to the route's server: a request to its URL, or
-    /// the message to its stdio process for this session. `own`: a request of the rules' own.
+    /// Sends `method` with `headers` and `body`, `requester`'s, to the route's server: a request
+    /// to its URL, or the message to its stdio process for this session.
     async fn send(
         &self,
         method: Method,
         headers: HeaderMap,
         body: Option<Bytes>,
-        own: bool,
+        requester: Requester,
     ) -> Result<Upstreamed, Failure> {
-        match &self.route.upstream {
-            RouteUpstream::Http(url) => self
-                .gateway
-                .upstream
-                .send(method, url, headers, body)
-                .await
-                .map(Upstreamed::Http),
-            RouteUpstream::Stdio(servers) => {
-                servers
-                    .send(
-                        &self.caller,
-                        self.session.as_deref(),
-                        &method,
-                        body.as_ref(),
-                        own,
-                    )
-                    .await
+        let request = UpstreamRequest {
+            method,
+            headers,
+            body,
+            caller: &self.caller,
+            session: self.session.as_deref(),
+            requester,
+        };
+        self.route
+            .upstream
+            .send(&self.gateway.upstream, request)
+            .await
+    }
+
+    /// The upstream's answer to `request` (`None`: the client's GET or DELETE) began. When it
+    /// answers the client's own message (`open` is then the client's answer, held open while
+    /// the answer is relayed), it gives the client's answer its head: at once for an event
+    /// stream or bytes relayed as they are, once read whole for JSON. Its body is relayed in a
+    /// task of its own.
+    pub(super) fn answered(
+        self: &Arc<Self>,
+        response: Upstreamed,
+        request: Option<Bytes>,
+        open: Option<&Arc<Open>>,
+    ) {
+        let status = response.status();
+        let kind = match &response {
+            Upstreamed::Http(http) => content_mode(http.headers()),
+            Upstreamed::Lines { .. } => Mode::Sse,
+        };
+        let encoded = response
+            .headers()
+            .get(header::CONTENT_ENCODING)
+            .is_some_and(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"));
+        let refusal = if status.is_redirection() {
+            // Never followed, never relayed: a client that followed it would reach a server
+            // no check stands in front of.
+            Some("answered with a redirect, which the gateway neither follows nor relays (is the route's URL current?)")
+        } else if kind != Mode::Raw && encoded {
+            Some("compressed its answer, though the gateway asked for none")
+        } else if kind == Mode::Raw && status.is_success() && self.expects_answer {
+            Some("answered a request with neither application/json nor text/event-stream")
+        } else {
+            None
+        };
+        if let Some(why) = refusal {
+            // Nothing the rules cannot read goes to the client in place of an answer.
+            if let Some(request) = &request {
+                self.boundary.unanswered(request);
+            }
+            if open.is_some() {
+                let failure = Failure::BadAnswer(why.to_owned());
+                self.failed(&failure, request.as_ref());
+            }
+            return;
+        }
+        let head = open.map(|_| {
+            self.follow_session(status, response.headers());
+            let mut headers = headers::for_client(response.headers());
+            if status == StatusCode::UNAUTHORIZED {
+                // The client's OAuth flow reads the route's metadata here, not the upstream's.
+                let base = super::oauth::public_base(&self.gateway, self.host.as_ref());
+                super::oauth::rewrite_challenges(&mut headers, &base, &self.route.route.name);
+            }
+            if kind == Mode::Sse {
+                headers.insert(
+                    HeaderName::from_static("x-accel-buffering"),
+                    HeaderValue::from_static("no"),
+                );
+            }
+            AnswerHead {
+                status,
+                headers,
+                mode: kind,
+            }
+        });
+        if kind == Mode::Raw {
+            // Not a JSON-RPC answer: a request it was for gets none.
+            if let Some(request) = &request {
+                self.boundary.unanswered(request);
+            }
+            if open.is_none() {
+                return;
             }
         }
+        // A JSON answer gives its head once read whole; the others at once.
+        let head = match head {
+            Some(head) if kind != Mode::Json => {
+                self.decide(|| head);
+                None
+            }
+            head => head,
+        };
+        tokio::spawn(pump(Pump {
+            exchange: Arc::clone(self),
+            response,
+            kind,
+            request,
+            open: open.cloned(),
+            head,
+        }));
     }
 
     /// The upstream could not answer the client's message (`request`; `None` for GET and
@@ -445,7 +560,7 @@ impl Exchange {
             route.name
         );
         let body = mcp::error_answer(id.as_deref(), mcp::UPSTREAM_FAILED, &message);
-        let mode = self.decide(|| Head::json(failure.status()));
+        let mode = self.decide(|| AnswerHead::json(failure.status()));
         if mode == Mode::Json && !self.json_written.swap(true, Ordering::AcqRel) {
             // The channel has room: nothing was written before the head was decided.
             if let Some(sink) = self.sink() {
@@ -522,7 +637,11 @@ impl Link for Relay<'_> {
                         message,
                         self.source.as_ref(),
                         self.event,
-                        self.open.is_none(),
+                        if self.open.is_some() {
+                            Requester::Client
+                        } else {
+                            Requester::Rules
+                        },
                     )
                     .await
             }

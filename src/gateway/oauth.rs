@@ -6,7 +6,9 @@
 //! (`/.well-known/oauth-protected-resource/mcp/NAME`): the upstream's, with `resource` set to the
 //! route's URL and everything else (`authorization_servers`, scopes, ...) as the upstream says.
 
-use super::{Gateway, RouteState};
+use super::routes::RouteState;
+use super::upstream::RouteUpstream;
+use super::Gateway;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, StatusCode};
 
@@ -88,7 +90,7 @@ pub async fn metadata(gateway: &Gateway, route: &RouteState, base: &str) -> (Sta
         });
         (StatusCode::BAD_GATEWAY, body.to_string())
     };
-    let super::RouteUpstream::Http(upstream) = &route.upstream else {
+    let RouteUpstream::Http(upstream) = &route.upstream else {
         let body = serde_json::json!({
             "error": "not_found",
             "error_description": format!("schemagate gateway: route {} runs its server on stdio, which publishes no protected-resource metadata", route.route.name),

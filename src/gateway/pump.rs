@@ -1,18 +1,16 @@
 //! The upstream's answer relayed to the client through the MCP rules: a JSON message read
 //! whole (up to the size limit), server-sent events one at a time as they arrive, a stdio
 //! server's lines one at a time as it writes them, or bytes that are not JSON-RPC passed as they
-//! are. Each message goes through [`Exchange`]'s rules with a
-//! [`Relay`] saying where it came from.
+//! are. Each message goes through the exchange's rules with a [`Relay`] saying where it came
+//! from; the pump knows the exchange only by its methods.
 
-use super::exchange::{Exchange, Head, Mode, Open, Relay};
+use super::exchange::{AnswerHead, Exchange, Mode, Open, Relay};
 use super::sse::{self, Event, Next};
-use super::stdio::Upstreamed;
-use super::upstream::{self, Failure};
+use super::upstream::{Failure, Upstreamed};
 use crate::mcp::{self, Direction};
 use crate::ops::lines::Line;
 use bytes::{Bytes, BytesMut};
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
-use http::StatusCode;
+use http::header::{self, HeaderMap};
 use std::future::Future;
 use std::io;
 use std::sync::Arc;
@@ -34,98 +32,7 @@ pub(super) struct Pump {
     pub(super) open: Option<Arc<Open>>,
     /// For a JSON answer to the client's message: the head it gives the client's answer, once
     /// read whole.
-    pub(super) head: Option<Head>,
-}
-
-impl Exchange {
-    /// The upstream's answer to `request` (`None`: the client's GET or DELETE) began. When it
-    /// answers the client's own message (`open` is then the client's answer, held open while
-    /// the answer is relayed), it gives the client's answer its head: at once for an event
-    /// stream or bytes relayed as they are, once read whole for JSON. Its body is relayed in a
-    /// task of its own.
-    pub(super) fn answered(
-        self: &Arc<Self>,
-        response: Upstreamed,
-        request: Option<Bytes>,
-        open: Option<&Arc<Open>>,
-    ) {
-        let status = response.status();
-        let kind = match &response {
-            Upstreamed::Http(http) => content_mode(http.headers()),
-            Upstreamed::Lines { .. } => Mode::Sse,
-        };
-        let encoded = response
-            .headers()
-            .get(header::CONTENT_ENCODING)
-            .is_some_and(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"));
-        let refusal = if status.is_redirection() {
-            // Never followed, never relayed: a client that followed it would reach a server
-            // no check stands in front of.
-            Some("answered with a redirect, which the gateway neither follows nor relays (is the route's URL current?)")
-        } else if kind != Mode::Raw && encoded {
-            Some("compressed its answer, though the gateway asked for none")
-        } else if kind == Mode::Raw && status.is_success() && self.expects_answer {
-            Some("answered a request with neither application/json nor text/event-stream")
-        } else {
-            None
-        };
-        if let Some(why) = refusal {
-            // Nothing the rules cannot read goes to the client in place of an answer.
-            if let Some(request) = &request {
-                self.boundary.unanswered(request);
-            }
-            if open.is_some() {
-                let failure = Failure::BadAnswer(why.to_owned());
-                self.failed(&failure, request.as_ref());
-            }
-            return;
-        }
-        let head = open.map(|_| {
-            self.follow_session(status, response.headers());
-            let mut headers = upstream::to_client(response.headers());
-            if status == StatusCode::UNAUTHORIZED {
-                // The client's OAuth flow reads the route's metadata here, not the upstream's.
-                let base = super::oauth::public_base(&self.gateway, self.host.as_ref());
-                super::oauth::rewrite_challenges(&mut headers, &base, &self.route.route.name);
-            }
-            if kind == Mode::Sse {
-                headers.insert(
-                    HeaderName::from_static("x-accel-buffering"),
-                    HeaderValue::from_static("no"),
-                );
-            }
-            Head {
-                status,
-                headers,
-                mode: kind,
-            }
-        });
-        if kind == Mode::Raw {
-            // Not a JSON-RPC answer: a request it was for gets none.
-            if let Some(request) = &request {
-                self.boundary.unanswered(request);
-            }
-            if open.is_none() {
-                return;
-            }
-        }
-        // A JSON answer gives its head once read whole; the others at once.
-        let head = match head {
-            Some(head) if kind != Mode::Json => {
-                self.decide(|| head);
-                None
-            }
-            head => head,
-        };
-        tokio::spawn(pump(Pump {
-            exchange: Arc::clone(self),
-            response,
-            kind,
-            request,
-            open: open.cloned(),
-            head,
-        }));
-    }
+    pub(super) head: Option<AnswerHead>,
 }
 
 /// Reads the upstream's answer and relays it: a JSON message, events one by one as they come,
@@ -160,7 +67,7 @@ pub(super) fn pump(pump: Pump) -> futures_util::future::BoxFuture<'static, ()> {
             }
         };
         if let Err(e) = &relayed {
-            tracing::debug!(route = %exchange.route.route.name, error = %e, "relay of the upstream's answer ended");
+            tracing::debug!(route = %exchange.route_name(), error = %e, "relay of the upstream's answer ended");
         }
         let client_gone = relayed
             .as_ref()
@@ -169,14 +76,14 @@ pub(super) fn pump(pump: Pump) -> futures_util::future::BoxFuture<'static, ()> {
             if !client_gone
                 && open.is_some()
                 && !resumable
-                && exchange.boundary.awaits_answer(request)
+                && exchange.boundary().awaits_answer(request)
             {
                 // The stream ended (or was cut) before the answer it owes: the client gets an
                 // error for its request, not a stream that ends in silence.
                 exchange.stream_cut(request).await;
             }
             if open.is_none() || !resumable {
-                exchange.boundary.unanswered(request);
+                exchange.boundary().unanswered(request);
             }
         }
         drop(open);
@@ -211,7 +118,7 @@ async fn unless_gone<T>(open: Option<&Arc<Open>>, next: impl Future<Output = T>)
     }
 }
 
-/// A stdio server's messages (see [`super::stdio`]), each relayed as it is read: the stream ends
+/// A stdio server's messages (see [`super::upstream::stdio`]), each relayed as it is read: the stream ends
 /// with the answer it was opened for.
 async fn pump_lines(
     exchange: &Arc<Exchange>,
@@ -229,7 +136,7 @@ async fn pump_lines(
                     event: None,
                 };
                 exchange
-                    .boundary
+                    .boundary()
                     .relay(&link, Direction::ToClient, &data)
                     .await?;
             }
@@ -241,7 +148,7 @@ async fn pump_lines(
                     event: None,
                 };
                 exchange
-                    .boundary
+                    .boundary()
                     .oversized(&link, Direction::ToClient, &head, len)
                     .await?;
             }
@@ -254,10 +161,10 @@ async fn pump_json(
     exchange: &Arc<Exchange>,
     mut response: reqwest::Response,
     open: Option<&Arc<Open>>,
-    head: Option<Head>,
+    head: Option<AnswerHead>,
     request: Option<&Bytes>,
 ) -> io::Result<()> {
-    let max = exchange.route.config.max_message_bytes;
+    let max = exchange.max_message_bytes();
     let mut body = BytesMut::new();
     let mut len = 0usize;
     loop {
@@ -288,7 +195,7 @@ async fn pump_json(
         body = body.slice(BOM.len()..);
         len -= BOM.len();
     }
-    if len <= max && open.is_some() && exchange.expects_answer {
+    if len <= max && open.is_some() && exchange.expects_answer() {
         if let mcp::Framing::NotJsonRpc | mcp::Framing::Batch = mcp::framing(&body) {
             // The answer owed to the client cannot be read: not relayed unchecked.
             let failure = Failure::BadAnswer(
@@ -310,7 +217,7 @@ async fn pump_json(
     if len > max {
         let head = &body[..body.len().min(HEAD_BYTES)];
         exchange
-            .boundary
+            .boundary()
             .oversized(&link, Direction::ToClient, head, len)
             .await?;
     } else {
@@ -319,12 +226,12 @@ async fn pump_json(
             ..link
         };
         exchange
-            .boundary
+            .boundary()
             .relay(&link, Direction::ToClient, &body)
             .await?;
     }
     if open.is_some() && exchange.mode().is_none() {
-        if exchange.expects_answer {
+        if exchange.expects_answer() {
             // The rules withheld the one message, and wrote nothing in its place.
             let failure = Failure::BadAnswer(
                 "answered with a message the gateway withheld (see its log)".to_owned(),
@@ -343,7 +250,7 @@ async fn pump_events(
     open: Option<&Arc<Open>>,
     resumable: &mut bool,
 ) -> io::Result<()> {
-    let mut reader = sse::Reader::new(exchange.route.config.max_message_bytes);
+    let mut reader = sse::Reader::new(exchange.max_message_bytes());
     loop {
         let chunk = next_chunk(&mut response, open).await?;
         match &chunk {
@@ -389,7 +296,7 @@ async fn relay_event(
                 event: Some(&event),
             };
             exchange
-                .boundary
+                .boundary()
                 .relay(&link, Direction::ToClient, &data)
                 .await
         }
@@ -408,7 +315,7 @@ async fn relay_event(
                 event: Some(&event),
             };
             exchange
-                .boundary
+                .boundary()
                 .oversized(&link, Direction::ToClient, &head, len)
                 .await
         }

@@ -1,12 +1,17 @@
 //! Routes: each names one upstream MCP server (its name is the server's name for the policy, the
 //! registry and the metrics) and where it is: the URL of its Streamable HTTP endpoint, or a
 //! command that runs it on stdio (`stdio:COMMAND ARGS`, one process per session, see
-//! [`super::stdio`]); given as flags, or in a TOML file (`[routes]`, `NAME = "URL"`), which is
+//! [`super::upstream::stdio`]); given as flags, or in a TOML file (`[routes]`, `NAME = "URL"`), which is
 //! reloaded when it changes.
 
-use crate::net::origins::AllowedPeers;
+use super::upstream::stdio::{Servers, StdioLimits};
+use super::upstream::RouteUpstream;
+use crate::core::gate::Gate;
+use crate::core::metrics::Transport;
+use crate::mcp::{BoundaryConfig, Shared};
+use crate::net::origins::{AllowedPeers, Origins};
 use anyhow::Context;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::Path;
 use std::str::FromStr;
@@ -240,6 +245,101 @@ pub fn read_file(path: &Path) -> anyhow::Result<RoutesFile> {
         })
         .collect::<anyhow::Result<_>>()?;
     Ok(RoutesFile { routes, allowed })
+}
+
+/// One route and what its sessions share.
+pub(crate) struct RouteState {
+    pub(super) route: Route,
+    pub(super) config: BoundaryConfig,
+    pub(super) shared: Arc<Shared>,
+    pub(super) upstream: RouteUpstream,
+}
+
+/// The routes in force, by name, and who may reach them from a browser.
+pub(crate) struct RouteTable {
+    pub(super) by_name: HashMap<String, Arc<RouteState>>,
+    /// The route names, sorted (for a 404's message).
+    pub(super) names: String,
+    /// The `Host` and `Origin` checks: the listener's names, the flags' and the routes file's.
+    pub(crate) origins: Origins,
+}
+
+impl RouteTable {
+    /// The table of `routes`. A route that is in `previous` with the same target keeps its
+    /// state (its sessions' shared contract status and counters, a stdio route's processes).
+    pub(super) fn build(
+        gate: &Gate,
+        boundary: &BoundaryConfig,
+        stdio: StdioLimits,
+        routes: Vec<Route>,
+        origins: Origins,
+        previous: Option<&RouteTable>,
+    ) -> anyhow::Result<RouteTable> {
+        anyhow::ensure!(
+            !routes.is_empty(),
+            "no route: give at least one --route NAME=URL (or a --routes file)"
+        );
+        let mut by_name = HashMap::new();
+        for route in routes {
+            anyhow::ensure!(
+                !by_name.contains_key(&route.name),
+                "route {}: given twice",
+                route.name
+            );
+            let kept = previous
+                .and_then(|p| p.by_name.get(&route.name))
+                .filter(|state| state.route.target == route.target)
+                .cloned();
+            let state = kept.unwrap_or_else(|| {
+                Arc::new(RouteState {
+                    config: BoundaryConfig {
+                        server: route.name.clone(),
+                        transport: Transport::Gateway,
+                        ..boundary.clone()
+                    },
+                    shared: Arc::new(Shared::new(gate, Transport::Gateway)),
+                    upstream: match &route.target {
+                        Target::Http(url) => RouteUpstream::Http(url.clone()),
+                        Target::Stdio(command) => RouteUpstream::Stdio(Servers::new(
+                            &route.name,
+                            Arc::clone(command),
+                            stdio,
+                        )),
+                    },
+                    route: route.clone(),
+                })
+            });
+            by_name.insert(route.name, state);
+        }
+        let mut names: Vec<&str> = by_name.keys().map(String::as_str).collect();
+        names.sort_unstable();
+        let names = names.join(", ");
+        Ok(RouteTable {
+            by_name,
+            names,
+            origins,
+        })
+    }
+
+    pub(super) fn get(&self, name: &str) -> Option<Arc<RouteState>> {
+        self.by_name.get(name).cloned()
+    }
+}
+
+/// The routes of the flags and of the routes file, if any, and the hosts and origins the file
+/// allows.
+pub(super) fn all_routes(
+    flags: &[Route],
+    file: Option<&std::path::Path>,
+) -> anyhow::Result<(Vec<Route>, AllowedPeers)> {
+    let mut routes = flags.to_vec();
+    let mut allowed = AllowedPeers::default();
+    if let Some(path) = file {
+        let file = read_file(path)?;
+        routes.extend(file.routes);
+        allowed = file.allowed;
+    }
+    Ok((routes, allowed))
 }
 
 #[cfg(test)]

@@ -2,8 +2,9 @@
 //! the session), the routes' OAuth metadata, `/healthz` and `/readyz`; anything else is 404, another method on a route 405. A body that is
 //! not one JSON-RPC message is refused here with a JSON-RPC error, before the rules see it.
 
-use super::exchange::{Answer, ClientRequest, Exchange, Head};
-use super::upstream::MCP_SESSION_ID;
+use super::exchange::{Answer, AnswerHead, ClientRequest, Exchange};
+use super::routes::RouteState;
+use super::upstream::headers::MCP_SESSION_ID;
 use super::Gateway;
 use crate::core::auth::{Caller, PeerNames, Scope};
 use crate::core::domain::ProtocolVersion;
@@ -45,6 +46,31 @@ pub fn router(gateway: Arc<Gateway>) -> Router {
         .route("/readyz", get(ready))
         .fallback(not_found)
         .with_state(gateway)
+}
+
+/// The answer to a POST whose message could not be read whole: too long, too slow, past the
+/// receiving budget, or cut off (counted, as REST's refusals are).
+fn unread(gateway: &Gateway, error: &CheckError) -> Response {
+    gateway.gate.instrument().refused(Transport::Gateway, error);
+    let (status, text) = match error {
+        CheckError::BodyTooLarge { limit } => (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("schemagate gateway: the message is longer than --max-message-bytes ({limit} bytes); it was not relayed"),
+        ),
+        CheckError::BodyTimeout { secs } => (
+            StatusCode::REQUEST_TIMEOUT,
+            format!("schemagate gateway: the message did not arrive within {secs} s; send it whole"),
+        ),
+        CheckError::Overloaded(_) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("schemagate gateway: {error}"),
+        ),
+        other => (
+            StatusCode::BAD_REQUEST,
+            format!("schemagate gateway: the message could not be read ({other}); it was not relayed"),
+        ),
+    };
+    refusal(status, None, mcp::INVALID_REQUEST, &text)
 }
 
 /// Lets a request through when its `Host` and `Origin` are ones the gateway answers (see
@@ -145,7 +171,7 @@ fn unknown_route(gateway: &Gateway, name: &str) -> Response {
 /// servers it may name; anyone when no tokens are configured.
 fn caller(
     gateway: &Gateway,
-    route: &super::RouteState,
+    route: &RouteState,
     headers: &HeaderMap,
     peer: Option<&PeerNames>,
 ) -> Result<Arc<Caller>, CheckError> {
@@ -195,7 +221,7 @@ fn auth_refusal(gateway: &Gateway, error: CheckError) -> Response {
 /// is for a session named but not held here (held once the upstream answers it).
 fn session(
     gateway: &Gateway,
-    route: &super::RouteState,
+    route: &RouteState,
     caller: &Arc<Caller>,
     headers: &HeaderMap,
 ) -> (Arc<crate::mcp::Boundary>, bool) {
@@ -226,34 +252,9 @@ async fn post_message(
         Ok(caller) => caller,
         Err(e) => return auth_refusal(&gateway, e),
     };
-    let limit = gateway.max_message_bytes;
-    let read =
-        tokio::time::timeout(gateway.body_read_timeout, axum::body::to_bytes(body, limit)).await;
-    let message = match read {
-        Ok(Ok(message)) => message,
-        Ok(Err(_)) => {
-            let text = format!(
-                "schemagate gateway: the message is longer than --max-message-bytes ({limit} bytes), or its body was cut off; it was not relayed"
-            );
-            return refusal(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                None,
-                mcp::INVALID_REQUEST,
-                &text,
-            );
-        }
-        Err(_) => {
-            let text = format!(
-                "schemagate gateway: the message did not arrive within {} s; send it whole",
-                gateway.body_read_timeout.as_secs()
-            );
-            return refusal(
-                StatusCode::REQUEST_TIMEOUT,
-                None,
-                mcp::INVALID_REQUEST,
-                &text,
-            );
-        }
+    let message = match crate::net::body::read(&gateway.gate, &parts.headers, body).await {
+        Ok(message) => message,
+        Err(e) => return unread(&gateway, &e),
     };
     let framing = mcp::framing(&message);
     if let Some(mismatch) = header_mismatch(&parts.headers, &framing, &message) {
@@ -306,7 +307,7 @@ async fn post_message(
                 "schemagate gateway: route {route_name}: no answer to this request could be relayed (see the gateway's log)"
             ),
         ),
-        _ => Head::accepted().into_response(),
+        _ => AnswerHead::accepted().into_response(),
     })
     .await
 }
@@ -353,7 +354,7 @@ async fn relay_bodyless(
     };
     let (exchange, answer) = Exchange::new(gateway, route, boundary, request);
     exchange.start();
-    respond(answer, || Head::accepted().into_response()).await
+    respond(answer, || AnswerHead::accepted().into_response()).await
 }
 
 /// Where a header that describes the body (2026-07-28: `Mcp-Method`, and `Mcp-Name` for a

@@ -142,7 +142,7 @@ pub struct RequestBody<B> {
     inner: Pin<Box<B>>,
     gate: Arc<Gate>,
     held: Held,
-    framing: Framing,
+    framing: Frames,
     /// Whether each message (rather than the whole body) has the body-read timeout.
     streaming: bool,
     /// When the body (or, on a stream, the message arriving) must be complete.
@@ -159,7 +159,7 @@ impl<B> RequestBody<B> {
             inner: Box::pin(inner),
             gate,
             held,
-            framing: Framing::default(),
+            framing: Frames::default(),
             streaming,
             timer,
             failed: false,
@@ -253,7 +253,7 @@ fn body_error() -> Box<dyn std::error::Error + Send + Sync> {
 /// Where a body of gRPC messages (each a compression flag, a four-byte length, and that many
 /// bytes) stands: how much of the message now arriving has been seen.
 #[derive(Debug, Default)]
-struct Framing {
+struct Frames {
     /// Prefix bytes of the current message seen (0 to 5).
     prefix: usize,
     /// Its length, once the prefix is complete.
@@ -264,7 +264,7 @@ struct Framing {
     partial: usize,
 }
 
-impl Framing {
+impl Frames {
     /// Follows `data` through the messages; the bytes of an unfinished message after it.
     fn pass(&mut self, mut data: &[u8]) -> usize {
         while !data.is_empty() {
@@ -289,7 +289,7 @@ impl Framing {
                 data = &data[take..];
             }
             if self.prefix == 5 && self.left == 0 {
-                *self = Framing::default();
+                *self = Frames::default();
             }
         }
         self.partial
@@ -324,10 +324,10 @@ mod tests {
         body.extend(message(0));
         body.extend(message(10));
         // Whole messages leave nothing partial.
-        assert_eq!(Framing::default().pass(&body), 0);
+        assert_eq!(Frames::default().pass(&body), 0);
         // Cut at every point: what is left partial is what was seen of the message cut.
         for cut in 0..=body.len() {
-            let mut f = Framing::default();
+            let mut f = Frames::default();
             let partial = f.pass(&body[..cut]);
             // Messages end at 8, 13 and 28 bytes.
             let expected = match cut {

@@ -11,8 +11,8 @@
 //! the client, a message with a string `method` and an `id` is a request whatever else it
 //! carries, because that is the reading under which a server would run a tool.
 
-use super::metrics::Direction;
 use super::scan::{self, Unread};
+use super::Direction;
 use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use std::borrow::Cow;

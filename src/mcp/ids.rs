@@ -40,8 +40,38 @@ impl Key {
         }
     }
 
+    /// A key from text already canonical (see [`sole_reading`]).
+    pub(crate) fn from_canonical(text: &str) -> Key {
+        Key(text.into())
+    }
+
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+
+    pub fn into_string(self) -> String {
+        self.0.into()
+    }
+}
+
+/// The id's own text, when that is the only reading any client gives it and is already the
+/// key's canonical form: a plain integer, or a string without escapes that no client reads as a
+/// number. The usual ids, looked up with no allocation; `None` for the rest (see [`Readings`]).
+pub fn sole_reading(id: &str) -> Option<&str> {
+    let bytes = id.as_bytes();
+    match bytes.first()? {
+        b'"' => {
+            let inner = id.strip_prefix('"')?.strip_suffix('"')?;
+            let plain = !inner.contains('\\')
+                && python_int(inner).is_none()
+                && js_number(inner).is_none()
+                && !inner.chars().any(|c| !c.is_ascii() && c.is_numeric());
+            plain.then_some(id)
+        }
+        // Integers a double holds exactly: JavaScript reads them as written.
+        b'1'..=b'9' => (bytes.len() <= 15 && bytes.iter().all(u8::is_ascii_digit)).then_some(id),
+        b'0' => (bytes.len() == 1).then_some(id),
+        _ => None,
     }
 }
 
@@ -195,7 +225,7 @@ fn is_decimal_literal(text: &str) -> bool {
 }
 
 /// The integer a JSON number's text is, exactly (`7`, `7.0`, `70e-1`), in canonical decimal;
-/// `None` for a fraction, or an integer of more than [`MAX_INTEGER_DIGITS`] digits.
+/// `None` for a fraction, or an integer of more than `MAX_INTEGER_DIGITS` digits.
 fn exact_integer(text: &str) -> Option<String> {
     const MAX_INTEGER_DIGITS: usize = 64;
     let (negative, rest) = match text.strip_prefix('-') {
@@ -316,6 +346,35 @@ mod tests {
         assert!(!Readings::of_answer(r#""7""#).doubtful);
         // Arabic-Indic seven: Python's int() reads it; the rules cannot place it.
         assert!(Readings::of_answer("\"\u{667}\"").doubtful);
+    }
+
+    #[test]
+    fn the_usual_ids_have_one_reading_their_own() {
+        for id in [
+            "7",
+            "0",
+            "123456789012345",
+            r#""abc""#,
+            r#""call-9""#,
+            r#""schemagate-00ff-1""#,
+        ] {
+            assert_eq!(sole_reading(id), Some(id), "{id}");
+            assert_eq!(keys(id), [id], "{id}");
+        }
+        for id in [
+            "-7",
+            "07",
+            "7.0",
+            "1234567890123456",
+            r#""7""#,
+            r#""""#,
+            r#""0x7""#,
+            r#""a\u0062""#,
+            "\"\u{667}\"",
+            "true",
+        ] {
+            assert_eq!(sole_reading(id), None, "{id}");
+        }
     }
 
     #[test]

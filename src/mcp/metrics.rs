@@ -1,29 +1,9 @@
 //! What the MCP relay counts: every message read, by the way it crossed
 //! (`direction`) and what became of it (`kind`), in `schemagate_proxy_messages_total`.
 
+use super::Direction;
 use crate::core::metrics::{Metrics, Transport, PROXY_MESSAGES_TOTAL};
 use metrics::Counter;
-
-/// Which way a message crossed the boundary, the `direction` of
-/// `schemagate_proxy_messages_total`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Direction {
-    /// From the MCP client to the server.
-    ToServer,
-    /// From the MCP server to the client.
-    ToClient,
-}
-
-impl Direction {
-    pub const ALL: [Direction; 2] = [Direction::ToServer, Direction::ToClient];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Direction::ToServer => "to_server",
-            Direction::ToClient => "to_client",
-        }
-    }
-}
 
 /// What became of a message the boundary read, the `kind` of
 /// `schemagate_proxy_messages_total`.

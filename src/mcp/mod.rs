@@ -25,11 +25,12 @@ mod scan;
 mod session;
 mod task;
 mod task_records;
+#[cfg(test)]
+mod tests;
 
 /// A message's top-level `id` and whether it has a `method`, read from its first bytes (or all
 /// of them): how a transport that is not one request, one answer (stdio) finds who awaits it.
 pub use envelope::{head as message_head, Head as MessageHead};
-pub use metrics::Direction;
 use metrics::{MessageMetrics, Relayed};
 /// Where a replaced result carries its verdict: the key in its `_meta`.
 pub use reply::VERDICT_META_KEY;
@@ -85,6 +86,27 @@ pub enum Outgoing<'a> {
     /// Written by schemagate: a reply in the server's place, a replaced result, or a request of
     /// the boundary's own (to be sent at once).
     Own(&'a [u8]),
+}
+
+/// Which way a message crosses the boundary: where a [`Link`] sends it, and the `direction` of
+/// `schemagate_proxy_messages_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// From the MCP client to the server.
+    ToServer,
+    /// From the MCP server to the client.
+    ToClient,
+}
+
+impl Direction {
+    pub const ALL: [Direction; 2] = [Direction::ToServer, Direction::ToClient];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::ToServer => "to_server",
+            Direction::ToClient => "to_client",
+        }
+    }
 }
 
 /// What carries a session's messages: the transport under the boundary.
@@ -491,25 +513,4 @@ struct RequestMeta<'a> {
 fn meta_protocol(meta: Option<&RawValue>) -> Option<crate::core::domain::ProtocolVersion> {
     let meta: RequestMeta<'_> = serde_json::from_str(meta?.get()).ok()?;
     crate::core::domain::ProtocolVersion::parse(meta.protocol?.as_ref()).ok()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::core::domain::ProtocolVersion;
-
-    fn raw(text: &str) -> Box<RawValue> {
-        RawValue::from_string(text.to_owned()).expect("valid JSON")
-    }
-
-    #[test]
-    fn revisions_come_from_request_meta() {
-        let meta = raw(r#"{"io.modelcontextprotocol/protocolVersion":"2025-11-25"}"#);
-        assert_eq!(
-            meta_protocol(Some(&meta)),
-            Some(ProtocolVersion::V2025_11_25)
-        );
-        assert_eq!(meta_protocol(Some(&raw("{}"))), None);
-        assert_eq!(meta_protocol(None), None);
-    }
 }

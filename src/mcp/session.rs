@@ -3,9 +3,10 @@
 //! is a retry); and, in a [`ContractStatus`] the sessions of one server may share, whether the
 //! server's contract is current. Every collection here is bounded.
 
-use super::ids::{Key, Readings};
+use super::ids::{self, Key, Readings};
 use super::task_records::TaskRecords;
 use crate::core::domain::ProtocolVersion;
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::{BuildHasher, Hasher};
 use std::sync::{Mutex, MutexGuard};
@@ -80,9 +81,9 @@ pub enum Untracked {
 }
 
 /// Where an answer's id places it among the requests followed.
-enum Placed {
-    /// Under this key.
-    At(Key),
+enum Placed<'i> {
+    /// Under this key (the id's own text, in the usual case).
+    At(Cow<'i, str>),
     /// Nowhere: no request followed has an id a client would match.
     Nowhere,
     /// Under several keys: a client could take it for either request.
@@ -133,10 +134,18 @@ struct State {
     /// [`MAX_ANSWERED_KEPT`]: a second answer with one's id is judged like the first, since a
     /// client that dropped the first (one it could not read as an answer, a `jsonrpc` it does not
     /// take) would read the second.
-    answered: HashMap<Key, Pending>,
-    answered_order: VecDeque<Key>,
+    answered: VecDeque<(Key, Pending)>,
     /// Tasks created by followed calls.
     tasks: TaskRecords<Call>,
+}
+
+impl State {
+    /// Whether the request keyed `key` is followed: in flight, cancelled, or answered already.
+    fn follows(&self, key: &str) -> bool {
+        self.pending.contains_key(key)
+            || self.cancelled.contains_key(key)
+            || self.answered.iter().any(|(k, _)| k.as_str() == key)
+    }
 }
 
 /// Whether a server's contract is current, and the calls waiting for it: one per session, or one
@@ -205,8 +214,8 @@ impl Session {
             });
         }
         // A request that takes the id of one answered before: its answer is this one's.
-        if state.answered.remove(&key).is_some() {
-            state.answered_order.retain(|k| *k != key);
+        if let Some(at) = state.answered.iter().position(|(k, _)| *k == key) {
+            state.answered.remove(at);
         }
         state.pending.insert(key, pending);
         Ok(())
@@ -214,20 +223,27 @@ impl Session {
 
     /// Which request followed (in flight, cancelled, or answered already) an answer with the id
     /// `id` (its JSON text) answers, read as clients read it.
-    fn placed(state: &State, id: &str) -> Placed {
+    fn placed<'i>(state: &State, id: &'i str) -> Placed<'i> {
+        if let Some(text) = ids::sole_reading(id) {
+            return match state.follows(text) {
+                true => Placed::At(Cow::Borrowed(text)),
+                false => Placed::Nowhere,
+            };
+        }
         let mut found: Option<Key> = None;
         for key in Readings::of_answer(id).keys {
-            let followed = state.pending.contains_key(&key)
-                || state.cancelled.contains_key(&key)
-                || state.answered.contains_key(&key);
-            match (&found, followed) {
-                (_, false) => {}
-                (None, true) => found = Some(key),
-                // Two requests a client could take it for: which it answers is not certain.
-                (Some(_), true) => return Placed::Ambiguous,
+            if !state.follows(key.as_str()) {
+                continue;
             }
+            if found.is_some() {
+                // Two requests a client could take it for: which it answers is not certain.
+                return Placed::Ambiguous;
+            }
+            found = Some(key);
         }
-        found.map_or(Placed::Nowhere, Placed::At)
+        found.map_or(Placed::Nowhere, |key| {
+            Placed::At(Cow::Owned(key.into_string()))
+        })
     }
 
     /// The request an answer with the id `id` (its JSON text) answers, if the boundary follows
@@ -238,28 +254,30 @@ impl Session {
         let Placed::At(key) = Self::placed(&state, id) else {
             return None;
         };
-        if let Some(pending) = state.answered.get(&key) {
-            return Some(pending.clone());
-        }
-        let pending = match state.pending.remove(&key) {
-            Some(pending) => pending,
-            None => {
-                let pending = state.cancelled.remove(&key)?;
-                state.cancelled_order.retain(|c| *c != key);
-                pending
-            }
+        let key: &str = &key;
+        let awaited = match state.pending.remove(key) {
+            Some(pending) => Some(pending),
+            None => state.cancelled.remove(key).inspect(|_| {
+                state.cancelled_order.retain(|c| c.as_str() != key);
+            }),
+        };
+        let Some(pending) = awaited else {
+            return state
+                .answered
+                .iter()
+                .find(|(k, _)| k.as_str() == key)
+                .map(|(_, pending)| pending.clone());
         };
         if matches!(
             pending,
             Pending::ToolsCall { .. } | Pending::TaskRead { .. }
         ) {
             if state.answered.len() >= MAX_ANSWERED_KEPT {
-                if let Some(oldest) = state.answered_order.pop_front() {
-                    state.answered.remove(&oldest);
-                }
+                state.answered.pop_front();
             }
-            state.answered_order.push_back(key.clone());
-            state.answered.insert(key, pending.clone());
+            state
+                .answered
+                .push_back((Key::from_canonical(key), pending.clone()));
         }
         Some(pending)
     }
@@ -299,9 +317,10 @@ impl Session {
         let Placed::At(key) = Self::placed(&state, id) else {
             return;
         };
-        match state.pending.get(&key) {
+        let key: &str = &key;
+        match state.pending.get(key) {
             Some(Pending::ToolsCall { .. } | Pending::TaskRead { .. }) => {
-                let Some((key, call)) = state.pending.remove_entry(&key) else {
+                let Some((key, call)) = state.pending.remove_entry(key) else {
                     return;
                 };
                 if state.cancelled.len() >= self.max_in_flight {
@@ -318,7 +337,7 @@ impl Session {
                 state.cancelled.insert(key, call);
             }
             Some(Pending::ToolsList(ListPage { ours: false, .. })) => {
-                state.pending.remove(&key);
+                state.pending.remove(key);
             }
             _ => {}
         }

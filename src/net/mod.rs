@@ -1,8 +1,11 @@
-//! What every socket adapter shares: connection limits and timeouts ([`listen`]), TLS ([`tls`]),
+//! What every socket adapter shares: start-up and drain ([`drain`]), connection limits and
+//! timeouts ([`listen`]), the bounded read of a request body ([`body`]), TLS ([`tls`]),
 //! the `Host` and `Origin` checks against DNS rebinding ([`origins`]), and the small admin server (`/metrics`, `/healthz`) of commands that serve no REST port
 //! ([`admin`]).
 
 pub mod admin;
+pub mod body;
+pub mod drain;
 pub mod listen;
 pub mod origins;
 mod timed_io;

@@ -11,7 +11,6 @@ use crate::core::check::{batch_from_json, Check};
 use crate::core::error::CheckError;
 use crate::core::gate::{Admit, Gate};
 use crate::core::metrics::Transport;
-use crate::core::receiving::Held;
 use crate::core::verdict::Verdict;
 use crate::net::origins::Origins;
 use axum::body::{Body, Bytes};
@@ -23,7 +22,6 @@ use axum::routing::{any, delete, get, post, put};
 use axum::{middleware, Extension, Json, Router};
 use futures_util::future::{BoxFuture, Either};
 use futures_util::FutureExt;
-use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use serde::Serialize;
 use std::convert::Infallible;
@@ -250,79 +248,9 @@ where
     B: http_body::Body<Data = Bytes> + Unpin,
     B::Error: Display,
 {
-    read_whole(gate, headers, body)
+    crate::net::body::read(gate, headers, body)
         .await
         .map_err(|e| refuse(gate, e))
-}
-
-async fn read_whole<B>(gate: &Gate, headers: &HeaderMap, body: B) -> Result<Bytes, CheckError>
-where
-    B: http_body::Body<Data = Bytes> + Unpin,
-    B::Error: Display,
-{
-    let limits = gate.limits();
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    let mut held = gate.hold_receiving();
-    if let Some(len) = declared {
-        let len = usize::try_from(len)
-            .ok()
-            .filter(|&len| len <= limits.max_body_bytes)
-            .ok_or(CheckError::BodyTooLarge {
-                limit: limits.max_body_bytes,
-            })?;
-        held.grow(len)?;
-    }
-    match tokio::time::timeout(
-        limits.body_read_timeout,
-        collect(body, limits.max_body_bytes, &mut held),
-    )
-    .await
-    {
-        Err(_) => Err(CheckError::BodyTimeout {
-            secs: limits.body_read_timeout.as_secs(),
-        }),
-        Ok(read) => read,
-    }
-}
-
-/// Collects a body of at most `limit` bytes, holding what has arrived so far.
-async fn collect<B>(mut body: B, limit: usize, held: &mut Held) -> Result<Bytes, CheckError>
-where
-    B: http_body::Body<Data = Bytes> + Unpin,
-    B::Error: Display,
-{
-    let mut pieces: Vec<Bytes> = Vec::new();
-    let mut total = 0usize;
-    while let Some(frame) = body.frame().await {
-        let frame = frame.map_err(|e| {
-            CheckError::MalformedJson(format!("the request body could not be read: {e}"))
-        })?;
-        let Ok(data) = frame.into_data() else {
-            continue;
-        };
-        total += data.len();
-        if total > limit {
-            return Err(CheckError::BodyTooLarge { limit });
-        }
-        if total > held.bytes() {
-            held.set(total)?;
-        }
-        pieces.push(data);
-    }
-    Ok(match pieces.len() {
-        0 => Bytes::new(),
-        1 => pieces.swap_remove(0),
-        _ => {
-            let mut whole = Vec::with_capacity(total);
-            for piece in &pieces {
-                whole.extend_from_slice(piece);
-            }
-            whole.into()
-        }
-    })
 }
 
 fn refuse(gate: &Gate, e: CheckError) -> ApiError {

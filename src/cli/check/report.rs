@@ -14,7 +14,7 @@ use std::time::Duration;
 
 /// Valid and invalid checks of one attempt kind.
 #[derive(Debug, Clone, Copy, Serialize)]
-pub struct Judged {
+pub struct ValidInvalid {
     pub valid: u64,
     pub invalid: u64,
 }
@@ -30,8 +30,8 @@ pub struct Counts {
     pub unchecked: u64,
     /// Checks the policy would reject (on the MCP wire: withhold).
     pub rejected: u64,
-    pub first_attempt: Judged,
-    pub retries: Judged,
+    pub first_attempt: ValidInvalid,
+    pub retries: ValidInvalid,
     /// valid / (valid + invalid) over first attempts; `null` when none was judged.
     pub first_attempt_compliance: Option<f64>,
     /// valid / (valid + invalid) over retries; `null` when none was judged.
@@ -49,11 +49,11 @@ impl Counts {
             tool_error: row.outcome(Outcome::ToolError),
             unchecked: row.outcome(Outcome::Unchecked),
             rejected: row.rejected,
-            first_attempt: Judged {
+            first_attempt: ValidInvalid {
                 valid: first.0,
                 invalid: first.1,
             },
-            retries: Judged {
+            retries: ValidInvalid {
                 valid: retry.0,
                 invalid: retry.1,
             },
@@ -365,7 +365,7 @@ fn tool_name(server: &str, tool: &str) -> String {
 }
 
 /// `92.1% (350/380)`, or `-` when nothing was judged.
-fn percent(ratio: Option<f64>, judged: Judged) -> String {
+fn percent(ratio: Option<f64>, judged: ValidInvalid) -> String {
     match ratio {
         Some(r) => format!(
             "{:.1}% ({}/{})",

@@ -118,7 +118,7 @@ async fn replay(
     config: BoundaryConfig,
     done: SyncSender<Batch>,
 ) -> Tally {
-    let observer = Arc::new(Session {
+    let observer = Arc::new(Verdicts {
         recorder: run.recorder.clone(),
         server: config.server.clone(),
         state: Mutex::new(State {
@@ -163,7 +163,7 @@ async fn session(
     input: impl AsyncRead + Unpin,
     run: &Run,
     boundary: &Boundary,
-    observer: &Session,
+    observer: &Verdicts,
     done: &SyncSender<Batch>,
 ) -> std::io::Result<()> {
     let mut lines = Lines::new(input, run.max_line_bytes);
@@ -425,7 +425,7 @@ impl Link for Replay {
 }
 
 /// A replayed session's verdicts, as the rules judge them.
-struct Session {
+struct Verdicts {
     recorder: Recorder,
     server: String,
     state: Mutex<State>,
@@ -438,7 +438,7 @@ struct State {
     tally: Tally,
 }
 
-impl Session {
+impl Verdicts {
     fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> Option<T> {
         self.state.lock().ok().map(|mut state| f(&mut state))
     }
@@ -481,7 +481,7 @@ impl Session {
     }
 }
 
-impl Observer for Session {
+impl Observer for Verdicts {
     fn unjudged(&self, unjudged: &Unjudged<'_>) {
         self.with(|state| {
             let State { at, batch, tally } = state;

@@ -134,12 +134,12 @@ impl Payload {
         text: &Bytes,
         depth_limit: usize,
     ) -> Result<Document, CheckError> {
-        read::document(field, text, depth_limit)
+        read::read_document(field, text, depth_limit)
     }
 
     /// Reads an MCP tool result from JSON text.
     pub fn result_from_json(text: &Bytes, depth_limit: usize) -> Result<ToolResult, CheckError> {
-        read::result(text, depth_limit)
+        read::read_result(text, depth_limit)
     }
 }
 
@@ -160,7 +160,7 @@ pub struct Check {
 impl Check {
     /// Reads one check from the JSON text in `body` (a REST body).
     pub fn from_json(body: &Bytes, depth_limit: usize) -> Result<Check, CheckError> {
-        read::check(body, depth_limit)
+        read::read_check(body, depth_limit)
     }
 }
 
@@ -194,7 +194,7 @@ pub fn batch_from_json(
     depth_limit: usize,
     max_items: usize,
 ) -> Result<Vec<BatchItem>, CheckError> {
-    read::batch(body, depth_limit, max_items)
+    read::read_batch(body, depth_limit, max_items)
 }
 
 /// Validates an `attempt` number (1-based; absent means 1).

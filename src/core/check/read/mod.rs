@@ -35,13 +35,13 @@ use std::fmt;
 use std::marker::PhantomData;
 
 /// Reads one check from the JSON text in `body`.
-pub(super) fn check(body: &Bytes, depth_limit: usize) -> Result<Check, CheckError> {
+pub(super) fn read_check(body: &Bytes, depth_limit: usize) -> Result<Check, CheckError> {
     let reader = CheckReader { body, depth_limit };
     whole(body, depth_limit, None, Shape(reader)).and_then(|checked| checked)
 }
 
 /// Reads a batch body `{"items": [...]}`: each item's check, or that item's own error.
-pub(super) fn batch(
+pub(super) fn read_batch(
     body: &Bytes,
     depth_limit: usize,
     max_items: usize,
@@ -55,7 +55,7 @@ pub(super) fn batch(
 }
 
 /// Reads a payload document (`instance` or `arguments`, named by `field`) from JSON text.
-pub(super) fn document(
+pub(super) fn read_document(
     field: &str,
     text: &Bytes,
     depth_limit: usize,
@@ -65,7 +65,7 @@ pub(super) fn document(
 }
 
 /// Reads an MCP tool result from JSON text.
-pub(super) fn result(text: &Bytes, depth_limit: usize) -> Result<ToolResult, CheckError> {
+pub(super) fn read_result(text: &Bytes, depth_limit: usize) -> Result<ToolResult, CheckError> {
     let reader = ResultReader {
         body: text,
         depth_limit,

@@ -14,8 +14,8 @@
 //! unchanged. A client without a session (2026-07-28 has none) is refused: the process would be
 //! shared by callers whose ids may collide.
 
-use super::sessions::SessionLimits;
-use super::upstream::Failure;
+use super::{Failure, Requester, UpstreamRequest, Upstreamed};
+use crate::gateway::sessions::SessionLimits;
 use crate::mcp::{self, Framing};
 use crate::ops::child;
 use crate::ops::lines::{Line, Lines};
@@ -37,33 +37,6 @@ const STOP_GRACE: Duration = Duration::from_secs(2);
 const STREAM_SLACK: usize = 16;
 /// How often forgotten sessions (idle past the limit) have their processes stopped.
 const HOUSEKEEPING: Duration = Duration::from_secs(5);
-
-/// An upstream's answer: an HTTP response, or the messages a stdio server writes for a request.
-pub enum Upstreamed {
-    Http(reqwest::Response),
-    /// An event stream of the stdio server's messages, each a line as written.
-    Lines {
-        status: StatusCode,
-        headers: HeaderMap,
-        lines: mpsc::Receiver<Line>,
-    },
-}
-
-impl Upstreamed {
-    pub fn status(&self) -> StatusCode {
-        match self {
-            Upstreamed::Http(response) => response.status(),
-            Upstreamed::Lines { status, .. } => *status,
-        }
-    }
-
-    pub fn headers(&self) -> &HeaderMap {
-        match self {
-            Upstreamed::Http(response) => response.headers(),
-            Upstreamed::Lines { headers, .. } => headers,
-        }
-    }
-}
 
 /// How a stdio route's processes are kept.
 #[derive(Debug, Clone, Copy)]
@@ -121,8 +94,8 @@ impl Drop for Server {
 struct Awaiting {
     /// Its id's key, as the MCP rules (and clients) match answers to it.
     id: mcp::ids::Key,
-    /// A request of the MCP rules' own (a listing), not the client's.
-    own: bool,
+    /// Whose request: the client's, or the MCP rules' own (a listing).
+    requester: Requester,
     stream: mpsc::Sender<Line>,
 }
 
@@ -169,23 +142,24 @@ impl Servers {
     }
 
     /// Does with the client's message (`body`, for a POST) what a Streamable HTTP server would,
-    /// in session `session` of `caller`.
-    /// `own`: the message is a request of the MCP rules' own (a listing), whose stream carries
-    /// nothing but its answer.
-    pub async fn send(
-        &self,
-        caller: &str,
-        session: Option<&str>,
-        method: &Method,
-        body: Option<&Bytes>,
-        own: bool,
-    ) -> Result<Upstreamed, Failure> {
+    /// in session `session` of `caller`. A request of the MCP rules' own (a listing) gets a
+    /// stream that carries nothing but its answer.
+    pub async fn send(&self, request: &UpstreamRequest<'_>) -> Result<Upstreamed, Failure> {
+        let UpstreamRequest {
+            method,
+            body,
+            caller,
+            session,
+            requester,
+            ..
+        } = request;
+        let (body, requester) = (body.as_ref(), *requester);
         let framing = body.map(|b| mcp::framing(b));
         let request_id = match &framing {
             Some(Framing::Request { id, .. }) => Some(id.as_str()),
             _ => None,
         };
-        let Some(session) = session else {
+        let Some(session) = *session else {
             return match (method, &framing) {
                 (&Method::POST, Some(Framing::Request { method, .. })) if method == "initialize" => {
                     if self.processes.load(Ordering::Acquire) >= self.limits.max_processes {
@@ -199,10 +173,10 @@ impl Servers {
                         ));
                     }
                     let (id, server) = self.start(caller)?;
-                    let mut answer = server.request(self, request_id, body, own).await?;
+                    let mut answer = server.request(self, request_id, body, requester).await?;
                     if let Upstreamed::Lines { headers, .. } = &mut answer {
                         if let Ok(value) = HeaderValue::from_str(&id) {
-                            headers.insert(super::upstream::MCP_SESSION_ID, value);
+                            headers.insert(super::headers::MCP_SESSION_ID, value);
                         }
                     }
                     Ok(answer)
@@ -217,7 +191,7 @@ impl Servers {
                 )),
             };
         };
-        let key: Key = (caller.into(), session.into());
+        let key: Key = ((*caller).into(), session.into());
         let Some(server) = self.running.get(&key) else {
             return Ok(refusal(
                 StatusCode::NOT_FOUND,
@@ -235,7 +209,7 @@ impl Servers {
                 Ok(fixed(StatusCode::OK, None))
             }
             Method::GET => Ok(server.listen()),
-            _ => server.request(self, request_id, body, own).await,
+            _ => server.request(self, request_id, body, requester).await,
         }
     }
 
@@ -302,7 +276,7 @@ impl Server {
         servers: &Servers,
         id: Option<&str>,
         body: Option<&Bytes>,
-        own: bool,
+        requester: Requester,
     ) -> Result<Upstreamed, Failure> {
         let body = body.map_or(&[][..], |b| &b[..]);
         let Some(id) = id.map(mcp::ids::Key::of_request) else {
@@ -317,7 +291,7 @@ impl Server {
             }
             waiting.requests.push(Awaiting {
                 id: id.clone(),
-                own,
+                requester,
                 stream: sender,
             });
         }
@@ -436,7 +410,7 @@ async fn read(
                 None => waiting
                     .requests
                     .iter()
-                    .find(|a| !a.own && !a.stream.is_closed())
+                    .find(|a| a.requester == Requester::Client && !a.stream.is_closed())
                     .map(|a| a.stream.clone())
                     .or_else(|| waiting.listener.clone().filter(|s| !s.is_closed())),
             };

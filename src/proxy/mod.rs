@@ -1,20 +1,20 @@
-//! `schemagate proxy`: the stdio adapter. It runs an MCP server as a child process ([`child`])
+//! `schemagate proxy`: the MCP wire on stdio. It runs an MCP server as a child process ([`child`])
 //! and relays the stdio transport (newline-delimited JSON-RPC, read by
-//! [`crate::ops::lines`]) both ways
+//! [`crate::ops::lines`]) both ways through its [`pipes`]
 //! ([`relay`]); what to do with each message is the MCP rules' ([`crate::mcp`]), which this
 //! module only feeds and whose answers it writes. Passed messages go out exactly as received.
 
-mod relay;
+mod pipes;
 
 use crate::core::auth::Caller;
 use crate::core::gate::{Gate, GateConfig};
 use crate::core::metrics::Transport;
 use crate::mcp::{Boundary, BoundaryConfig, Direction};
-use crate::net::admin;
 use crate::net::listen::ConnectionLimits;
+use crate::net::{admin, drain};
 use crate::ops::child;
 use anyhow::Context;
-use relay::{relay_lines, Out, Pipes};
+use pipes::{relay_lines, Out, Pipes};
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
@@ -31,7 +31,7 @@ pub const KILL_AFTER_SIGNAL: Duration = Duration::from_secs(1);
 
 /// Everything `schemagate proxy` needs, built from its flags.
 #[derive(Debug)]
-pub struct StdioConfig {
+pub struct ProxyConfig {
     /// The core: policy, limits, no shared registry, no tokens.
     pub gate: GateConfig,
     /// The session's MCP rules.
@@ -52,27 +52,24 @@ pub struct StdioConfig {
 /// this process's stdin/stdout and the server, until the server exits (after the client goes, or
 /// once `stop` resolves: see [`relay`]). Answers the exit code to leave with: the server's.
 pub async fn run(
-    config: StdioConfig,
+    config: ProxyConfig,
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<i32> {
-    let gate = Gate::new(config.gate)?;
-    let token = CancellationToken::new();
-    let _stop = token.clone().drop_guard();
     // SIGHUP is the host hanging up (it stops the proxy), so the policy reloads on change only.
-    gate.watch_files(config.poll_secs, false, &token);
+    let started = drain::start(config.gate, None, config.poll_secs, false)?;
     if let Some(addr) = config.metrics_listen {
         admin::serve(
             addr,
-            Arc::clone(&gate),
+            Arc::clone(&started.gate),
             config.admin_limits,
             Transport::Proxy,
-            token.clone(),
+            started.stop.clone(),
         )
         .await?;
     }
     let (client_in, client_out) = client_stdio()?;
     let status = relay(
-        gate,
+        Arc::clone(&started.gate),
         config.boundary,
         &config.command,
         config.shutdown_grace,

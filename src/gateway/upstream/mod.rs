@@ -1,0 +1,140 @@
+//! The routes' upstreams: how a route's server is reached ([`RouteUpstream`]: over HTTP at a
+//! URL, or on stdio, one process per session), what every upstream answers with
+//! ([`Upstreamed`]) or why it gave no answer ([`Failure`]), and which headers cross
+//! ([`headers`]). Callers see the enum; each variant has its room: [`http`] (one pooled client
+//! for every route) and [`stdio`].
+
+pub mod headers;
+mod http;
+pub mod stdio;
+
+pub use self::http::HttpClient;
+
+use crate::ops::lines::Line;
+use ::http::header::HeaderMap;
+use ::http::{Method, StatusCode};
+use bytes::Bytes;
+use std::path::PathBuf;
+use std::time::Duration;
+use stdio::Servers;
+use tokio::sync::mpsc;
+
+/// How the gateway reaches its upstreams.
+#[derive(Debug, Clone)]
+pub struct UpstreamConfig {
+    /// Longest wait for an upstream's answer to begin (its status and headers).
+    pub timeout: Duration,
+    /// Longest wait for a connection to an upstream.
+    pub connect_timeout: Duration,
+    /// Extra certificate authorities (PEM) trusted for `https` upstreams.
+    pub ca: Option<PathBuf>,
+}
+
+/// Why an upstream gave no answer.
+#[derive(Debug)]
+pub enum Failure {
+    /// It could not be reached, or the connection failed before an answer began.
+    Unreachable(String),
+    /// Its answer did not begin within the timeout.
+    TimedOut(Duration),
+    /// Its answer cannot be relayed as one (why).
+    BadAnswer(String),
+}
+
+impl Failure {
+    /// The HTTP status the client gets for it.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Failure::Unreachable(_) | Failure::BadAnswer(_) => StatusCode::BAD_GATEWAY,
+            Failure::TimedOut(_) => StatusCode::GATEWAY_TIMEOUT,
+        }
+    }
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failure::Unreachable(why) => write!(f, "could not be reached ({why})"),
+            Failure::TimedOut(after) => write!(
+                f,
+                "did not begin its answer within {} s (--upstream-timeout-secs)",
+                after.as_secs_f64()
+            ),
+            Failure::BadAnswer(why) => f.write_str(why),
+        }
+    }
+}
+
+/// An upstream's answer: an HTTP response, or the messages a stdio server writes for a request.
+pub enum Upstreamed {
+    Http(reqwest::Response),
+    /// An event stream of the stdio server's messages, each a line as written.
+    Lines {
+        status: StatusCode,
+        headers: HeaderMap,
+        lines: mpsc::Receiver<Line>,
+    },
+}
+
+impl Upstreamed {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Upstreamed::Http(response) => response.status(),
+            Upstreamed::Lines { status, .. } => *status,
+        }
+    }
+
+    pub fn headers(&self) -> &HeaderMap {
+        match self {
+            Upstreamed::Http(response) => response.headers(),
+            Upstreamed::Lines { headers, .. } => headers,
+        }
+    }
+}
+
+/// Whose request goes to the upstream (or whose request an answer answers): the client's own,
+/// or one the MCP rules wrote (a listing they ask for), whose answer no client awaits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Requester {
+    Client,
+    Rules,
+}
+
+/// One request to a route's upstream.
+pub struct UpstreamRequest<'a> {
+    pub method: Method,
+    pub headers: HeaderMap,
+    /// A POST's message.
+    pub body: Option<Bytes>,
+    /// Who sent it (a stdio route's processes are kept per caller and session).
+    pub caller: &'a str,
+    /// The session it names, if any.
+    pub session: Option<&'a str>,
+    pub requester: Requester,
+}
+
+/// How a route's server is reached.
+pub enum RouteUpstream {
+    /// Over HTTP, at this URL.
+    Http(reqwest::Url),
+    /// On stdio: its processes, one per session.
+    Stdio(Servers),
+}
+
+impl RouteUpstream {
+    /// Sends `request` to the route's server (through `client` when it is reached over HTTP):
+    /// its answer once its head has come, or why none came.
+    pub async fn send(
+        &self,
+        client: &HttpClient,
+        request: UpstreamRequest<'_>,
+    ) -> Result<Upstreamed, Failure> {
+        match self {
+            RouteUpstream::Http(url) => client
+                .send(request.method, url, request.headers, request.body)
+                .await
+                .map(Upstreamed::Http),
+            RouteUpstream::Stdio(servers) => servers.send(&request).await,
+        }
+    }
+}
