@@ -2,7 +2,11 @@
 //! is the very text `structuredContent` was sent as (the usual case: one serialiser wrote both),
 //! a byte comparison settles it. Otherwise both texts are read with their numbers held exactly
 //! (as decimals, never as floats), so `42.0` and `42` are the same value while `2^53 + 1` and
-//! `2^53` are not, and the first path where they differ is reported.
+//! `2^53` are not, and the first path where they differ is reported. [`text_drift`] makes of it
+//! a verdict's finding, decoding each copy into a buffer its thread keeps.
+
+use crate::core::check::{Document, ToolResult};
+use crate::core::verdict::Finding;
 
 /// Whether two JSON texts are the same tokens: equal bytes once white space outside strings is
 /// set aside. Such texts read as the same value (or, if neither is JSON, as nothing); texts that
@@ -360,6 +364,62 @@ fn push_key(path: &mut String, key: &str) {
             c => path.push(c),
         }
     }
+}
+
+thread_local! {
+    /// A text copy, decoded: one buffer per thread, reused from check to check.
+    static DECODED_COPY: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A decoding buffer larger than this is given back after its check.
+const MAX_KEPT_COPY_BYTES: usize = 1 << 20;
+
+/// A text block of `content` that parses as JSON and is a different JSON value from
+/// `structuredContent` (numbers compared exactly, by value), with where they first differ. A text
+/// holding a JSON scalar is compared only with a scalar `structuredContent`: beside an object it
+/// is prose that happens to parse (a count, a word), not a copy.
+pub(crate) fn text_drift(result: &ToolResult, structured: &Document) -> Option<Finding> {
+    let structured_is_scalar = structured.is_scalar();
+    // structuredContent's own text, as sent: a copy that is the same text is the same value.
+    let sent = structured.text();
+    for text in result.json_texts.iter() {
+        let scalar_text = !matches!(text.first_visible(), Some('{' | '['));
+        if scalar_text && !structured_is_scalar {
+            continue;
+        }
+        // structuredContent's own text, escaped into a string: the same value (the usual case,
+        // seen without decoding).
+        if text.is_escaped(sent) {
+            continue;
+        }
+        // The same text, white space aside: the same value, with nothing to read. The copy is
+        // decoded into this thread's buffer, which is kept for the next check.
+        let found = DECODED_COPY.with(|buffer| {
+            let mut buffer = buffer.borrow_mut();
+            buffer.clear();
+            text.decode_into(&mut buffer);
+            let found = if same_tokens(&buffer, sent) {
+                None
+            } else {
+                first_difference(&buffer, sent)
+            };
+            if buffer.capacity() > MAX_KEPT_COPY_BYTES {
+                *buffer = Vec::new();
+            }
+            found
+        });
+        if let Some(Some(path)) = found {
+            let at = if path.is_empty() { "/" } else { path.as_str() };
+            return Some(Finding {
+                kind: "text_drift",
+                message: format!(
+                    "the text copy in content parses as JSON but is a different value from structuredContent, first at {at}"
+                ),
+                instance_path: path,
+            });
+        }
+    }
+    None
 }
 
 #[cfg(test)]

@@ -2,17 +2,18 @@
 //! registry, cache, validation, drift, metrics). It knows nothing of threads or transports: the
 //! [`crate::core::gate`] decides where it runs, the adapters how it arrives.
 
-use crate::core::check::{Check, Document, Payload, SchemaSource, ToolResult};
+use crate::core::check::{Check, Document, Payload, SchemaSource};
 use crate::core::document::DocumentJson;
 use crate::core::domain::SchemaHash;
 use crate::core::domain::{ProtocolVersion, ServerId, Tier, ToolName};
+use crate::core::drift::text_drift;
 use crate::core::error::CheckError;
 use crate::core::metrics::{Attempt, Metrics, TargetMetrics};
 use crate::core::policy::{ArgumentsMode, PolicyStore, Rules};
 use crate::core::registry::redis::RedisRegistry;
 use crate::core::registry::Registry;
 use crate::core::resolve::{miss, schema_of, SchemaRef};
-use crate::core::schema::cache::SchemaCache;
+use crate::core::schema::cache::{Compiled, SchemaCache};
 use crate::core::schema::compile::CompiledSchema;
 use crate::core::schema::texts::SchemaTexts;
 use crate::core::verdict::{
@@ -71,39 +72,39 @@ impl From<CheckError> for Deferred {
     }
 }
 
+/// What the gate and its judge share: the limits, the policy, the compiled schemas, the
+/// registry and the schema texts seen in checks (and the shared registry), and the metrics.
+pub(crate) struct Parts {
+    pub(crate) limits: Limits,
+    pub(crate) policy: Arc<PolicyStore>,
+    pub(crate) cache: Arc<SchemaCache>,
+    pub(crate) registry: Arc<Registry>,
+    /// Schema texts seen in checks, by hash (registered ones are the registry's).
+    pub(crate) texts: Arc<SchemaTexts>,
+    /// The shared registry, with `--registry redis://...`.
+    pub(crate) shared: Option<Arc<RedisRegistry>>,
+    pub(crate) metrics: Arc<Metrics>,
+}
+
+/// The schemas a check is judged against, compiled (or their compile failure, cached).
+struct Schemas {
+    hash: SchemaHash,
+    enforced: Compiled,
+    /// The MCP revision the schema was registered under.
+    protocol: Option<ProtocolVersion>,
+    /// The tool's shadow schema, judged beside and only reported.
+    shadow: Option<(SchemaHash, Compiled)>,
+}
+
 /// Judges checks: the synchronous part of the core, shared by every request.
 pub(crate) struct Judge {
-    limits: Limits,
-    policy: Arc<PolicyStore>,
-    cache: Arc<SchemaCache>,
-    registry: Arc<Registry>,
-    /// Schema texts seen in checks, by hash (registered ones are the registry's).
-    texts: Arc<SchemaTexts>,
-    /// The shared registry, with `--registry redis://...`.
-    shared: Option<Arc<RedisRegistry>>,
-    metrics: Arc<Metrics>,
+    parts: Arc<Parts>,
 }
 
 impl Judge {
-    /// A judge over the gate's parts; the cache of compiled schemas is its own.
-    pub(crate) fn new(
-        limits: Limits,
-        policy: Arc<PolicyStore>,
-        cache: Arc<SchemaCache>,
-        registry: Arc<Registry>,
-        texts: Arc<SchemaTexts>,
-        shared: Option<Arc<RedisRegistry>>,
-        metrics: Arc<Metrics>,
-    ) -> Self {
-        Self {
-            limits,
-            policy,
-            cache,
-            registry,
-            texts,
-            shared,
-            metrics,
-        }
+    /// A judge over the gate's parts.
+    pub(crate) fn new(parts: Arc<Parts>) -> Self {
+        Self { parts }
     }
 
     /// [`Judge::evaluate`], with a panic turned into this check's own `internal` error, so one
@@ -123,20 +124,14 @@ impl Judge {
         }
     }
 
-    /// The check itself. Inline, it refuses to compile or to do long work and answers
+    /// The check itself, step by step: the rules (or a verdict with nothing to validate), the
+    /// schemas, the payload validated, the findings beside it, the shadow schema, the
+    /// conclusion. Inline, it refuses to compile or to do long work and answers
     /// `Deferred::ToWorker` instead.
     fn evaluate(&self, check: &Check, placement: Placement) -> Result<Verdict, Deferred> {
-        let on_worker = placement != Placement::Inline;
-        let server = check.server.as_deref();
-        let tool = check.tool.as_deref();
-        if let Some(s) = server {
-            ServerId::check(s).map_err(CheckError::from)?;
-        }
-        if let Some(t) = tool {
-            ToolName::check(t).map_err(CheckError::from)?;
-        }
-        let rules = self.policy.load().rules_for(server, tool);
-        let target = self.metrics.target(server, tool);
+        let (server, tool) = names(check)?;
+        let rules = self.parts.policy.load().rules_for(server, tool);
+        let target = self.parts.metrics.target(server, tool);
         let attempt = Attempt::of(check.attempt);
         // Nothing validated (yet): `valid` stays unset unless a validation sets it.
         let unvalidated = |outcome: Outcome| {
@@ -146,29 +141,57 @@ impl Judge {
                 ..unvalidated_verdict(rules.tier, check)
             }
         };
-
-        if let Payload::Result(r) = &check.payload {
-            if r.is_error {
-                return Ok(unvalidated(Outcome::ToolError));
-            }
+        if let Some(outcome) = not_validated(check, &rules) {
+            return Ok(unvalidated(outcome));
         }
-        // Arguments follow the `arguments` switch (unset: the tier's); everything else the tier.
-        let skipped = match check.payload {
-            Payload::Arguments(_) => rules.arguments == ArgumentsMode::Off,
-            _ => rules.tier == Tier::Trusted,
+        let Some(schemas) = self.schemas(check, &rules, placement)? else {
+            return Ok(unvalidated(Outcome::Unchecked));
         };
-        if skipped {
-            return Ok(unvalidated(Outcome::Skipped));
+        let compiled = match schemas.enforced.as_ref() {
+            Ok(c) => c,
+            Err(e) => return Err(e.clone().into()),
+        };
+        let version = check
+            .protocol_version
+            .or(schemas.protocol)
+            .unwrap_or(ProtocolVersion::NEWEST);
+        let mut verdict = unvalidated_verdict(rules.tier, check);
+        verdict.schema_hash = Some(schemas.hash);
+        let document = self.document(check, compiled, &rules, version)?;
+        self.validate(compiled, document, placement, &mut verdict)?;
+        self.findings(check, document, version, &rules, &target, &mut verdict);
+        if let Some((shadow_hash, Ok(shadow))) =
+            schemas.shadow.as_ref().map(|(h, c)| (h, c.as_ref()))
+        {
+            let judged = (document, version, placement != Placement::Inline);
+            verdict.shadow = self.shadow_verdict(*shadow_hash, shadow, judged, check, &rules)?;
         }
+        self.conclude(&mut verdict, &rules, check, &target, attempt);
+        if let Some(shadow) = &verdict.shadow {
+            self.parts
+                .metrics
+                .shadow_validation(&target, shadow.errors.is_empty());
+        }
+        Ok(verdict)
+    }
 
-        let registered = self.registry.load();
+    /// The schemas `check` is judged against, compiled: `None` for a registered tool that
+    /// declares none for the payload. A name or hash this replica does not hold may have just
+    /// been registered on another: with a shared registry it is read through to Redis once (on a
+    /// worker) before the miss is answered. Inline, a schema not compiled yet goes to a worker.
+    fn schemas(
+        &self,
+        check: &Check,
+        rules: &Rules,
+        placement: Placement,
+    ) -> Result<Option<Schemas>, Deferred> {
+        let parts = &self.parts;
+        let registered = parts.registry.load();
         let reread;
-        let found = match schema_of(check, &registered, &self.texts, rules.compile) {
+        let found = match schema_of(check, &registered, &parts.texts, rules.compile) {
             Ok(found) => found,
-            // A name or hash this replica does not hold may have just been registered on
-            // another: with a shared registry, read it through to Redis once (on a worker)
-            // before answering 404. Only a miss pays for this.
-            Err(e) => match (&self.shared, miss(check, &registered, &self.texts)) {
+            // Only a miss pays for the read-through.
+            Err(e) => match (&parts.shared, miss(check, &registered, &parts.texts)) {
                 (Some(shared), Some(miss)) if shared.may_read_through(&miss) => {
                     if placement == Placement::Inline {
                         return Err(Deferred::ToWorker { hit_counted: false });
@@ -176,8 +199,8 @@ impl Judge {
                     if !shared.read_through(miss) {
                         return Err(e.into());
                     }
-                    reread = self.registry.load();
-                    schema_of(check, &reread, &self.texts, rules.compile)?
+                    reread = parts.registry.load();
+                    schema_of(check, &reread, &parts.texts, rules.compile)?
                 }
                 _ => return Err(e.into()),
             },
@@ -190,26 +213,23 @@ impl Judge {
             shadow,
         }) = found
         else {
-            return Ok(unvalidated(Outcome::Unchecked));
+            return Ok(None);
         };
-        let version = check
-            .protocol_version
-            .or(protocol)
-            .unwrap_or(ProtocolVersion::NEWEST);
-        let compiled = match placement {
+        let enforced = match placement {
             Placement::Worker { hit_counted } => {
                 let (compiled, missed) =
-                    self.cache
+                    parts
+                        .cache
                         .get_or_compile(key, &text, rules.compile, !hit_counted);
                 if missed && matches!(check.schema, SchemaSource::Inline(_)) {
-                    self.texts.remember(hash, &text);
-                    if let Some(shared) = &self.shared {
+                    parts.texts.remember(hash, &text);
+                    if let Some(shared) = &parts.shared {
                         shared.share_text(hash, &text);
                     }
                 }
                 compiled
             }
-            Placement::Inline => self
+            Placement::Inline => parts
                 .cache
                 .get(&key)
                 .ok_or(Deferred::ToWorker { hit_counted: false })?,
@@ -221,11 +241,12 @@ impl Judge {
             Some((shadow_hash, shadow_key, shadow_text)) => {
                 let compiled = match placement {
                     Placement::Worker { .. } => {
-                        self.cache
+                        parts
+                            .cache
                             .get_or_compile(shadow_key, &shadow_text, rules.compile, true)
                             .0
                     }
-                    Placement::Inline => self
+                    Placement::Inline => parts
                         .cache
                         .get(&shadow_key)
                         .ok_or(Deferred::ToWorker { hit_counted: true })?,
@@ -233,15 +254,24 @@ impl Judge {
                 Some((shadow_hash, compiled))
             }
         };
-        drop(registered);
-        let compiled = match compiled.as_ref() {
-            Ok(c) => c,
-            Err(e) => return Err(e.clone().into()),
-        };
+        Ok(Some(Schemas {
+            hash,
+            enforced,
+            protocol,
+            shadow,
+        }))
+    }
 
-        let mut verdict = unvalidated_verdict(rules.tier, check);
-        verdict.schema_hash = Some(hash);
-        let document: Option<&Document> = match &check.payload {
+    /// The document a check validates: the payload, or a result's `structuredContent` (whose
+    /// schema's root must be an object where the revision says so).
+    fn document<'c>(
+        &self,
+        check: &'c Check,
+        compiled: &CompiledSchema,
+        rules: &Rules,
+        version: ProtocolVersion,
+    ) -> Result<Option<&'c Document>, Deferred> {
+        Ok(match &check.payload {
             Payload::Instance(v) | Payload::Arguments(v) => Some(v),
             Payload::Result(r) => {
                 if rules.object_root_required(version) && !compiled.root_is_object {
@@ -252,83 +282,92 @@ impl Judge {
                 }
                 r.structured_content.as_ref()
             }
-        };
+        })
+    }
 
-        match document {
-            None => verdict.errors.push(ValidationFailure {
+    /// Validates `document` against `compiled` into `verdict`'s errors: a result without
+    /// `structuredContent` fails; a payload too deep or too costly is refused; inline, long work
+    /// goes to a worker.
+    fn validate(
+        &self,
+        compiled: &CompiledSchema,
+        document: Option<&Document>,
+        placement: Placement,
+        verdict: &mut Verdict,
+    ) -> Result<(), Deferred> {
+        let on_worker = placement != Placement::Inline;
+        let Some(doc) = document else {
+            verdict.errors.push(ValidationFailure {
                 instance_path: String::new(),
                 schema_path: String::new(),
                 keyword: "structuredContent".into(),
                 message: "structuredContent is absent, but the tool declares an outputSchema: return the result as structuredContent (the text copy in content is not checked)".into(),
-            }),
-            Some(doc) => {
-                if doc.depth > self.limits.max_depth {
-                    return Err(CheckError::TooDeep {
-                        what: "payload",
-                        limit: self.limits.max_depth,
-                    }
-                    .into());
-                }
-                let work = compiled.work(doc.nodes, doc.string_bytes);
-                if work > self.limits.max_check_work {
-                    return Err(CheckError::WorkLimitExceeded {
-                        work,
-                        limit: self.limits.max_check_work,
-                    }
-                    .into());
-                }
-                if !on_worker && work > INLINE_WORK {
-                    return Err(Deferred::ToWorker { hit_counted: true });
-                }
-                if !compiled.validator.is_valid(doc.root()) {
-                    if !on_worker && work.saturating_mul(4) > INLINE_WORK {
-                        // Collecting errors costs more than the yes/no answer.
-                        return Err(Deferred::ToWorker { hit_counted: true });
-                    }
-                    self.collect_errors(&compiled.validator, doc, work, &mut verdict);
-                }
+            });
+            return Ok(());
+        };
+        let limits = &self.parts.limits;
+        if doc.depth > limits.max_depth {
+            return Err(CheckError::TooDeep {
+                what: "payload",
+                limit: limits.max_depth,
             }
+            .into());
         }
-
-        if let (Payload::Result(r), Some(structured)) = (&check.payload, document) {
-            if let Some(finding) = text_drift(r, structured) {
-                target.drift().increment(1);
-                if rules.drift_fails {
-                    verdict.errors.push(ValidationFailure {
-                        instance_path: finding.instance_path.clone(),
-                        schema_path: String::new(),
-                        keyword: "content".into(),
-                        message: finding.message.clone(),
-                    });
-                }
-                verdict.findings.push(finding);
+        let work = compiled.work(doc.nodes, doc.string_bytes);
+        if work > limits.max_check_work {
+            return Err(CheckError::WorkLimitExceeded {
+                work,
+                limit: limits.max_check_work,
             }
-            if version >= ProtocolVersion::V2026_07_28
-                && !structured.is_object()
-                && !r.has_text_block
-            {
-                verdict.findings.push(Finding {
-                    kind: "missing_text_copy",
-                    instance_path: String::new(),
-                    message: "structuredContent is not an object, and MCP 2026-07-28 asks for a TextContent block beside it in content: add one".into(),
+            .into());
+        }
+        if !on_worker && work > INLINE_WORK {
+            return Err(Deferred::ToWorker { hit_counted: true });
+        }
+        if !compiled.validator.is_valid(doc.root()) {
+            if !on_worker && work.saturating_mul(4) > INLINE_WORK {
+                // Collecting errors costs more than the yes/no answer.
+                return Err(Deferred::ToWorker { hit_counted: true });
+            }
+            self.collect_errors(&compiled.validator, doc, work, verdict);
+        }
+        Ok(())
+    }
+
+    /// What a result's verdict reports beside its errors: a text copy that differs from
+    /// `structuredContent` (a failure too where the policy says so), and under 2026-07-28 a
+    /// non-object `structuredContent` without its text block.
+    fn findings(
+        &self,
+        check: &Check,
+        document: Option<&Document>,
+        version: ProtocolVersion,
+        rules: &Rules,
+        target: &TargetMetrics,
+        verdict: &mut Verdict,
+    ) {
+        let (Payload::Result(r), Some(structured)) = (&check.payload, document) else {
+            return;
+        };
+        if let Some(finding) = text_drift(r, structured) {
+            target.drift().increment(1);
+            if rules.drift_fails {
+                verdict.errors.push(ValidationFailure {
+                    instance_path: finding.instance_path.clone(),
+                    schema_path: String::new(),
+                    keyword: "content".into(),
+                    message: finding.message.clone(),
                 });
             }
+            verdict.findings.push(finding);
         }
-
-        if let Some((shadow_hash, compiled)) = &shadow {
-            if let Ok(shadow) = compiled.as_ref() {
-                let judged = (document, version, on_worker);
-                verdict.shadow =
-                    self.shadow_verdict(*shadow_hash, shadow, judged, check, &rules)?;
-            }
+        if version >= ProtocolVersion::V2026_07_28 && !structured.is_object() && !r.has_text_block {
+            verdict.findings.push(Finding {
+                kind: "missing_text_copy",
+                instance_path: String::new(),
+                message: "structuredContent is not an object, and MCP 2026-07-28 asks for a TextContent block beside it in content: add one".into(),
+            });
         }
-
-        self.conclude(&mut verdict, &rules, check, &target, attempt);
-        if let Some(shadow) = &verdict.shadow {
-            self.metrics
-                .shadow_validation(&target, shadow.errors.is_empty());
-        }
-        Ok(verdict)
     }
 
     /// How the shadow schema `compiled` judges the check's `document`: `None` when the check
@@ -365,7 +404,7 @@ impl Judge {
             }),
             Some(doc) => {
                 let work = compiled.work(doc.nodes, doc.string_bytes);
-                if work > self.limits.max_check_work {
+                if work > self.parts.limits.max_check_work {
                     return Ok(None);
                 }
                 if !on_worker && work > INLINE_WORK {
@@ -398,20 +437,20 @@ impl Judge {
         work: u64,
         verdict: &mut Verdict,
     ) {
-        if work > self.limits.max_error_work {
+        if work > self.parts.limits.max_error_work {
             verdict.errors.push(ValidationFailure {
                 instance_path: String::new(),
                 schema_path: String::new(),
                 keyword: "errors".into(),
                 message: format!(
                     "the payload fails its schema; its errors were not listed because listing them would cost about {work} evaluations (limit {}, see --max-error-work)",
-                    self.limits.max_error_work
+                    self.parts.limits.max_error_work
                 ),
             });
             verdict.truncated = true;
             return;
         }
-        let max = self.limits.max_errors;
+        let max = self.parts.limits.max_errors;
         let mut count = 0usize;
         for error in validator.iter_errors(doc.root()) {
             count += 1;
@@ -454,7 +493,7 @@ impl Judge {
             verdict.feedback =
                 feedback(check.payload.subject(), &verdict.errors, verdict.truncated);
             for e in &verdict.errors {
-                self.metrics.field_failure(
+                self.parts.metrics.field_failure(
                     target,
                     check.payload.kind(),
                     &fold_indices(&e.instance_path),
@@ -477,66 +516,37 @@ impl Judge {
     }
 }
 
+/// The check's server and tool names, refused when they are not names.
+fn names(check: &Check) -> Result<(Option<&str>, Option<&str>), CheckError> {
+    let (server, tool) = (check.server.as_deref(), check.tool.as_deref());
+    if let Some(s) = server {
+        ServerId::check(s)?;
+    }
+    if let Some(t) = tool {
+        ToolName::check(t)?;
+    }
+    Ok((server, tool))
+}
+
+/// Why a check is answered without validation, if it is: a tool's own error, or a payload the
+/// policy skips (arguments by the `arguments` switch, everything else by the tier).
+fn not_validated(check: &Check, rules: &Rules) -> Option<Outcome> {
+    if let Payload::Result(r) = &check.payload {
+        if r.is_error {
+            return Some(Outcome::ToolError);
+        }
+    }
+    let skipped = match check.payload {
+        Payload::Arguments(_) => rules.arguments == ArgumentsMode::Off,
+        _ => rules.tier == Tier::Trusted,
+    };
+    skipped.then_some(Outcome::Skipped)
+}
+
 /// Runs `read`, turning a panic into an `internal` error for this item alone.
 pub(crate) fn guarded<T>(read: impl FnOnce() -> Result<T, CheckError>) -> Result<T, CheckError> {
     std::panic::catch_unwind(AssertUnwindSafe(read)).unwrap_or_else(|_| {
         tracing::error!("reading a check panicked; it was answered as internal");
         Err(CheckError::Internal)
     })
-}
-
-thread_local! {
-    /// A text copy, decoded: one buffer per thread, reused from check to check.
-    static DECODED_COPY: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// A decoding buffer larger than this is given back after its check.
-const MAX_KEPT_COPY_BYTES: usize = 1 << 20;
-
-/// A text block of `content` that parses as JSON and is a different JSON value from
-/// `structuredContent` (numbers compared exactly, by value), with where they first differ. A text
-/// holding a JSON scalar is compared only with a scalar `structuredContent`: beside an object it
-/// is prose that happens to parse (a count, a word), not a copy.
-fn text_drift(result: &ToolResult, structured: &Document) -> Option<Finding> {
-    let structured_is_scalar = structured.is_scalar();
-    // structuredContent's own text, as sent: a copy that is the same text is the same value.
-    let sent = structured.text();
-    for text in result.json_texts.iter() {
-        let scalar_text = !matches!(text.first_visible(), Some('{' | '['));
-        if scalar_text && !structured_is_scalar {
-            continue;
-        }
-        // structuredContent's own text, escaped into a string: the same value (the usual case,
-        // seen without decoding).
-        if text.is_escaped(sent) {
-            continue;
-        }
-        // The same text, white space aside: the same value, with nothing to read. The copy is
-        // decoded into this thread's buffer, which is kept for the next check.
-        let found = DECODED_COPY.with(|buffer| {
-            let mut buffer = buffer.borrow_mut();
-            buffer.clear();
-            text.decode_into(&mut buffer);
-            let found = if crate::core::drift::same_tokens(&buffer, sent) {
-                None
-            } else {
-                crate::core::drift::first_difference(&buffer, sent)
-            };
-            if buffer.capacity() > MAX_KEPT_COPY_BYTES {
-                *buffer = Vec::new();
-            }
-            found
-        });
-        if let Some(Some(path)) = found {
-            let at = if path.is_empty() { "/" } else { path.as_str() };
-            return Some(Finding {
-                kind: "text_drift",
-                message: format!(
-                    "the text copy in content parses as JSON but is a different value from structuredContent, first at {at}"
-                ),
-                instance_path: path,
-            });
-        }
-    }
-    None
 }

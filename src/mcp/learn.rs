@@ -73,33 +73,42 @@ impl Boundary {
         result: Option<Unread<'_>>,
         page: ListPage,
     ) -> io::Result<()> {
-        let ListPage {
-            first_page,
-            ours,
-            protocol,
-            meta,
-        } = page;
         let Some(result) = result else {
             tracing::warn!(server = %self.config.server, id = id.get(), "the server answered tools/list with an error: the contract is unchanged");
-            self.session.listing_ended(false, ours);
+            self.session.listing_ended(false, page.ours);
             return Ok(());
         };
-        #[derive(Deserialize)]
-        struct Page<'a> {
-            #[serde(borrow, default)]
-            tools: Vec<&'a RawValue>,
-            #[serde(borrow, default, rename = "nextCursor")]
-            next_cursor: Option<Cow<'a, str>>,
-        }
-        let page: Option<Page<'_>> = result.parse();
-        let next_cursor = page
+        let read: Option<Page<'_>> = result.parse();
+        let next_cursor = read
             .as_ref()
             .and_then(|p| p.next_cursor.as_deref())
             .filter(|c| !c.is_empty())
             .map(str::to_owned);
-        if first_page {
+        if page.first_page {
             self.session.listing_started();
         }
+        let tools = read.map(|p| p.tools).unwrap_or_default();
+        self.register_page(line, result, tools, &page).await;
+        match (next_cursor, page.ours) {
+            (Some(cursor), true) => self.list_next(link, &cursor, page).await,
+            (Some(_), false) => Ok(()),
+            (None, ours) => {
+                self.session.listing_ended(true, ours);
+                Ok(())
+            }
+        }
+    }
+
+    /// Registers a page (`result`, whose tools are `tools`): whole, or where the registry
+    /// refuses it whole (a pinned contract, a bad tool), tool by tool.
+    async fn register_page(
+        &self,
+        line: &Bytes,
+        result: Unread<'_>,
+        tools: Vec<&RawValue>,
+        page: &ListPage,
+    ) {
+        let (first_page, ours, protocol) = (page.first_page, page.ours, page.protocol);
         let how = RegisterOptions {
             merge: !first_page,
             protocol_version: protocol,
@@ -127,9 +136,7 @@ impl Boundary {
                 // The pinned tools keep the contract in force (their calls are checked against
                 // it); the others are registered one by one, added to it.
                 tracing::warn!(server = %self.config.server, refused = ?refused, "tools/list changes a pinned contract: the pinned tools keep the contract in force until the change is accepted");
-                let others = page
-                    .map(|p| p.tools)
-                    .unwrap_or_default()
+                let others = tools
                     .into_iter()
                     .filter(|tool| {
                         !refused
@@ -142,39 +149,34 @@ impl Boundary {
             }
             Err(e) => {
                 tracing::warn!(server = %self.config.server, error = %e, "tools/list could not be registered as a whole: registering its tools one by one");
-                self.register_one_by_one(
-                    line,
-                    page.map(|p| p.tools).unwrap_or_default(),
-                    first_page,
-                    protocol,
-                )
-                .await;
+                self.register_one_by_one(line, tools, first_page, protocol)
+                    .await;
             }
         }
-        match (next_cursor, ours) {
-            (Some(cursor), true) => {
-                let id = self.session.our_id();
-                let meta_raw = meta
-                    .as_deref()
-                    .and_then(|m| RawValue::from_string(m.to_owned()).ok());
-                let request = list_request(&id, Some(&cursor), meta_raw.as_deref());
-                let pending = Pending::ToolsList(ListPage {
-                    first_page: false,
-                    ours: true,
-                    protocol,
-                    meta,
-                });
-                if self.session.track(&id, pending).is_ok() {
-                    link.send(Direction::ToServer, Outgoing::Own(&request))
-                        .await?;
-                } else {
-                    self.session.listing_ended(false, true);
-                }
-            }
-            (Some(_), false) => {}
-            (None, _) => self.session.listing_ended(true, ours),
+    }
+
+    /// Asks the server for the page after `cursor` of the boundary's own listing (`page` the one
+    /// answered).
+    async fn list_next(&self, link: &impl Link, cursor: &str, page: ListPage) -> io::Result<()> {
+        let id = self.session.our_id();
+        let meta_raw = page
+            .meta
+            .as_deref()
+            .and_then(|m| RawValue::from_string(m.to_owned()).ok());
+        let request = list_request(&id, Some(cursor), meta_raw.as_deref());
+        let pending = Pending::ToolsList(ListPage {
+            first_page: false,
+            ours: true,
+            protocol: page.protocol,
+            meta: page.meta,
+        });
+        if self.session.track(&id, pending).is_ok() {
+            link.send(Direction::ToServer, Outgoing::Own(&request))
+                .await
+        } else {
+            self.session.listing_ended(false, true);
+            Ok(())
         }
-        Ok(())
     }
 
     /// Registers each tool of a page alone, so one bad tool (a name the registry refuses, say)
@@ -231,6 +233,15 @@ impl Boundary {
             }
         }
     }
+}
+
+/// A `tools/list` answer's page, as far as the rules read it.
+#[derive(Deserialize)]
+struct Page<'a> {
+    #[serde(borrow, default)]
+    tools: Vec<&'a RawValue>,
+    #[serde(borrow, default, rename = "nextCursor")]
+    next_cursor: Option<Cow<'a, str>>,
 }
 
 /// The `name` of a listed tool.

@@ -3,7 +3,7 @@
 //!
 //! A [`Boundary`] is one session's rules: it learns the server's contract from `tools/list`
 //! answers ([`learn`]), checks `tools/call` arguments before the server sees them and results
-//! before the client does ([`call`]), and per the policy passes, logs, or answers with a tool
+//! before the client does ([`call`], [`answers`]), and per the policy passes, logs, or answers with a tool
 //! execution error that carries the verdict ([`reply`]). A result that comes through an MCP task
 //! is judged the same way, against the contract of the call that created the task ([`task`]).
 //! It reads only each message's envelope
@@ -15,6 +15,7 @@
 //! round trip in the middle: a call that arrives before the contract is known makes the boundary
 //! ask the server for `tools/list` and wait for the answer before the call is judged.
 
+mod answers;
 mod call;
 mod envelope;
 pub mod ids;
@@ -379,7 +380,7 @@ impl Boundary {
                     unreadable_id,
                 },
             ) => {
-                let carries = result.is_some_and(call::carries_tool_result);
+                let carries = result.is_some_and(answers::carries_tool_result);
                 match id {
                     Some(id) => {
                         carries

@@ -273,57 +273,95 @@ impl Connections {
             if let Err(e) = tcp.set_nodelay(true) {
                 tracing::debug!(error = %e, "cannot set TCP_NODELAY");
             }
-            let (builder, service, limits, metrics, shutdown) = (
-                Arc::clone(&builder),
-                service.clone(),
-                Arc::clone(limits),
-                Arc::clone(metrics),
-                shutdown.clone(),
-            );
+            let port = Port {
+                builder: Arc::clone(&builder),
+                limits: Arc::clone(limits),
+                metrics: Arc::clone(metrics),
+                transport,
+                shutdown: shutdown.clone(),
+            };
             let acceptor = tls.as_ref().map(|tls| tls.acceptor(protocols));
+            let service = service.clone();
             connections.spawn(async move {
                 let _permit = permit;
-                let m = connection_metrics(&metrics, transport);
-                let open = &m.open;
-                open.increment(1.0);
-                // A client that sends nothing is closed at the header-read timeout: the
-                // protocol detection below waits for its first bytes with no timer of its own.
-                let spoke = tokio::select! {
-                    spoke = spoke_within(&tcp, limits.header_read_timeout) => spoke,
-                    () = shutdown.cancelled() => false,
-                };
-                if !spoke {
-                    m.closed_idle.increment(1);
-                    open.decrement(1.0);
-                    tracing::debug!(%peer, transport = transport.as_str(), "closed a connection that did not say which protocol it speaks within the header-read timeout");
-                    return;
-                }
-                let state = Arc::new(ConnectionState::new());
-                let io = TimedIo::new(tcp, limits.write_timeout, Arc::clone(&state.write_timed_out));
-                let c = Conn {
-                    builder: &builder,
-                    limits: &limits,
-                    metrics: &metrics,
-                    transport,
-                    shutdown: &shutdown,
-                    state,
-                };
-                match acceptor {
-                    None => c.serve(io, service, None).await,
-                    Some(acceptor) => {
-                        match tls::handshake(&acceptor, io, limits.header_read_timeout).await {
-                            Ok((stream, names)) => c.serve(stream, service, names).await,
-                            Err(e) => tracing::debug!(%peer, error = %e, transport = transport.as_str(), "TLS handshake failed"),
-                        }
-                    }
-                }
-                open.decrement(1.0);
-                tracing::trace!(%peer, "connection closed");
+                port.serve_connection(tcp, peer, acceptor, service).await;
             });
         }
         connections.close();
         connections.wait().await;
         Ok(())
+    }
+}
+
+/// What every connection of one port is served with.
+struct Port {
+    builder: Arc<auto::Builder<TokioExecutor>>,
+    limits: Arc<ConnectionLimits>,
+    metrics: Arc<Metrics>,
+    transport: Transport,
+    shutdown: CancellationToken,
+}
+
+impl Port {
+    /// Serves one accepted connection: its first bytes awaited within the header-read timeout,
+    /// then its TLS handshake (with `acceptor`) and its requests under the watchdog.
+    async fn serve_connection<S, B>(
+        self,
+        tcp: tokio::net::TcpStream,
+        peer: std::net::SocketAddr,
+        acceptor: Option<Arc<tokio_rustls::TlsAcceptor>>,
+        service: S,
+    ) where
+        S: PortService<B>,
+        B: AnswerBody,
+    {
+        let Port {
+            builder,
+            limits,
+            metrics,
+            transport,
+            shutdown,
+        } = self;
+        let m = connection_metrics(&metrics, transport);
+        m.open.increment(1.0);
+        // A client that sends nothing is closed at the header-read timeout: the protocol
+        // detection below waits for its first bytes with no timer of its own.
+        let spoke = tokio::select! {
+            spoke = spoke_within(&tcp, limits.header_read_timeout) => spoke,
+            () = shutdown.cancelled() => false,
+        };
+        if !spoke {
+            m.closed_idle.increment(1);
+            m.open.decrement(1.0);
+            tracing::debug!(%peer, transport = transport.as_str(), "closed a connection that did not say which protocol it speaks within the header-read timeout");
+            return;
+        }
+        let state = Arc::new(ConnectionState::new());
+        let io = TimedIo::new(
+            tcp,
+            limits.write_timeout,
+            Arc::clone(&state.write_timed_out),
+        );
+        let c = Conn {
+            builder: &builder,
+            limits: &limits,
+            metrics: &metrics,
+            transport,
+            shutdown: &shutdown,
+            state,
+        };
+        match acceptor {
+            None => c.serve(io, service, None).await,
+            Some(acceptor) => match tls::handshake(&acceptor, io, limits.header_read_timeout).await
+            {
+                Ok((stream, names)) => c.serve(stream, service, names).await,
+                Err(e) => {
+                    tracing::debug!(%peer, error = %e, transport = transport.as_str(), "TLS handshake failed")
+                }
+            },
+        }
+        m.open.decrement(1.0);
+        tracing::trace!(%peer, "connection closed");
     }
 }
 

@@ -13,7 +13,7 @@ use crate::core::error::CheckError;
 pub use crate::core::executor::{Admit, QueueLimits};
 use crate::core::executor::{Cost, Executor};
 use crate::core::instrument::Instrument;
-use crate::core::judge::{guarded, Deferred, Judge, Placement};
+use crate::core::judge::{guarded, Deferred, Judge, Parts, Placement};
 use crate::core::metrics::{Metrics, Transport};
 use crate::core::policy::{Policy, PolicyError, PolicyStore};
 use crate::core::receiving::{Held, Receiving};
@@ -63,16 +63,8 @@ pub struct GateConfig {
 /// The core as the transports see it.
 pub struct Gate {
     judge: Judge,
-    limits: Limits,
-    policy: Arc<PolicyStore>,
-    /// Compiled schemas: the judge's, and registration's.
-    cache: Arc<SchemaCache>,
-    registry: Arc<Registry>,
-    /// Schema texts seen in checks, by hash (registered ones are the registry's).
-    texts: Arc<SchemaTexts>,
-    /// The shared registry, with `--registry redis://...`.
-    shared: Option<Arc<RedisRegistry>>,
-    metrics: Arc<Metrics>,
+    /// What the gate shares with its judge: limits, policy, cache, registry, texts, metrics.
+    parts: Arc<Parts>,
     executor: Executor,
     receiving: Arc<Receiving>,
     auth: Arc<Auth>,
@@ -113,16 +105,7 @@ impl Gate {
             limits.compile(),
             Arc::clone(&metrics),
         ));
-        Ok(Arc::new(Gate {
-            judge: Judge::new(
-                limits,
-                Arc::clone(&policy),
-                Arc::clone(&cache),
-                Arc::clone(&registry),
-                Arc::clone(&texts),
-                shared.clone(),
-                Arc::clone(&metrics),
-            ),
+        let parts = Arc::new(Parts {
             limits,
             policy,
             cache,
@@ -130,6 +113,10 @@ impl Gate {
             texts,
             shared,
             metrics: Arc::clone(&metrics),
+        });
+        Ok(Arc::new(Gate {
+            judge: Judge::new(Arc::clone(&parts)),
+            parts,
             executor: Executor::new(config.worker_threads, config.queue)?,
             receiving: Receiving::new(config.max_receiving_bytes),
             registering: tokio::sync::Mutex::new(()),
@@ -140,7 +127,7 @@ impl Gate {
     }
 
     pub fn limits(&self) -> &Limits {
-        &self.limits
+        &self.parts.limits
     }
 
     /// A hold on the receiving budget for one request body (see [`crate::core::receiving`]).
@@ -155,7 +142,7 @@ impl Gate {
 
     /// The metrics every part records into.
     pub fn metrics(&self) -> &Arc<Metrics> {
-        &self.metrics
+        &self.parts.metrics
     }
 
     /// Where the adapters count requests refused before they reach the gate.
@@ -165,24 +152,25 @@ impl Gate {
 
     /// The policy in force, and its reload.
     pub fn policy(&self) -> &Arc<PolicyStore> {
-        &self.policy
+        &self.parts.policy
     }
 
     /// Re-reads the policy file. A bad file keeps the policy in force and says why.
     pub fn reload_policy(&self) -> Result<(), PolicyError> {
-        self.policy.reload()
+        self.parts.policy.reload()
     }
 
     /// The Prometheus exposition, with gauges refreshed.
     pub fn render_metrics(&self) -> String {
-        self.cache.refresh_gauges();
-        self.metrics.render()
+        self.parts.cache.refresh_gauges();
+        self.parts.metrics.render()
     }
 
     /// Ready: not draining, and with a shared registry, read in full once.
     pub fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Relaxed)
             && self
+                .parts
                 .shared
                 .as_ref()
                 .is_none_or(|s| s.synced().is_cancelled())
@@ -190,7 +178,7 @@ impl Gate {
 
     /// Starts following the shared registry, if one is configured, until `stop`.
     pub fn start(&self, stop: CancellationToken) {
-        if let Some(shared) = &self.shared {
+        if let Some(shared) = &self.parts.shared {
             shared.start(stop);
         }
     }
@@ -198,8 +186,8 @@ impl Gate {
     /// Reloads the policy file and the token file (those configured) when their content changes
     /// (polled every `poll_secs`; 0: never) and, when `sighup`, on SIGHUP, until `stop`.
     pub fn watch_files(&self, poll_secs: u64, sighup: bool, stop: &CancellationToken) {
-        if let Some(path) = self.policy.path() {
-            let policy = Arc::clone(&self.policy);
+        if let Some(path) = self.parts.policy.path() {
+            let policy = Arc::clone(&self.parts.policy);
             reload::watch(
                 "policy",
                 path.to_path_buf(),
@@ -228,7 +216,7 @@ impl Gate {
 
     /// Resolves once the shared registry has been read in full (at once without one).
     pub async fn synced(&self) {
-        if let Some(shared) = &self.shared {
+        if let Some(shared) = &self.parts.shared {
             shared.synced().cancelled().await;
         }
     }

@@ -52,7 +52,7 @@ impl Gate {
             server = %registration.server,
             tools = registration.tools.len(),
             token = caller.name(),
-            shared = self.shared.is_some(),
+            shared = self.parts.shared.is_some(),
             "tools registered"
         );
         self.count_changes(&registration.server, &registration.changes, caller.name());
@@ -62,16 +62,16 @@ impl Gate {
     /// The contract hashes accepted past a pin on `server` (from the shared registry when there
     /// is one).
     async fn accepted(&self, server: &str) -> Result<AcceptedHashes, CheckError> {
-        match &self.shared {
+        match &self.parts.shared {
             Some(shared) => shared.accepted(server).await,
-            None => Ok(self.registry.accepted(server)),
+            None => Ok(self.parts.registry.accepted(server)),
         }
     }
 
     /// Puts a prepared registration in force: here, or written to the shared registry first
     /// (refused as `registry_unavailable` when it cannot be).
     async fn put_in_force(&self, prepared: Prepared) -> Result<Registration, CheckError> {
-        match &self.shared {
+        match &self.parts.shared {
             None => self.commit(prepared),
             Some(shared) => {
                 shared.write(&prepared).await?;
@@ -103,10 +103,10 @@ impl Gate {
         let prepared = self
             .executor
             .run(cost, move || {
-                gate.registry.prepare_shadow(
-                    &gate.cache,
-                    &gate.policy.load(),
-                    gate.limits.max_depth,
+                gate.parts.registry.prepare_shadow(
+                    &gate.parts.cache,
+                    &gate.parts.policy.load(),
+                    gate.parts.limits.max_depth,
                     &server,
                     &body,
                 )
@@ -127,7 +127,7 @@ impl Gate {
     ) -> Result<usize, CheckError> {
         caller.may_name(Some(server))?;
         let _registering = self.registering.lock().await;
-        let prepared = self.registry.prepare_shadow_removal(server, tool)?;
+        let prepared = self.parts.registry.prepare_shadow_removal(server, tool)?;
         let removed = prepared.tools.len();
         self.put_in_force(prepared).await?;
         tracing::info!(
@@ -151,7 +151,7 @@ impl Gate {
     ) -> Result<Registration, CheckError> {
         caller.may_name(Some(server))?;
         let (body, protocol) = {
-            let registered = self.registry.load();
+            let registered = self.parts.registry.load();
             let schemas = registered.registered(server, tool)?;
             if schemas.shadow_input.is_none() && schemas.shadow_output.is_none() {
                 return Err(CheckError::InvalidField(format!(
@@ -263,9 +263,9 @@ impl Gate {
         tool: &str,
     ) -> Result<Vec<Version>, CheckError> {
         caller.may_name(Some(server))?;
-        let versions = match &self.shared {
+        let versions = match &self.parts.shared {
             Some(shared) => shared.history(server, tool).await?,
-            None => self.registry.history(server, tool),
+            None => self.parts.registry.history(server, tool),
         };
         if versions.is_empty() {
             return Err(CheckError::UnknownTool {
@@ -284,10 +284,10 @@ impl Gate {
         by: Option<&str>,
         accepted: &AcceptedHashes,
     ) -> Result<Prepared, CheckError> {
-        self.registry.prepare(
-            &self.cache,
-            &self.policy.load(),
-            self.limits.max_depth,
+        self.parts.registry.prepare(
+            &self.parts.cache,
+            &self.parts.policy.load(),
+            self.parts.limits.max_depth,
             server,
             body,
             how,
@@ -314,9 +314,9 @@ impl Gate {
                 "`hash` {hash:?} is not a contract hash: send the 64 lowercase hex digits a contract_pinned refusal names"
             )));
         }
-        match &self.shared {
+        match &self.parts.shared {
             Some(shared) => shared.accept(server, tool, hash).await?,
-            None => self.registry.accept(server, tool, hash),
+            None => self.parts.registry.accept(server, tool, hash),
         }
         tracing::info!(
             server,
@@ -332,7 +332,7 @@ impl Gate {
     /// hashes resolve after the registration is replaced (while the text budget allows).
     fn commit(&self, prepared: Prepared) -> Result<Registration, CheckError> {
         self.remember_texts(&prepared);
-        self.registry.commit(prepared)
+        self.parts.registry.commit(prepared)
     }
 
     /// Keeps the texts of a registration's schemas in the text store too.
@@ -343,7 +343,7 @@ impl Gate {
             .flat_map(|t| [&t.input, &t.output, &t.shadow_input, &t.shadow_output])
             .flatten()
         {
-            self.texts.remember(schema.hash, &schema.text);
+            self.parts.texts.remember(schema.hash, &schema.text);
         }
     }
 
@@ -355,7 +355,13 @@ impl Gate {
         body: &Bytes,
         how: RegisterOptions,
     ) -> Result<Registration, CheckError> {
-        let prepared = self.prepare(server, body, how, None, &self.registry.accepted(server))?;
+        let prepared = self.prepare(
+            server,
+            body,
+            how,
+            None,
+            &self.parts.registry.accepted(server),
+        )?;
         self.commit(prepared)
     }
 
@@ -364,10 +370,10 @@ impl Gate {
     /// thread (the command line's `diff`).
     pub fn changes_now(&self, server: &str, body: &Bytes) -> Result<Vec<ToolChange>, CheckError> {
         let how = RegisterOptions::default();
-        let prepared = self.registry.prepare(
-            &self.cache,
-            &self.policy.load(),
-            self.limits.max_depth,
+        let prepared = self.parts.registry.prepare(
+            &self.parts.cache,
+            &self.parts.policy.load(),
+            self.parts.limits.max_depth,
             server,
             body,
             how,
@@ -385,10 +391,10 @@ impl Gate {
         server: &str,
         body: &Bytes,
     ) -> Result<Registration, CheckError> {
-        let prepared = self.registry.prepare_shadow(
-            &self.cache,
-            &self.policy.load(),
-            self.limits.max_depth,
+        let prepared = self.parts.registry.prepare_shadow(
+            &self.parts.cache,
+            &self.parts.policy.load(),
+            self.parts.limits.max_depth,
             server,
             body,
         )?;
@@ -397,12 +403,13 @@ impl Gate {
 
     /// Whether `server` has a contract registered (here, or through the shared registry).
     pub fn has_contract(&self, server: &str) -> bool {
-        self.registry.has_server(server)
+        self.parts.registry.has_server(server)
     }
 
     /// The registered servers the caller may name, by name.
     pub fn servers(&self, caller: &Caller) -> Vec<ServerSummary> {
-        self.registry
+        self.parts
+            .registry
             .summaries(|server| caller.may_name(Some(server)).is_ok())
     }
 
@@ -414,7 +421,7 @@ impl Gate {
         schemas: bool,
     ) -> Result<ServerListing, CheckError> {
         caller.may_name(Some(server))?;
-        self.registry.listing(server, schemas)
+        self.parts.registry.listing(server, schemas)
     }
 
     /// Removes `tool` of `server` (with `None`: all its tools, and the server), from the shared
@@ -428,12 +435,15 @@ impl Gate {
         caller.may_name(Some(server))?;
         let _registering = self.registering.lock().await;
         // What is removed, for the tools' histories.
-        let gone = self.registry.removal(server, tool, caller.token_name());
+        let gone = self
+            .parts
+            .registry
+            .removal(server, tool, caller.token_name());
         // A pinned tool is removed only once its removal is accepted, as a registration that
         // drops it would be.
         let accepted = self.accepted(server).await?;
         let removed_hash = contract_hash(None);
-        let policy = self.policy.load();
+        let policy = self.parts.policy.load();
         let refused: Vec<Refusal> = gone
             .iter()
             .filter(|(name, _)| policy.rules_for(Some(server), Some(name)).pin)
@@ -451,15 +461,15 @@ impl Gate {
         if !refused.is_empty() {
             return Err(self.pinned(server, &refused, caller.name()));
         }
-        let removed = match &self.shared {
+        let removed = match &self.parts.shared {
             Some(shared) => {
                 let removed = shared.delete(server, tool, &gone).await?;
                 shared.settle(server).await;
                 removed
             }
             None => {
-                let removed = self.registry.remove(server, tool)?;
-                self.registry.record_history(server, &gone);
+                let removed = self.parts.registry.remove(server, tool)?;
+                self.parts.registry.record_history(server, &gone);
                 removed
             }
         };

@@ -14,6 +14,11 @@
 //! does, and none of it goes into a JSON answer; in an event stream it goes without event ids,
 //! which belong to the stream the client may resume.
 
+mod answer;
+
+pub(super) use answer::{within, Open};
+pub use answer::{Answer, AnswerHead, Mode};
+
 use super::pump::{content_mode, pump, Pump};
 use super::routes::RouteState;
 use super::sse::{self, Event};
@@ -21,6 +26,7 @@ use super::upstream::headers::{self, MCP_SESSION_ID};
 use super::upstream::{Failure, Requester, UpstreamRequest, Upstreamed};
 use super::Gateway;
 use crate::mcp::{self, Boundary, Direction, Link, Outgoing};
+use answer::Decided;
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode};
@@ -28,64 +34,6 @@ use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, oneshot};
-
-/// What the client's answer is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    /// One JSON-RPC message (`application/json`).
-    Json,
-    /// Server-sent events (`text/event-stream`), one message per event.
-    Sse,
-    /// The upstream's body as it came: not a JSON-RPC message (an empty 202, an error page).
-    Raw,
-}
-
-/// The head of the client's answer.
-#[derive(Debug)]
-pub struct AnswerHead {
-    pub status: StatusCode,
-    pub headers: HeaderMap,
-    pub mode: Mode,
-}
-
-impl AnswerHead {
-    /// A JSON answer schemagate writes itself.
-    fn json(status: StatusCode) -> Self {
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
-        AnswerHead {
-            status,
-            headers,
-            mode: Mode::Json,
-        }
-    }
-
-    /// The answer with this head and no body.
-    pub fn into_response(self) -> http::Response<axum::body::Body> {
-        let mut response = http::Response::new(axum::body::Body::empty());
-        *response.status_mut() = self.status;
-        *response.headers_mut() = self.headers;
-        response
-    }
-
-    /// The client's message was taken and nothing answers it.
-    pub fn accepted() -> Self {
-        AnswerHead {
-            status: StatusCode::ACCEPTED,
-            headers: HeaderMap::new(),
-            mode: Mode::Raw,
-        }
-    }
-}
-
-/// The client's answer, as the exchange's tasks build it.
-pub struct Answer {
-    pub head: oneshot::Receiver<AnswerHead>,
-    pub body: mpsc::Receiver<Bytes>,
-}
 
 /// One client request to a route, and the tasks it sets moving.
 pub struct Exchange {
@@ -130,25 +78,6 @@ pub struct ClientRequest<'a> {
     pub caller: &'a str,
     /// The session it names is not held here (a fresh one was made for it).
     pub adopt: bool,
-}
-
-/// Keeps the client's answer open while held: by the task relaying the client's message, and by
-/// the pump of the upstream's answer to it. The answer ends when the last is dropped.
-pub(super) struct Open(pub(super) Arc<Exchange>);
-
-impl Drop for Open {
-    fn drop(&mut self) {
-        self.0.sink.lock().unwrap_or_else(|e| e.into_inner()).take();
-    }
-}
-
-struct Decided {
-    head: Option<oneshot::Sender<AnswerHead>>,
-    mode: Option<Mode>,
-    /// The head the first message for the client gives its answer (a JSON answer's, read
-    /// whole): staged rather than decided, so that an answer the rules withhold leaves the head
-    /// free for the gateway's error.
-    staged: Option<AnswerHead>,
 }
 
 impl Exchange {
@@ -229,22 +158,6 @@ impl Exchange {
         });
     }
 
-    /// Decides the head of the client's answer, if it is not decided yet; answers the mode in
-    /// force.
-    pub(super) fn decide(&self, head: impl FnOnce() -> AnswerHead) -> Mode {
-        let mut decided = self.decided.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(mode) = decided.mode {
-            return mode;
-        }
-        let head = head();
-        let mode = head.mode;
-        decided.mode = Some(mode);
-        if let Some(sender) = decided.head.take() {
-            let _ = sender.send(head);
-        }
-        mode
-    }
-
     /// The route's name, as logs and errors give it.
     pub(super) fn route_name(&self) -> &str {
         &self.route.route.name
@@ -263,126 +176,6 @@ impl Exchange {
     /// The client's message is a request, owed an answer.
     pub(super) fn expects_answer(&self) -> bool {
         self.expects_answer
-    }
-
-    /// Stages `head` for the client's answer: it is decided with the first message written.
-    pub(super) fn stage(&self, head: AnswerHead) {
-        self.decided
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .staged = Some(head);
-    }
-
-    /// Decides the staged head (or a plain JSON one), if no head is decided yet.
-    pub(super) fn decide_staged(&self) -> Mode {
-        let staged = self
-            .decided
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .staged
-            .take();
-        self.decide(|| staged.unwrap_or_else(|| AnswerHead::json(StatusCode::OK)))
-    }
-
-    pub(super) fn mode(&self) -> Option<Mode> {
-        self.decided.lock().unwrap_or_else(|e| e.into_inner()).mode
-    }
-
-    /// The client's answer, while it is open.
-    pub(super) fn sink(&self) -> Option<mpsc::Sender<Bytes>> {
-        self.sink.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    /// Writes `chunk` into the client's answer; fails once the client has gone (or the answer
-    /// has ended).
-    pub(super) async fn write(&self, chunk: Bytes) -> io::Result<()> {
-        let gone = || io::Error::new(io::ErrorKind::BrokenPipe, "the client has gone");
-        self.sink()
-            .ok_or_else(gone)?
-            .send(chunk)
-            .await
-            .map_err(|_| gone())
-    }
-
-    /// A message for the client: `source` the bytes it was cut from (so a message relayed as
-    /// received is not copied), `event` the event it came in (whose `id` and `event` a
-    /// rewritten message keeps), `answering` whose request the answer it came on answers (on
-    /// the answer to a request of the rules' own it goes only into an event stream, without
-    /// event fields, and a client gone does not stop the reading of that answer).
-    async fn to_client(
-        &self,
-        message: Outgoing<'_>,
-        source: Option<&Bytes>,
-        event: Option<&Event>,
-        answering: Requester,
-    ) -> io::Result<()> {
-        let side = answering == Requester::Rules;
-        let bytes = match message {
-            Outgoing::Forward(bytes) | Outgoing::Own(bytes) => bytes,
-        };
-        let mode = match self.mode() {
-            Some(mode) => mode,
-            None if !side => self.decide_staged(),
-            None => Mode::Raw,
-        };
-        if side {
-            if mode != Mode::Sse {
-                tracing::debug!(
-                    route = %self.route.route.name,
-                    "a message on the answer to schemagate's own request was not relayed: the client's answer is not an event stream"
-                );
-                return Ok(());
-            }
-            let mut out = Vec::with_capacity(bytes.len() + 32);
-            sse::write(None, None, bytes, &mut out);
-            // The client gone or not, the answer to the rules' request is read to its end.
-            let _ = self.write(out.into()).await;
-            return Ok(());
-        }
-        let owned = || match source {
-            Some(source) if within(source, bytes) => source.slice_ref(bytes),
-            _ => Bytes::copy_from_slice(bytes),
-        };
-        match mode {
-            Mode::Json => {
-                if self.json_written.swap(true, Ordering::AcqRel) {
-                    tracing::warn!(
-                        route = %self.route.route.name,
-                        "a second message for a JSON answer (it holds one) was not relayed"
-                    );
-                    return Ok(());
-                }
-                self.write(owned()).await
-            }
-            Mode::Sse => {
-                let relayed_whole = matches!(message, Outgoing::Forward(_))
-                    && event.is_some_and(|e| {
-                        e.data
-                            .as_ref()
-                            .is_some_and(|d| d.as_ptr() == bytes.as_ptr() && d.len() == bytes.len())
-                    });
-                match event {
-                    Some(event) if relayed_whole => self.write(event.raw.clone()).await,
-                    _ => {
-                        let mut out = Vec::with_capacity(bytes.len() + 32);
-                        sse::write(
-                            event.and_then(|e| e.id.as_deref()),
-                            event.and_then(|e| e.name.as_deref()),
-                            bytes,
-                            &mut out,
-                        );
-                        self.write(out.into()).await
-                    }
-                }
-            }
-            Mode::Raw => {
-                tracing::warn!(
-                    route = %self.route.route.name,
-                    "a message for an answer that carries none was not relayed"
-                );
-                Ok(())
-            }
-        }
     }
 
     /// A message for the upstream: the client's own (the first message relayed as received),
@@ -648,14 +441,4 @@ impl Link for Relay<'_> {
             Direction::ToServer => self.exchange.to_upstream(message, self.open).await,
         }
     }
-}
-
-/// Whether `part` lies within `whole`'s bytes.
-pub(super) fn within(whole: &Bytes, part: &[u8]) -> bool {
-    let (start, end) = (
-        whole.as_ptr() as usize,
-        whole.as_ptr() as usize + whole.len(),
-    );
-    let at = part.as_ptr() as usize;
-    !part.is_empty() && at >= start && at + part.len() <= end
 }
