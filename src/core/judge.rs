@@ -13,7 +13,7 @@ use crate::core::policy::{ArgumentsMode, PolicyStore, Rules};
 use crate::core::registry::redis::RedisRegistry;
 use crate::core::registry::Registry;
 use crate::core::resolve::{miss, schema_of, SchemaRef};
-use crate::core::schema::cache::{Compiled, SchemaCache};
+use crate::core::schema::cache::{CacheKey, Compiled, SchemaCache};
 use crate::core::schema::compile::CompiledSchema;
 use crate::core::schema::texts::SchemaTexts;
 use crate::core::verdict::{
@@ -21,6 +21,7 @@ use crate::core::verdict::{
     ShadowVerdict, ValidationFailure, Verdict,
 };
 use crate::core::Limits;
+use bytes::Bytes;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
@@ -234,32 +235,34 @@ impl Judge {
                 .get(&key)
                 .ok_or(Deferred::ToWorker { hit_counted: false })?,
         };
-        // The tool's shadow schema, compiled as the enforced one is (one that does not compile
-        // is not judged: its registration reported why).
-        let shadow = match shadow {
-            None => None,
-            Some((shadow_hash, shadow_key, shadow_text)) => {
-                let compiled = match placement {
-                    Placement::Worker { .. } => {
-                        parts
-                            .cache
-                            .get_or_compile(shadow_key, &shadow_text, rules.compile, true)
-                            .0
-                    }
-                    Placement::Inline => parts
-                        .cache
-                        .get(&shadow_key)
-                        .ok_or(Deferred::ToWorker { hit_counted: true })?,
-                };
-                Some((shadow_hash, compiled))
-            }
-        };
+        let shadow = self.shadow_compiled(shadow, rules, placement)?;
         Ok(Some(Schemas {
             hash,
             enforced,
             protocol,
             shadow,
         }))
+    }
+
+    /// The tool's shadow schema, compiled as the enforced one is (one that does not compile is
+    /// not judged: its registration reported why).
+    fn shadow_compiled(
+        &self,
+        shadow: Option<(SchemaHash, CacheKey, Bytes)>,
+        rules: &Rules,
+        placement: Placement,
+    ) -> Result<Option<(SchemaHash, Compiled)>, Deferred> {
+        let Some((hash, key, text)) = shadow else {
+            return Ok(None);
+        };
+        let cache = &self.parts.cache;
+        let compiled = match placement {
+            Placement::Worker { .. } => cache.get_or_compile(key, &text, rules.compile, true).0,
+            Placement::Inline => cache
+                .get(&key)
+                .ok_or(Deferred::ToWorker { hit_counted: true })?,
+        };
+        Ok(Some((hash, compiled)))
     }
 
     /// The document a check validates: the payload, or a result's `structuredContent` (whose

@@ -3,13 +3,12 @@
 //! one process per session) and relays MCP's Streamable HTTP transport between their clients
 //! and them: a client's POST ([`exchange`]) goes to the upstream through the MCP rules
 //! ([`crate::mcp::Boundary`], one per session, [`sessions`]), and the upstream's answer, JSON or
-//! server-sent events ([`sse`]), comes back through them ([`pump`]), event by event; GET (the
+//! server-sent events ([`sse`]), comes back through them (the exchange's pump), event by event; GET (the
 //! server's stream) and DELETE (a session's end) are relayed the same way. What to do with each
 //! message is the rules'; this module only moves bytes, on the HTTP routes of [`service`].
 
 mod exchange;
 mod oauth;
-mod pump;
 mod routes;
 mod service;
 mod sessions;

@@ -300,25 +300,14 @@ pub async fn serve(
         .register_encoded_file_descriptor_set(proto::FILE_DESCRIPTOR_SET)
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1alpha()?;
-    // NOT_SERVING as soon as the drain begins, while calls are still answered; once the drain
-    // delay is over (`token`, always after `unready`), watchers have had NOT_SERVING, and open
-    // streams end and the connections close.
-    let end_streams = streams_drain.clone();
-    let synced_gate = Arc::clone(&gate);
-    tokio::spawn(async move {
-        if !serving {
-            tokio::select! {
-                () = synced_gate.synced() => {
-                    report(&reporter, tonic_health::ServingStatus::Serving).await;
-                }
-                () = unready.cancelled() => {}
-            }
-        }
-        unready.cancelled().await;
-        report(&reporter, tonic_health::ServingStatus::NotServing).await;
-        token.cancelled().await;
-        end_streams.cancel();
-    });
+    follow_health(
+        Arc::clone(&gate),
+        reporter,
+        serving,
+        unready,
+        token,
+        streams_drain.clone(),
+    );
     let validator = ValidatorServer::new(ValidatorService::new(
         Arc::clone(&gate),
         streams_drain.clone(),
@@ -351,6 +340,34 @@ pub async fn serve(
         )
         .await?;
     Ok(())
+}
+
+/// Keeps the health service in step: SERVING once the shared registry (if any) is read, if it
+/// was not (`serving`); NOT_SERVING as soon as the drain begins (`unready`), while calls are
+/// still answered; once the drain delay is over (`token`, always after `unready`), watchers
+/// have had NOT_SERVING, and open streams end (`end_streams`) and the connections close.
+fn follow_health(
+    gate: Arc<Gate>,
+    reporter: tonic_health::server::HealthReporter,
+    serving: bool,
+    unready: CancellationToken,
+    token: CancellationToken,
+    end_streams: CancellationToken,
+) {
+    tokio::spawn(async move {
+        if !serving {
+            tokio::select! {
+                () = gate.synced() => {
+                    report(&reporter, tonic_health::ServingStatus::Serving).await;
+                }
+                () = unready.cancelled() => {}
+            }
+        }
+        unready.cancelled().await;
+        report(&reporter, tonic_health::ServingStatus::NotServing).await;
+        token.cancelled().await;
+        end_streams.cancel();
+    });
 }
 
 /// Sets the health of the whole server and of the Validator service to `status`.

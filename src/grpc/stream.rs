@@ -132,37 +132,49 @@ async fn pump(
             }
         }
         // Hand what waits to jobs, as far as the in-flight bound allows.
-        while in_flight < IN_FLIGHT && !waiting.is_empty() {
-            let (mut chunk, mut chunk_bytes) = (Vec::new(), 0);
-            while let Some((msg, size)) = waiting.pop_front() {
-                in_flight += 1;
-                if size > OWN_JOB_BYTES {
-                    jobs.spawn(answer(
-                        Arc::clone(&gate),
-                        Arc::clone(&caller),
-                        vec![msg],
-                        size,
-                    ));
-                } else {
-                    chunk.push(msg);
-                    chunk_bytes += size;
-                }
-                if chunk.len() == CHUNK || in_flight == IN_FLIGHT {
-                    break;
-                }
-            }
-            if !chunk.is_empty() {
-                jobs.spawn(answer(
-                    Arc::clone(&gate),
-                    Arc::clone(&caller),
-                    chunk,
-                    chunk_bytes,
-                ));
-            }
-        }
+        dispatch(&gate, &caller, &mut waiting, &mut in_flight, &mut jobs);
     }
     if let Some(status) = end {
         let _ = tx.send(Err(status)).await;
+    }
+}
+
+/// Hands the checks waiting to jobs, as far as the in-flight bound allows: small ones in chunks
+/// of [`CHUNK`], a large one in a job of its own.
+fn dispatch(
+    gate: &Arc<Gate>,
+    caller: &Arc<Caller>,
+    waiting: &mut VecDeque<(proto::StreamCheck, usize)>,
+    in_flight: &mut usize,
+    jobs: &mut JoinSet<(Vec<proto::StreamAnswer>, usize)>,
+) {
+    while *in_flight < IN_FLIGHT && !waiting.is_empty() {
+        let (mut chunk, mut chunk_bytes) = (Vec::new(), 0);
+        while let Some((msg, size)) = waiting.pop_front() {
+            *in_flight += 1;
+            if size > OWN_JOB_BYTES {
+                jobs.spawn(answer(
+                    Arc::clone(gate),
+                    Arc::clone(caller),
+                    vec![msg],
+                    size,
+                ));
+            } else {
+                chunk.push(msg);
+                chunk_bytes += size;
+            }
+            if chunk.len() == CHUNK || *in_flight == IN_FLIGHT {
+                break;
+            }
+        }
+        if !chunk.is_empty() {
+            jobs.spawn(answer(
+                Arc::clone(gate),
+                Arc::clone(caller),
+                chunk,
+                chunk_bytes,
+            ));
+        }
     }
 }
 

@@ -2,8 +2,8 @@
 //! REST API's for the same checks, a recorded MCP session against the proxy's verdicts on the
 //! same traffic, JUnit read back with a real XML parser, and the exit codes and input errors.
 
+use crate::helpers::mcp::{free_port, metrics_text, schemagate, test_server, Raw};
 use crate::helpers::{metric, TestApp};
-use crate::proxy::{free_port, metrics_text, schemagate, test_server, Raw};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::io::Write;

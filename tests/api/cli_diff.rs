@@ -2,7 +2,7 @@
 //! contract changes (the same a registration gives), the report's shapes, and exit codes.
 
 use crate::contracts::{changes_anything, table, tools_lists};
-use crate::proxy::schemagate;
+use crate::helpers::mcp::schemagate;
 use serde_json::{json, Value};
 use std::path::Path;
 use std::process::Command;

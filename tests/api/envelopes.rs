@@ -10,8 +10,9 @@
 //! `int()`), the TypeScript SDK (1.32) with zod's strict objects after `JSON.parse`, matched
 //! through `Number()`.
 
-use crate::gateway::Gateway;
-use crate::proxy::Raw;
+use crate::helpers::gateway::InProcess;
+use crate::helpers::mcp::Gateway;
+use crate::helpers::mcp::Raw;
 use proptest::prelude::*;
 use proptest::strategy::ValueTree;
 use proptest::test_runner::TestRunner;
@@ -477,7 +478,7 @@ pub(crate) async fn spelling_upstream() -> String {
 /// The messages of an answer: a JSON body is one; an event stream's events' data.
 fn messages_of(content_type: &str, body: &str) -> Vec<String> {
     if content_type.starts_with("text/event-stream") {
-        crate::gateway::messages(body)
+        crate::helpers::mcp::messages(body)
     } else if body.trim().is_empty() {
         Vec::new()
     } else {
@@ -488,7 +489,7 @@ fn messages_of(content_type: &str, body: &str) -> Vec<String> {
 #[tokio::test]
 async fn no_answer_a_client_would_take_passes_the_gateway_unjudged() {
     let upstream = spelling_upstream().await;
-    let gateway = Gateway::start(&[format!("crm={upstream}")], &[]).await;
+    let gateway = InProcess::start(&[format!("crm={upstream}")], &[]).await;
     let url = gateway.url("crm");
     let client = crate::http_client::client();
     let plain = envelopes_with_plain(draw(300));
@@ -556,26 +557,28 @@ fn the_model_of_the_clients_reads_what_the_sdks_read() {
 
 #[tokio::test]
 async fn a_stdio_route_takes_an_answer_for_the_request_a_client_would() {
-    let command = crate::proxy::test_server().to_string_lossy().into_owned();
+    let command = crate::helpers::mcp::test_server()
+        .to_string_lossy()
+        .into_owned();
     let route = format!(
         "raw=stdio:{} --raw",
         shlex::try_quote(&command).expect("a path a shell can quote")
     );
     let gateway = Gateway::start(&[route], &[]).await;
     let url = gateway.url("raw");
-    let session = crate::gateway::initialize(&url).await;
+    let session = crate::helpers::mcp::initialize(&url).await;
     // Request 7 answered as "7": both SDKs take it for request 7's answer.
     let line =
         r#"{"jsonrpc":"2.0","id":"7","result":{"content":[],"structuredContent":{"n":"x"}}}"#;
     let answer = tokio::time::timeout(
         std::time::Duration::from_secs(10),
-        crate::gateway::post_in(&url, Some(&session), &emit_call(7, line, false)),
+        crate::helpers::mcp::post_in(&url, Some(&session), &emit_call(7, line, false)),
     )
     .await
     .expect("the stream ends with the answer to the call");
     let (status, _, body) = answer;
     assert_eq!(status, 200);
-    let messages = crate::gateway::messages(&body);
+    let messages = crate::helpers::mcp::messages(&body);
     assert_eq!(messages.len(), 1, "{body}");
     let message: Value = serde_json::from_str(&messages[0]).expect("JSON");
     assert_eq!(message["id"], "7", "the answer keeps the server's spelling");

@@ -5,124 +5,13 @@
 
 #![allow(deprecated)]
 
+use crate::helpers::mcp::*;
+use crate::helpers::mcp::{call, free_port, metrics_text, test_server, text_of, verdict_of, Host};
 use crate::helpers::metric;
-use crate::proxy::{
-    call, free_port, metrics_text, schemagate, test_server, text_of, verdict_of, Host,
-};
-use rmcp::model::ProtocolVersion;
 use rmcp::service::RunningService;
-use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt};
+use rmcp::RoleClient;
 use serde_json::{json, Value};
-use std::process::Stdio;
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
-
-/// The test MCP server on Streamable HTTP (`json`: answers as JSON where it can), and its URL.
-pub(crate) async fn upstream(json: bool) -> (Child, String) {
-    let mut command = Command::new(test_server());
-    command
-        .args(["--http", "127.0.0.1:0"])
-        .stdout(Stdio::piped())
-        .kill_on_drop(true);
-    if json {
-        command.arg("--json");
-    }
-    let mut child = command.spawn().expect("spawn the test MCP server");
-    let stdout = child.stdout.take().expect("stdout");
-    let mut lines = BufReader::new(stdout).lines();
-    let url = tokio::time::timeout(Duration::from_secs(10), lines.next_line())
-        .await
-        .expect("the server's address within 10 s")
-        .expect("read")
-        .expect("a line");
-    (child, url)
-}
-
-/// A running `schemagate gateway` and its ports.
-pub(crate) struct Gateway {
-    _child: Child,
-    port: u16,
-    metrics_port: u16,
-}
-
-impl Gateway {
-    /// The gateway with `routes` (NAME=URL) and `flags`, once it answers /healthz.
-    pub(crate) async fn start(routes: &[String], flags: &[&str]) -> Self {
-        let port = free_port();
-        let metrics_port = free_port();
-        let mut command = Command::new(schemagate());
-        command
-            .arg("gateway")
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
-            .args(["--contract-wait-ms", "3000"])
-            .args(flags)
-            .env("SCHEMAGATE_LOG_LEVEL", "warn")
-            .env_remove("SCHEMAGATE_POLICY")
-            .kill_on_drop(true);
-        for route in routes {
-            command.args(["--route", route]);
-        }
-        let child = command.spawn().expect("spawn schemagate gateway");
-        let health = format!("http://127.0.0.1:{port}/readyz");
-        for _ in 0..800 {
-            if let Ok(response) = crate::http_client::get(&health).await {
-                if response.status() == 200 {
-                    return Self {
-                        _child: child,
-                        port,
-                        metrics_port,
-                    };
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        panic!("schemagate gateway was not ready within 20 s");
-    }
-
-    /// The gateway's process id.
-    pub(crate) fn pid(&self) -> u32 {
-        self._child.id().expect("the gateway runs")
-    }
-
-    /// The port clients connect to.
-    pub(crate) fn port(&self) -> u16 {
-        self.port
-    }
-
-    pub(crate) fn url(&self, route: &str) -> String {
-        format!("http://127.0.0.1:{}/mcp/{route}", self.port)
-    }
-}
-
-/// An SDK client connected to `url`; `lifecycle` as the proxy's tests (None: initialize).
-async fn client(
-    url: &str,
-    lifecycle: Option<ClientLifecycleMode>,
-) -> RunningService<RoleClient, Host> {
-    // rmcp's HTTP client (reqwest 0.13, built with rustls but no crypto provider, as schemagate
-    // builds it) takes the process's default provider.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let transport = StreamableHttpClientTransport::from_uri(url.to_owned());
-    match lifecycle {
-        None => Host::new()
-            .serve(transport)
-            .await
-            .expect("initialize through the gateway"),
-        Some(mode) => Host::new()
-            .serve_with_lifecycle(transport, mode)
-            .await
-            .expect("discover through the gateway"),
-    }
-}
-
-fn discover() -> Option<ClientLifecycleMode> {
-    Some(ClientLifecycleMode::Discover {
-        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-    })
-}
 
 /// A gateway series of server `crm` under untrusted.
 fn validations(tool: &str, payload: &str, attempt: &str, outcome: &str) -> String {
@@ -217,26 +106,6 @@ async fn a_client_without_sessions_gets_json_answers_checked() {
     client.cancel().await.expect("close");
 }
 
-/// A POST of `body` to `url` as an MCP client sends it; the status, content type and body.
-async fn post(url: &str, body: &str) -> (u16, String, String) {
-    let response = crate::http_client::client()
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .body(body.to_owned())
-        .send()
-        .await
-        .expect("POST to the gateway");
-    let status = response.status().as_u16();
-    let content_type = response
-        .headers()
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_owned();
-    (status, content_type, response.text().await.expect("body"))
-}
-
 fn error_of(body: &str) -> Value {
     let answer: Value = serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"));
     answer["error"].clone()
@@ -304,70 +173,9 @@ async fn what_cannot_be_relayed_gets_a_status_and_a_json_rpc_error_that_says_why
 
     // After all that, the route still serves.
     let client = client(&gateway.url("crm"), discover()).await;
-    let valid = crate::proxy::call(&client, "get_customer", json!({"id": 2})).await;
+    let valid = crate::helpers::mcp::call(&client, "get_customer", json!({"id": 2})).await;
     assert_eq!(valid.is_error, Some(false), "{}", text_of(&valid));
     client.cancel().await.expect("close");
-}
-
-/// A POST in session `session` (2025-11-25) of `body` to `url`: status, session header, body.
-pub(crate) async fn post_in(
-    url: &str,
-    session: Option<&str>,
-    body: &str,
-) -> (u16, Option<String>, String) {
-    let mut request = reqwest::Client::new()
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .body(body.to_owned());
-    if let Some(session) = session {
-        request = request
-            .header("mcp-session-id", session)
-            .header("mcp-protocol-version", "2025-11-25");
-    }
-    let response = request.send().await.expect("POST");
-    let status = response.status().as_u16();
-    let issued = response
-        .headers()
-        .get("mcp-session-id")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
-    (status, issued, response.text().await.expect("body"))
-}
-
-/// The messages of an event stream: each event's data, in order.
-pub(crate) fn messages(stream: &str) -> Vec<String> {
-    stream
-        .split("\n\n")
-        .filter_map(|event| {
-            let data: Vec<&str> = event
-                .lines()
-                .filter_map(|line| line.strip_prefix("data:"))
-                .map(|d| d.strip_prefix(' ').unwrap_or(d))
-                .collect();
-            (!data.is_empty() && data.iter().any(|d| !d.trim().is_empty())).then(|| data.join("\n"))
-        })
-        .collect()
-}
-
-/// A 2025-11-25 session begun at `url`: its id.
-pub(crate) async fn initialize(url: &str) -> String {
-    let (status, session, _) = post_in(
-        url,
-        None,
-        r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#,
-    )
-    .await;
-    assert_eq!(status, 200);
-    let session = session.expect("the upstream issues a session");
-    let (status, _, _) = post_in(
-        url,
-        Some(&session),
-        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-    )
-    .await;
-    assert_eq!(status, 202, "a notification is accepted");
-    session
 }
 
 #[tokio::test]
@@ -567,32 +375,6 @@ async fn a_pinned_contract_learned_through_the_gateway_stays_in_force() {
     );
 }
 
-/// How many processes `pid` has started and not yet reaped.
-pub(crate) fn children_of(pid: u32) -> usize {
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return 0;
-    };
-    tasks
-        .filter_map(Result::ok)
-        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
-        .map(|children| children.split_whitespace().count())
-        .sum()
-}
-
-/// Waits (up to 10 s) until `pid` has `count` child processes.
-async fn until_children(pid: u32, count: usize) {
-    for _ in 0..400 {
-        if children_of(pid) == count {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(25)).await;
-    }
-    panic!(
-        "the gateway has {} server processes, not {count}",
-        children_of(pid)
-    );
-}
-
 #[tokio::test]
 async fn a_stdio_route_runs_one_server_per_session_behind_the_same_checks() {
     let command = test_server().to_string_lossy().into_owned();
@@ -689,30 +471,6 @@ async fn a_stdio_route_runs_one_server_per_session_behind_the_same_checks() {
         let series = validations("get_customer", payload, attempt, outcome);
         assert_eq!(metric(&text, &series), count, "{series}");
     }
-}
-
-/// The raw upstream (`--raw --http`), and its URL.
-async fn raw_upstream() -> (Child, String) {
-    raw_upstream_with(&[]).await
-}
-
-/// The raw upstream with `flags`, and its URL.
-async fn raw_upstream_with(flags: &[&str]) -> (Child, String) {
-    let mut command = Command::new(test_server());
-    command
-        .args(["--raw", "--http", "127.0.0.1:0"])
-        .args(flags)
-        .stdout(Stdio::piped())
-        .kill_on_drop(true);
-    let mut child = command.spawn().expect("spawn the raw MCP server");
-    let stdout = child.stdout.take().expect("stdout");
-    let url = BufReader::new(stdout)
-        .lines()
-        .next_line()
-        .await
-        .expect("read")
-        .expect("a line");
-    (child, url)
 }
 
 fn sha(token: &str) -> String {

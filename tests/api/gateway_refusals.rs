@@ -3,9 +3,10 @@
 //! cross-site POST), upstream answers it cannot stand behind (redirects, bodies cut short),
 //! headers sent twice, a connection that says nothing; and what a client reads of a route's URL.
 
-use crate::gateway::{children_of, Gateway};
+use crate::helpers::gateway::InProcess;
+use crate::helpers::mcp::{children_of, Gateway};
+use crate::helpers::mcp::{free_port, test_server};
 use crate::helpers::spawn_app;
-use crate::proxy::{free_port, test_server};
 use serde_json::Value;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -237,7 +238,7 @@ async fn upstream_answers_the_gateway_cannot_stand_behind_are_502_with_an_error_
     ];
     for (what, answer, says) in answers {
         let (url, _) = raw_upstream("/mcp", answer).await;
-        let gateway = Gateway::start(&[format!("crm={url}")], &[]).await;
+        let gateway = InProcess::start(&[format!("crm={url}")], &[]).await;
         let response = reqwest::Client::new()
             .post(gateway.url("crm"))
             .header("content-type", "application/json")
@@ -269,7 +270,7 @@ async fn an_event_stream_cut_before_its_answer_ends_with_an_error_for_the_reques
         b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n19\r\ndata: {\"jsonrpc\":\"2.0\",\"i\r\n".to_vec()
     })
     .await;
-    let gateway = Gateway::start(&[format!("crm={url}")], &[]).await;
+    let gateway = InProcess::start(&[format!("crm={url}")], &[]).await;
     let response = reqwest::Client::new()
         .post(gateway.url("crm"))
         .header("content-type", "application/json")
@@ -280,7 +281,7 @@ async fn an_event_stream_cut_before_its_answer_ends_with_an_error_for_the_reques
         .expect("POST");
     assert_eq!(response.status(), 200, "the stream had begun");
     let body = response.text().await.unwrap_or_default();
-    let messages = crate::gateway::messages(&body);
+    let messages = crate::helpers::mcp::messages(&body);
     let last: Value = serde_json::from_str(messages.last().expect("an event")).expect("JSON");
     assert_eq!(last["id"], 7, "{body}");
     assert!(
@@ -298,7 +299,7 @@ async fn a_header_sent_twice_is_a_header_mismatch_and_never_forwarded() {
         b"HTTP/1.1 500 x\r\ncontent-length: 0\r\n\r\n".to_vec()
     })
     .await;
-    let gateway = Gateway::start(&[format!("crm={url}")], &[]).await;
+    let gateway = InProcess::start(&[format!("crm={url}")], &[]).await;
     for headers in [
         [("mcp-method", "tools/call"), ("mcp-method", "tools/list")],
         [("mcp-name", "t"), ("mcp-name", "delete_everything")],
@@ -320,7 +321,7 @@ async fn a_header_sent_twice_is_a_header_mismatch_and_never_forwarded() {
 async fn a_route_url_s_path_and_query_never_reach_a_client() {
     let port = free_port();
     let secret = format!("down=http://127.0.0.1:{port}/private/mcp?token=s3cret");
-    let gateway = Gateway::start(&[secret], &[]).await;
+    let gateway = InProcess::start(&[secret], &[]).await;
     let (status, body) = post_with(&gateway.url("down"), &[], CALL).await;
     assert_eq!(status, 502);
     let message = error_message(&body);
@@ -346,7 +347,7 @@ async fn a_route_url_s_path_and_query_never_reach_a_client() {
 
 #[tokio::test]
 async fn a_connection_that_sends_nothing_is_closed_at_the_header_read_timeout() {
-    let gateway = Gateway::start(
+    let gateway = InProcess::start(
         &[format!("crm=http://127.0.0.1:{}/mcp", free_port())],
         &[
             "--header-read-timeout-secs",
@@ -378,8 +379,8 @@ async fn a_connection_that_sends_nothing_is_closed_at_the_header_read_timeout() 
 
 #[tokio::test]
 async fn the_public_urls_host_is_one_the_gateway_answers() {
-    let (_server, upstream) = crate::gateway::upstream(true).await;
-    let gateway = Gateway::start(
+    let (_server, upstream) = crate::helpers::mcp::upstream(true).await;
+    let gateway = InProcess::start(
         &[format!("crm={upstream}")],
         &["--public-url", "https://mcp.example.com"],
     )
@@ -413,13 +414,13 @@ async fn the_conformance_suites_dns_rebinding_scenario_passes_through_the_gatewa
         );
         return;
     }
-    let (_server, upstream) = crate::gateway::upstream(true).await;
+    let (_server, upstream) = crate::helpers::mcp::upstream(true).await;
     let command = test_server().to_string_lossy().into_owned();
     let stdio = format!(
         "files=stdio:{}",
         shlex::try_quote(&command).expect("a path a shell can quote")
     );
-    let gateway = Gateway::start(&[format!("crm={upstream}"), stdio], &[]).await;
+    let gateway = InProcess::start(&[format!("crm={upstream}"), stdio], &[]).await;
     for route in ["crm", "files"] {
         let results = tempfile::tempdir().expect("a directory");
         let output = tokio::process::Command::new("conformance")

@@ -6,96 +6,19 @@
 // client for something, which the proxy must relay.
 #![allow(deprecated)]
 
+use crate::helpers::mcp::*;
 use crate::helpers::metric;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, ClientConfig,
-    CreateMessageRequestParams, CreateMessageResult, GetTaskParams, ProtocolVersion,
-    SamplingMessage, TaskPayload,
+    CallToolRequestParams, CallToolResponse, GetTaskParams, ProtocolVersion, TaskPayload,
 };
-use rmcp::service::{RequestContext, RunningService};
+use rmcp::service::RunningService;
 use rmcp::transport::{ConfigureCommandExt, TokioChildProcess};
-use rmcp::{
-    ClientHandler, ClientLifecycleMode, ClientServiceExt, ErrorData, RoleClient, ServiceExt,
-};
+use rmcp::{ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt};
 use serde_json::{json, Value};
-use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::OnceLock;
 use std::time::Duration;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
-
-const VERDICT: &str = "dev.schemagate/verdict";
-
-/// The test MCP server, brought up to date once per run.
-pub(crate) fn test_server() -> PathBuf {
-    static PATH: OnceLock<PathBuf> = OnceLock::new();
-    PATH.get_or_init(|| crate::mcp_test_server::build().expect("build the test MCP server"))
-        .clone()
-}
-
-pub(crate) fn schemagate() -> &'static str {
-    env!("CARGO_BIN_EXE_schemagate")
-}
-
-/// A loopback port free now (for --metrics-listen).
-pub(crate) fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("bind a port")
-        .port()
-}
-
-/// `schemagate proxy` with `flags`, in front of the test server (`server_args` after it).
-fn proxy_command(flags: &[&str], server_args: &[&str]) -> Command {
-    let mut command = Command::new(schemagate());
-    command
-        .arg("proxy")
-        .args(["--server-name", "crm", "--contract-wait-ms", "3000"])
-        .args(flags)
-        .arg("--")
-        .arg(test_server())
-        .args(server_args)
-        .env("SCHEMAGATE_LOG_LEVEL", "warn")
-        .env_remove("SCHEMAGATE_POLICY")
-        .kill_on_drop(true);
-    command
-}
-
-/// An SDK client that answers sampling requests.
-#[derive(Clone)]
-pub(crate) struct Host {
-    info: ClientConfig,
-}
-
-impl Host {
-    pub(crate) fn new() -> Self {
-        let mut info = ClientConfig::default();
-        info.capabilities = ClientCapabilities::builder()
-            .enable_sampling()
-            .enable_tasks()
-            .build();
-        Self { info }
-    }
-}
-
-impl ClientHandler for Host {
-    fn get_info(&self) -> ClientConfig {
-        self.info.clone()
-    }
-
-    #[allow(deprecated)]
-    async fn create_message(
-        &self,
-        _params: CreateMessageRequestParams,
-        _context: RequestContext<RoleClient>,
-    ) -> Result<CreateMessageResult, ErrorData> {
-        Ok(CreateMessageResult::new(
-            SamplingMessage::assistant_text("the proxy relayed a sampling request"),
-            "host-model".to_owned(),
-        ))
-    }
-}
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Command;
 
 async fn sdk_client(
     flags: &[&str],
@@ -116,47 +39,6 @@ async fn sdk_client(
             .await
             .expect("discover through the proxy"),
     }
-}
-
-pub(crate) async fn call(
-    client: &RunningService<RoleClient, Host>,
-    tool: &str,
-    args: Value,
-) -> CallToolResult {
-    let Value::Object(args) = args else {
-        panic!("arguments must be an object")
-    };
-    client
-        .call_tool(CallToolRequestParams::new(tool.to_owned()).with_arguments(args))
-        .await
-        .unwrap_or_else(|e| panic!("calling {tool} through the proxy: {e}"))
-}
-
-pub(crate) fn text_of(result: &CallToolResult) -> String {
-    result
-        .content
-        .iter()
-        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-pub(crate) fn verdict_of(result: &CallToolResult) -> Value {
-    result
-        .meta
-        .as_ref()
-        .and_then(|m| m.get(VERDICT))
-        .cloned()
-        .unwrap_or(Value::Null)
-}
-
-pub(crate) async fn metrics_text(port: u16) -> String {
-    crate::http_client::get(format!("http://127.0.0.1:{port}/metrics"))
-        .await
-        .expect("GET /metrics from the proxy")
-        .text()
-        .await
-        .expect("metrics text")
 }
 
 /// A validations series of server `crm` under untrusted: `payload` is `result` or `arguments`.
@@ -369,56 +251,6 @@ async fn a_2026_07_28_client_without_initialize_is_checked_the_same_way() {
     assert_eq!(invalid.is_error, Some(true));
     assert_eq!(verdict_of(&invalid)["outcome"], "invalid");
     client.cancel().await.expect("close the session");
-}
-
-/// The proxy in front of the raw server, driven line by line.
-/// A process driven line by line on its stdin and stdout: the proxy in front of the raw test
-/// server, or any other.
-pub(crate) struct Raw {
-    pub(crate) child: Child,
-    pub(crate) stdin: ChildStdin,
-    lines: Lines<BufReader<ChildStdout>>,
-}
-
-impl Raw {
-    /// The proxy in front of the raw test server, with `flags`.
-    pub(crate) fn start(flags: &[&str]) -> Self {
-        Self::spawn(&mut proxy_command(flags, &["--raw"]))
-    }
-
-    pub(crate) fn spawn(command: &mut Command) -> Self {
-        let mut child = command
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("spawn");
-        let stdin = child.stdin.take().expect("stdin");
-        let lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-        Self {
-            child,
-            stdin,
-            lines,
-        }
-    }
-
-    pub(crate) async fn send(&mut self, line: &str) {
-        self.stdin.write_all(line.as_bytes()).await.expect("write");
-        self.stdin.write_all(b"\n").await.expect("write");
-    }
-
-    pub(crate) async fn next(&mut self) -> String {
-        tokio::time::timeout(Duration::from_secs(10), self.lines.next_line())
-            .await
-            .expect("an answer within 10 s")
-            .expect("read")
-            .expect("a line")
-    }
-
-    async fn ask(&mut self, line: &str) -> String {
-        self.send(line).await;
-        self.next().await
-    }
 }
 
 #[tokio::test]

@@ -143,25 +143,7 @@ impl Finished {
 }
 
 async fn check(config: CheckConfig, err: &mut dyn Write) -> anyhow::Result<Finished> {
-    let names: Arc<[String]> = config
-        .logs
-        .iter()
-        .map(|p| p.display().to_string())
-        .collect();
-    anyhow::ensure!(
-        names.iter().filter(|n| n.as_str() == STDIN).count() <= 1,
-        "`-` (standard input) can be read only once"
-    );
-    for output in [&config.verdicts, &config.junit].into_iter().flatten() {
-        let inputs = config.logs.iter().chain(&config.tools);
-        if let Some(input) = inputs.into_iter().find(|input| same_file(input, output)) {
-            anyhow::bail!(
-                "{}: is also an input ({}): writing there would overwrite it; choose another file",
-                output.display(),
-                input.display()
-            );
-        }
-    }
+    let names = refuse_clashing_files(&config)?;
     let gate = Gate::new((config.gates)()?)?;
     let mut kept = Kept::default();
     let mut tally = Tally::default();
@@ -221,6 +203,45 @@ async fn check(config: CheckConfig, err: &mut dyn Write) -> anyhow::Result<Finis
         let path = config.verdicts.as_deref().unwrap_or(Path::new(""));
         anyhow::bail!("{}: cannot write the verdicts: {e}", path.display());
     }
+    print_input_errors(&kept, &tally, err);
+    let report = report::Report::new(&tally, kept, &names, started.elapsed(), config.top_fields);
+    if let Some(path) = &config.junit {
+        write_junit(&report, path)?;
+    }
+    Ok(Finished {
+        report,
+        output: config.output,
+    })
+}
+
+/// The logs' names, as reports give them; refused when standard input is named twice, or an
+/// output would overwrite an input.
+fn refuse_clashing_files(config: &CheckConfig) -> anyhow::Result<Arc<[String]>> {
+    let names: Arc<[String]> = config
+        .logs
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    anyhow::ensure!(
+        names.iter().filter(|n| n.as_str() == STDIN).count() <= 1,
+        "`-` (standard input) can be read only once"
+    );
+    for output in [&config.verdicts, &config.junit].into_iter().flatten() {
+        let inputs = config.logs.iter().chain(&config.tools);
+        if let Some(input) = inputs.into_iter().find(|input| same_file(input, output)) {
+            anyhow::bail!(
+                "{}: is also an input ({}): writing there would overwrite it; choose another file",
+                output.display(),
+                input.display()
+            );
+        }
+    }
+    Ok(names)
+}
+
+/// The lines that could not be checked, on `err`: the first [`PRINTED_ERRORS`], then how many
+/// more.
+fn print_input_errors(kept: &Kept, tally: &Tally, err: &mut dyn Write) {
     for error in kept.errors.iter().take(PRINTED_ERRORS) {
         let _ = writeln!(err, "{error}");
     }
@@ -232,25 +253,20 @@ async fn check(config: CheckConfig, err: &mut dyn Write) -> anyhow::Result<Finis
             "... and {unlisted} more lines that could not be checked"
         );
     }
-    let report = report::Report::new(&tally, kept, &names, started.elapsed(), config.top_fields);
-    if let Some(path) = &config.junit {
-        let mut file = std::io::BufWriter::new(std::fs::File::create(path).map_err(|e| {
-            anyhow::anyhow!(
-                "{}: cannot write the JUnit report there: {e}",
-                path.display()
-            )
-        })?);
-        report
-            .write_junit(&mut file)
-            .and_then(|()| file.flush())
-            .map_err(|e| {
-                anyhow::anyhow!("{}: cannot write the JUnit report: {e}", path.display())
-            })?;
-    }
-    Ok(Finished {
-        report,
-        output: config.output,
-    })
+}
+
+/// Writes `report` as JUnit XML to `path`.
+fn write_junit(report: &report::Report, path: &Path) -> anyhow::Result<()> {
+    let mut file = std::io::BufWriter::new(std::fs::File::create(path).map_err(|e| {
+        anyhow::anyhow!(
+            "{}: cannot write the JUnit report there: {e}",
+            path.display()
+        )
+    })?);
+    report
+        .write_junit(&mut file)
+        .and_then(|()| file.flush())
+        .map_err(|e| anyhow::anyhow!("{}: cannot write the JUnit report: {e}", path.display()))
 }
 
 /// The tools file's contracts by server name, and the server a transcript speaks to.

@@ -161,6 +161,20 @@ impl Report {
             t.checks, self.seconds
         )?;
         writeln!(out)?;
+        self.write_outcomes(out)?;
+        self.write_tools(out)?;
+        self.write_top_fields(out)?;
+        writeln!(out)?;
+        writeln!(
+            out,
+            "{} of {} checks would be rejected under the policy; {} lines could not be checked",
+            t.rejected, t.checks, self.input_errors
+        )
+    }
+
+    /// The outcomes table, and the run's compliance and resolution.
+    fn write_outcomes(&self, out: &mut dyn Write) -> io::Result<()> {
+        let t = &self.total;
         let mut rows = vec![cells(&["outcome", "checks", "first attempt", "retry"])];
         for (name, n) in [
             ("valid", t.valid),
@@ -197,6 +211,11 @@ impl Report {
             percent(t.retry_resolution, t.retries)
         )?;
         writeln!(out)?;
+        Ok(())
+    }
+
+    /// One row per server, tool and payload.
+    fn write_tools(&self, out: &mut dyn Write) -> io::Result<()> {
         let mut rows = vec![cells(&[
             "server/tool",
             "payload",
@@ -219,6 +238,11 @@ impl Report {
             ]);
         }
         table(out, &rows, &[false, false, true, true, true, false, false])?;
+        Ok(())
+    }
+
+    /// The fields that fail most, if any do.
+    fn write_top_fields(&self, out: &mut dyn Write) -> io::Result<()> {
         if !self.top_fields.is_empty() {
             writeln!(out)?;
             writeln!(out, "fields that fail most")?;
@@ -240,12 +264,7 @@ impl Report {
             }
             table(out, &rows, &[true, false, false, false, false])?;
         }
-        writeln!(out)?;
-        writeln!(
-            out,
-            "{} of {} checks would be rejected under the policy; {} lines could not be checked",
-            t.rejected, t.checks, self.input_errors
-        )
+        Ok(())
     }
 
     /// JUnit XML: one test case per server and tool, failing when the policy would reject one
@@ -282,30 +301,7 @@ impl Report {
             let checks: u64 = rows.iter().map(|r| r.counts.checks).sum();
             let rejected: u64 = rows.iter().map(|r| r.counts.rejected).sum();
             if rejected > 0 {
-                let notes = self
-                    .notes
-                    .get(&((*server).to_owned(), (*tool).to_owned()))
-                    .map(Vec::as_slice)
-                    .unwrap_or_default();
-                let mut text = String::new();
-                for note in notes {
-                    let call = note
-                        .call_id
-                        .as_deref()
-                        .map(|id| format!(", call {id}"))
-                        .unwrap_or_default();
-                    text.push_str(&format!(
-                        "{}: {} (attempt {}{call}): {}\n",
-                        note.place,
-                        note.payload.as_str(),
-                        note.attempt,
-                        note.feedback
-                    ));
-                }
-                let unlisted = rejected.saturating_sub(notes.len() as u64);
-                if unlisted > 0 {
-                    text.push_str(&format!("... and {unlisted} more\n"));
-                }
+                let text = self.rejections_text(server, tool, rejected);
                 writeln!(
                     out,
                     r#"      <failure type="rejected" message="{rejected} of {checks} checks would be rejected">{}</failure>"#,
@@ -326,28 +322,64 @@ impl Report {
             writeln!(out, "    </testcase>")?;
         }
         if errors > 0 {
-            let mut text = String::new();
-            for error in &self.errors {
-                text.push_str(&format!("{error}\n"));
-            }
-            let unlisted = self.input_errors.saturating_sub(self.errors.len() as u64);
-            if unlisted > 0 {
-                text.push_str(&format!("... and {unlisted} more\n"));
-            }
-            writeln!(
-                out,
-                r#"    <testcase classname="schemagate" name="input" time="0">"#
-            )?;
-            writeln!(
-                out,
-                r#"      <error type="input" message="{} lines or entries could not be checked">{}</error>"#,
-                self.input_errors,
-                xml(&text)
-            )?;
-            writeln!(out, "    </testcase>")?;
+            self.write_input_case(out)?;
         }
         writeln!(out, "  </testsuite>")?;
         writeln!(out, "</testsuites>")
+    }
+
+    /// The first rejections of `server`'s `tool` (of `rejected`), a line each, and how many
+    /// more.
+    fn rejections_text(&self, server: &str, tool: &str, rejected: u64) -> String {
+        let notes = self
+            .notes
+            .get(&(server.to_owned(), tool.to_owned()))
+            .map(Vec::as_slice)
+            .unwrap_or_default();
+        let mut text = String::new();
+        for note in notes {
+            let call = note
+                .call_id
+                .as_deref()
+                .map(|id| format!(", call {id}"))
+                .unwrap_or_default();
+            text.push_str(&format!(
+                "{}: {} (attempt {}{call}): {}\n",
+                note.place,
+                note.payload.as_str(),
+                note.attempt,
+                note.feedback
+            ));
+        }
+        let unlisted = rejected.saturating_sub(notes.len() as u64);
+        if unlisted > 0 {
+            text.push_str(&format!("... and {unlisted} more\n"));
+        }
+        text
+    }
+
+    /// The test case `input`, erring with the lines that could not be checked.
+    fn write_input_case(&self, out: &mut dyn Write) -> io::Result<()> {
+        let mut text = String::new();
+        for error in &self.errors {
+            text.push_str(&format!("{error}\n"));
+        }
+        let unlisted = self.input_errors.saturating_sub(self.errors.len() as u64);
+        if unlisted > 0 {
+            text.push_str(&format!("... and {unlisted} more\n"));
+        }
+        writeln!(
+            out,
+            r#"    <testcase classname="schemagate" name="input" time="0">"#
+        )?;
+        writeln!(
+            out,
+            r#"      <error type="input" message="{} lines or entries could not be checked">{}</error>"#,
+            self.input_errors,
+            xml(&text)
+        )?;
+        writeln!(out, "    </testcase>")?;
+        Ok(())
     }
 }
 

@@ -234,30 +234,8 @@ pub fn compare(
     if !same_input {
         schemas.push(part(&old.input, &new.input, Part::Input));
     }
-    let text = |t: &Option<Arc<str>>| {
-        t.as_deref()
-            .and_then(|t| serde_json::from_str::<Value>(t).ok())
-    };
     if old.annotations != new.annotations || old.execution != new.execution {
-        let mut change = annotations_change(
-            text(&old.annotations).as_ref(),
-            text(&new.annotations).as_ref(),
-        );
-        let (before, after) = (text(&old.execution), text(&new.execution));
-        if before != after {
-            // How the tool runs (2025-11-25's `execution.taskSupport`) is recorded, not alerted.
-            let show = |v: &Option<Value>| {
-                v.as_ref()
-                    .map_or_else(|| "absent".to_owned(), Value::to_string)
-            };
-            change
-                .reasons
-                .push(format!("/execution: {} -> {}", show(&before), show(&after)));
-            if change.class == Class::Identical {
-                change.class = Class::Compatible;
-            }
-        }
-        schemas.push(change);
+        schemas.push(behaviour_change(old, new));
     }
     let class = Class::worst(schemas.iter().map(|c| c.class));
     Some(ToolChange {
@@ -266,6 +244,33 @@ pub fn compare(
         class,
         schemas,
     })
+}
+
+/// The change of a tool's annotations (classed) and of how it runs (2025-11-25's
+/// `execution.taskSupport`: recorded, not alerted).
+fn behaviour_change(old: &ToolSchemas, new: &ToolSchemas) -> Change {
+    let text = |t: &Option<Arc<str>>| {
+        t.as_deref()
+            .and_then(|t| serde_json::from_str::<Value>(t).ok())
+    };
+    let mut change = annotations_change(
+        text(&old.annotations).as_ref(),
+        text(&new.annotations).as_ref(),
+    );
+    let (before, after) = (text(&old.execution), text(&new.execution));
+    if before != after {
+        let show = |v: &Option<Value>| {
+            v.as_ref()
+                .map_or_else(|| "absent".to_owned(), Value::to_string)
+        };
+        change
+            .reasons
+            .push(format!("/execution: {} -> {}", show(&before), show(&after)));
+        if change.class == Class::Identical {
+            change.class = Class::Compatible;
+        }
+    }
+    change
 }
 
 /// Each tool's versions, newest first, in this process.

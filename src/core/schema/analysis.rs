@@ -529,17 +529,7 @@ impl<'r> Graph<'r> {
                     let Some(reference) = sub.as_str() else {
                         continue;
                     };
-                    let (target, name) = if keyword == "$recursiveRef" {
-                        (self.follow(&resolver, "#")?, String::new())
-                    } else {
-                        let fragment = reference.rsplit_once('#').map_or("", |(_, f)| f);
-                        (
-                            self.follow(&resolver, reference)?,
-                            percent_encoding::percent_decode_str(fragment)
-                                .decode_utf8_lossy()
-                                .into_owned(),
-                        )
-                    };
+                    let (target, name) = self.dynamic_target(keyword, reference, &resolver)?;
                     self.dynamic_refs.push((id, node.choices.len(), name));
                     node.choices.push(vec![target]);
                 }
@@ -588,6 +578,26 @@ impl<'r> Graph<'r> {
         // Choices were appended to while this node was being built; keep their indices.
         self.nodes[id] = node;
         Ok(())
+    }
+
+    /// Where a `$dynamicRef` (or 2019-09's `$recursiveRef`, `keyword`) to `reference` first
+    /// leads, and the dynamic anchor's name it looks for (none for `$recursiveRef`).
+    fn dynamic_target(
+        &mut self,
+        keyword: &str,
+        reference: &str,
+        resolver: &Resolver<'r>,
+    ) -> Result<(usize, String), CostError> {
+        if keyword == "$recursiveRef" {
+            return Ok((self.follow(resolver, "#")?, String::new()));
+        }
+        let fragment = reference.rsplit_once('#').map_or("", |(_, f)| f);
+        Ok((
+            self.follow(resolver, reference)?,
+            percent_encoding::percent_decode_str(fragment)
+                .decode_utf8_lossy()
+                .into_owned(),
+        ))
     }
 }
 

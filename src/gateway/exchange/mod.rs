@@ -15,11 +15,12 @@
 //! which belong to the stream the client may resume.
 
 mod answer;
+mod pump;
 
 pub(super) use answer::{within, Open};
 pub use answer::{Answer, AnswerHead, Mode};
 
-use super::pump::{content_mode, pump, Pump};
+use pump::{content_mode, pump, Pump};
 use super::routes::RouteState;
 use super::sse::{self, Event};
 use super::upstream::headers::{self, MCP_SESSION_ID};
@@ -257,26 +258,11 @@ impl Exchange {
         request: Option<Bytes>,
         open: Option<&Arc<Open>>,
     ) {
-        let status = response.status();
         let kind = match &response {
             Upstreamed::Http(http) => content_mode(http.headers()),
             Upstreamed::Lines { .. } => Mode::Sse,
         };
-        let encoded = response
-            .headers()
-            .get(header::CONTENT_ENCODING)
-            .is_some_and(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"));
-        let refusal = if status.is_redirection() {
-            // Never followed, never relayed: a client that followed it would reach a server
-            // no check stands in front of.
-            Some("answered with a redirect, which the gateway neither follows nor relays (is the route's URL current?)")
-        } else if kind != Mode::Raw && encoded {
-            Some("compressed its answer, though the gateway asked for none")
-        } else if kind == Mode::Raw && status.is_success() && self.expects_answer {
-            Some("answered a request with neither application/json nor text/event-stream")
-        } else {
-            None
-        };
+        let refusal = self.refusal_of(&response, kind);
         if let Some(why) = refusal {
             // Nothing the rules cannot read goes to the client in place of an answer.
             if let Some(request) = &request {
@@ -288,26 +274,7 @@ impl Exchange {
             }
             return;
         }
-        let head = open.map(|_| {
-            self.follow_session(status, response.headers());
-            let mut headers = headers::for_client(response.headers());
-            if status == StatusCode::UNAUTHORIZED {
-                // The client's OAuth flow reads the route's metadata here, not the upstream's.
-                let base = super::oauth::public_base(&self.gateway, self.host.as_ref());
-                super::oauth::rewrite_challenges(&mut headers, &base, &self.route.route.name);
-            }
-            if kind == Mode::Sse {
-                headers.insert(
-                    HeaderName::from_static("x-accel-buffering"),
-                    HeaderValue::from_static("no"),
-                );
-            }
-            AnswerHead {
-                status,
-                headers,
-                mode: kind,
-            }
-        });
+        let head = open.map(|_| self.head_for_client(&response, kind));
         if kind == Mode::Raw {
             // Not a JSON-RPC answer: a request it was for gets none.
             if let Some(request) = &request {
@@ -333,6 +300,52 @@ impl Exchange {
             open: open.cloned(),
             head,
         }));
+    }
+
+    /// Why the upstream's answer (of `kind`) cannot be relayed as one, if it cannot: a
+    /// redirect, a compressed message, a request answered with something that is no message.
+    fn refusal_of(&self, response: &Upstreamed, kind: Mode) -> Option<&'static str> {
+        let status = response.status();
+        let encoded = response
+            .headers()
+            .get(header::CONTENT_ENCODING)
+            .is_some_and(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"));
+        if status.is_redirection() {
+            // Never followed, never relayed: a client that followed it would reach a server no
+            // check stands in front of.
+            Some("answered with a redirect, which the gateway neither follows nor relays (is the route's URL current?)")
+        } else if kind != Mode::Raw && encoded {
+            Some("compressed its answer, though the gateway asked for none")
+        } else if kind == Mode::Raw && status.is_success() && self.expects_answer {
+            Some("answered a request with neither application/json nor text/event-stream")
+        } else {
+            None
+        }
+    }
+
+    /// The head the upstream's answer (of `kind`) gives the client's: its status and headers
+    /// (those that cross), an OAuth challenge pointing at the route's metadata here; the
+    /// session it names followed.
+    fn head_for_client(&self, response: &Upstreamed, kind: Mode) -> AnswerHead {
+        let status = response.status();
+        self.follow_session(status, response.headers());
+        let mut headers = headers::for_client(response.headers());
+        if status == StatusCode::UNAUTHORIZED {
+            // The client's OAuth flow reads the route's metadata here, not the upstream's.
+            let base = super::oauth::public_base(&self.gateway, self.host.as_ref());
+            super::oauth::rewrite_challenges(&mut headers, &base, &self.route.route.name);
+        }
+        if kind == Mode::Sse {
+            headers.insert(
+                HeaderName::from_static("x-accel-buffering"),
+                HeaderValue::from_static("no"),
+            );
+        }
+        AnswerHead {
+            status,
+            headers,
+            mode: kind,
+        }
     }
 
     /// The upstream could not answer the client's message (`request`; `None` for GET and

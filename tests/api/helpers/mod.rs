@@ -2,6 +2,9 @@
 //! `TestApp` with typed request helpers, a gRPC client and a metrics reader, shared by every test
 //! module.
 
+pub mod gateway;
+pub mod mcp;
+
 use schemagate::config::ServeArgs;
 use schemagate::grpc::proto::{self, validator_client::ValidatorClient};
 use serde_json::{json, Value};

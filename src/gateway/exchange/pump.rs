@@ -4,9 +4,9 @@
 //! are. Each message goes through the exchange's rules with a [`Relay`] saying where it came
 //! from; the pump knows the exchange only by its methods.
 
-use super::exchange::{AnswerHead, Exchange, Mode, Open, Relay};
-use super::sse::{self, Event, Next};
-use super::upstream::{Failure, Upstreamed};
+use super::{AnswerHead, Exchange, Mode, Open, Relay};
+use crate::gateway::sse::{self, Event, Next};
+use crate::gateway::upstream::{Failure, Upstreamed};
 use crate::mcp::{self, Direction};
 use crate::ops::lines::Line;
 use bytes::{Bytes, BytesMut};
@@ -118,7 +118,7 @@ async fn unless_gone<T>(open: Option<&Arc<Open>>, next: impl Future<Output = T>)
     }
 }
 
-/// A stdio server's messages (see [`super::upstream::stdio`]), each relayed as it is read: the stream ends
+/// A stdio server's messages (see [`crate::gateway::upstream::stdio`]), each relayed as it is read: the stream ends
 /// with the answer it was opened for.
 async fn pump_lines(
     exchange: &Arc<Exchange>,
@@ -157,6 +157,24 @@ async fn pump_lines(
     Ok(())
 }
 
+/// A JSON answer read to its end: its bytes (at most `max`, or its first bytes past it, to find
+/// its id) and its whole length.
+async fn read_whole(
+    response: &mut reqwest::Response,
+    open: Option<&Arc<Open>>,
+    max: usize,
+) -> io::Result<(BytesMut, usize)> {
+    let mut body = BytesMut::new();
+    let mut len = 0usize;
+    while let Some(chunk) = next_chunk(response, open).await? {
+        len += chunk.len();
+        if body.len() < max.max(HEAD_BYTES) {
+            body.extend_from_slice(&chunk);
+        }
+    }
+    Ok((body, len))
+}
+
 async fn pump_json(
     exchange: &Arc<Exchange>,
     mut response: reqwest::Response,
@@ -165,29 +183,20 @@ async fn pump_json(
     request: Option<&Bytes>,
 ) -> io::Result<()> {
     let max = exchange.max_message_bytes();
-    let mut body = BytesMut::new();
-    let mut len = 0usize;
-    loop {
-        let chunk = match next_chunk(&mut response, open).await {
-            Ok(Some(chunk)) => chunk,
-            Ok(None) => break,
-            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Err(e),
-            Err(e) => {
-                // Cut off (a connection closed before the length it declared, a chunked body
-                // that never ended): what came cannot be stood behind.
-                if open.is_some() {
-                    let failure =
-                        Failure::BadAnswer(format!("cut its answer off before its end ({e})"));
-                    exchange.failed(&failure, request);
-                }
-                return Ok(());
+    let (body, mut len) = match read_whole(&mut response, open, max).await {
+        Ok(read) => read,
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Err(e),
+        Err(e) => {
+            // Cut off (a connection closed before the length it declared, a chunked body that
+            // never ended): what came cannot be stood behind.
+            if open.is_some() {
+                let failure =
+                    Failure::BadAnswer(format!("cut its answer off before its end ({e})"));
+                exchange.failed(&failure, request);
             }
-        };
-        len += chunk.len();
-        if body.len() < max.max(HEAD_BYTES) {
-            body.extend_from_slice(&chunk);
+            return Ok(());
         }
-    }
+    };
     // A byte order mark is not JSON, yet clients that read JSON skip it: the rules read what
     // the client will.
     let mut body = body.freeze();
