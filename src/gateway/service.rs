@@ -81,13 +81,7 @@ async fn host_and_origin(
     request: Request,
     next: axum::middleware::Next,
 ) -> Response {
-    let headers = request.headers();
-    let host = headers
-        .get(header::HOST)
-        .map(HeaderValue::as_bytes)
-        .or_else(|| request.uri().authority().map(|a| a.as_str().as_bytes()));
-    let origin = headers.get(header::ORIGIN).map(HeaderValue::as_bytes);
-    match gateway.routes.load().origins.check(host, origin) {
+    match gateway.routes.load().origins.check_request(&request) {
         Ok(()) => next.run(request).await,
         Err(refused) => {
             tracing::info!(header = refused.header(), refused = %refused, "a request was refused for its Host or Origin");

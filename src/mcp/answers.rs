@@ -5,10 +5,9 @@
 use super::envelope::Message;
 use super::scan::Unread;
 use super::session::{Call, Pending};
-use super::{ids, reply, Boundary, Direction, Judged, Link, Relayed};
-use crate::core::check::{Payload, PayloadKind};
+use super::{ids, reply, Boundary, Direction, Link, Relayed};
+use crate::core::check::PayloadKind;
 use crate::core::domain::{ProtocolVersion, Tier};
-use crate::core::verdict::Action;
 use bytes::Bytes;
 use serde::de::IgnoredAny;
 use serde::Deserialize;
@@ -208,7 +207,9 @@ impl Boundary {
                 .await;
         }
         let body = line.slice_ref(result.bytes());
-        let replacement = self.judge_result(call, id.get(), body).await;
+        let replacement = self
+            .judge_payload(PayloadKind::Result, call, id.get(), body)
+            .await;
         self.session.concluded(&call.tool, replacement.is_some());
         match replacement {
             Some(replacement) => {
@@ -221,45 +222,6 @@ impl Boundary {
                     .await
             }
         }
-    }
-
-    /// Judges a result of `call` (`body`, carried by the message `call_id`): `None` when it
-    /// passes, else the tool error result that replaces it.
-    pub(super) async fn judge_result(
-        &self,
-        call: &Call,
-        call_id: &str,
-        body: Bytes,
-    ) -> Option<Vec<u8>> {
-        let Call {
-            tool,
-            attempt,
-            protocol,
-        } = call;
-        let judged = self
-            .judge(tool, call_id, *attempt, *protocol, body, |text, depth| {
-                Ok(Payload::Result(Payload::result_from_json(&text, depth)?))
-            })
-            .await;
-        let replacement = match &judged {
-            Ok(verdict) if verdict.action == Action::Reject => {
-                self.log_rejection(tool, call_id, "result", verdict);
-                Some(reply::rejected(tool, false, verdict, *protocol))
-            }
-            Ok(_) => None,
-            Err(e) => self
-                .unchecked(tool, call_id, *attempt, PayloadKind::Result, e)
-                .map(|tier| reply::unchecked_by(tool, "result", tier, e, *protocol)),
-        };
-        self.observe(Judged {
-            tool,
-            call_id,
-            payload: PayloadKind::Result,
-            attempt: *attempt,
-            verdict: judged.as_ref(),
-            withheld: replacement.is_some(),
-        });
-        replacement
     }
 }
 

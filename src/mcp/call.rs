@@ -163,7 +163,10 @@ impl Boundary {
             attempt,
             protocol,
         };
-        if let Some(refusal) = self.judge_arguments(&call, id.get(), arguments).await {
+        if let Some(refusal) = self
+            .judge_payload(PayloadKind::Arguments, &call, id.get(), arguments)
+            .await
+        {
             self.session.concluded(&call.tool, true);
             return self
                 .answer(
@@ -185,54 +188,58 @@ impl Boundary {
             .await
     }
 
-    /// Judges the `arguments` of `call` (carried by the request `call_id`): `None` when they
-    /// pass, else the tool error result that answers the call in the server's place.
-    async fn judge_arguments(
+    /// Judges a payload of `call` (`payload`: its arguments, carried by the request `call_id`,
+    /// or its result, carried by the answer `call_id`): `None` when it passes, else the tool
+    /// error result that takes its place (an answer in the server's place, a replaced result).
+    pub(super) async fn judge_payload(
         &self,
+        payload: PayloadKind,
         call: &Call,
         call_id: &str,
-        arguments: Bytes,
+        body: Bytes,
     ) -> Option<Vec<u8>> {
         let Call {
             tool,
             attempt,
             protocol,
         } = call;
+        let arguments = payload == PayloadKind::Arguments;
+        let read: fn(Bytes, usize) -> Result<Payload, CheckError> = if arguments {
+            |text, depth| {
+                Ok(Payload::Arguments(Payload::document_from_json(
+                    "arguments",
+                    &text,
+                    depth,
+                )?))
+            }
+        } else {
+            |text, depth| Ok(Payload::Result(Payload::result_from_json(&text, depth)?))
+        };
         let judged = self
-            .judge(
-                tool,
-                call_id,
-                *attempt,
-                *protocol,
-                arguments,
-                |text, depth| {
-                    Ok(Payload::Arguments(Payload::document_from_json(
-                        "arguments",
-                        &text,
-                        depth,
-                    )?))
-                },
-            )
+            .judge(tool, call_id, *attempt, *protocol, body, read)
             .await;
-        let refusal = match &judged {
+        let subject = payload.as_str();
+        let replacement = match &judged {
             Ok(verdict) if verdict.action == Action::Reject => {
-                self.log_rejection(tool, call_id, "arguments", verdict);
-                Some(reply::rejected(tool, true, verdict, *protocol))
+                self.log_rejection(tool, call_id, subject, verdict);
+                Some(reply::rejected(tool, arguments, verdict, *protocol))
             }
             Ok(_) => None,
-            Err(e) => self
-                .unchecked(tool, call_id, *attempt, PayloadKind::Arguments, e)
-                .map(|tier| reply::unchecked_by(tool, "call", tier, e, *protocol)),
+            Err(e) => {
+                let what = if arguments { "call" } else { "result" };
+                self.unchecked(tool, call_id, *attempt, payload, e)
+                    .map(|tier| reply::unchecked_by(tool, what, tier, e, *protocol))
+            }
         };
         self.observe(Judged {
             tool,
             call_id,
-            payload: PayloadKind::Arguments,
+            payload,
             attempt: *attempt,
             verdict: judged.as_ref(),
-            withheld: refusal.is_some(),
+            withheld: replacement.is_some(),
         });
-        refusal
+        replacement
     }
 
     /// Judges `payload_text` of a call of `tool` (`call_id`: the id of the message that carries

@@ -271,7 +271,9 @@ impl Boundary {
         let Some(call) = call else {
             return self.unknown_task(task_id, call_id);
         };
-        let replacement = self.judge_result(call, call_id, body).await;
+        let replacement = self
+            .judge_payload(PayloadKind::Result, call, call_id, body)
+            .await;
         // A result read twice (polled again, or announced and then fetched) is judged each
         // time, but moves the run of rejections once.
         if self.session.task_first_delivery(task_id) {

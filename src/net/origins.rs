@@ -157,6 +157,20 @@ impl Origins {
         }
     }
 
+    /// Whether `request` may be served, by its `Host` (or, in HTTP/2, its authority) and its
+    /// `Origin`.
+    pub fn check_request<B>(&self, request: &http::Request<B>) -> Result<(), Refused> {
+        let headers = request.headers();
+        let host = headers
+            .get(http::header::HOST)
+            .map(http::HeaderValue::as_bytes)
+            .or_else(|| request.uri().authority().map(|a| a.as_str().as_bytes()));
+        let origin = headers
+            .get(http::header::ORIGIN)
+            .map(http::HeaderValue::as_bytes);
+        self.check(host, origin)
+    }
+
     /// Whether a request with these `Host` and `Origin` header values may be served.
     pub fn check(&self, host: Option<&[u8]>, origin: Option<&[u8]>) -> Result<(), Refused> {
         if let (Some(allowed), Some(host)) = (&self.hosts, host) {

@@ -84,13 +84,7 @@ impl tower::Service<Request<Incoming>> for Rest {
 
     fn call(&mut self, request: Request<Incoming>) -> Self::Future {
         if request.uri().path().starts_with("/v1/") {
-            let headers = request.headers();
-            let host = headers
-                .get(header::HOST)
-                .map(HeaderValue::as_bytes)
-                .or_else(|| request.uri().authority().map(|a| a.as_str().as_bytes()));
-            let origin = headers.get(header::ORIGIN).map(HeaderValue::as_bytes);
-            if let Err(refused) = self.origins.check(host, origin) {
+            if let Err(refused) = self.origins.check_request(&request) {
                 return Either::Left(Box::pin(std::future::ready(Ok(error::origin_refused(
                     &refused,
                 )))));

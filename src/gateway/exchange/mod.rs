@@ -20,7 +20,6 @@ mod pump;
 pub(super) use answer::{within, Open};
 pub use answer::{Answer, AnswerHead, Mode};
 
-use pump::{content_mode, pump, Pump};
 use super::routes::RouteState;
 use super::sse::{self, Event};
 use super::upstream::headers::{self, MCP_SESSION_ID};
@@ -31,6 +30,7 @@ use answer::Decided;
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode};
+use pump::{content_mode, pump, Pump};
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
