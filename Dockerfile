@@ -2,6 +2,10 @@
 FROM rust:1-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock build.rs ./
+# The patched stand-in crate and the dev-only testkit: Cargo reads every path dependency's
+# manifest to resolve the lockfile, even for the binary alone.
+COPY build-support build-support
+COPY testkit testkit
 COPY proto proto
 COPY src src
 COPY benches benches

@@ -3,8 +3,7 @@
 //! text copy with its structured content, writing an answer, and building feedback.
 //! `cargo bench --bench check`
 
-#[path = "support/corpus.rs"]
-mod corpus;
+use schemagate_testkit::corpus;
 #[path = "support/service.rs"]
 mod service;
 

@@ -10,8 +10,7 @@
 //!
 //! `cargo bench --bench cli`
 
-#[path = "support/corpus.rs"]
-mod corpus;
+use schemagate_testkit::corpus;
 #[path = "support/service.rs"]
 #[allow(dead_code)]
 mod service;

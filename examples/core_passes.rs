@@ -12,8 +12,7 @@
 //! time, not a count). A third argument `shadow` registers every tool's schemas again as its
 //! shadow schemas, so each check is judged by the contract and by a candidate.
 
-#[path = "../benches/support/corpus.rs"]
-mod corpus;
+use schemagate_testkit::corpus;
 #[path = "../benches/support/service.rs"]
 #[allow(dead_code)]
 mod service;

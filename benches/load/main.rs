@@ -38,15 +38,10 @@
 //! their own (the abuse leg with its server in that process), so that their resident sizes start
 //! from a fresh heap.
 
-#[path = "../support/corpus.rs"]
-mod corpus;
-#[path = "../support/http_client.rs"]
-mod http_client;
-#[path = "../support/mcp_test_server.rs"]
-mod mcp_test_server;
-#[path = "../support/redis_server.rs"]
-#[allow(dead_code)] // the harness only starts one; the tests also stop and restart it
-mod redis_server;
+use schemagate_testkit::corpus;
+use schemagate_testkit::http_client;
+use schemagate_testkit::mcp_test_server;
+use schemagate_testkit::redis_server;
 #[path = "../support/service.rs"]
 mod service;
 

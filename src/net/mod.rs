@@ -9,6 +9,7 @@ pub mod drain;
 pub mod listen;
 pub mod origins;
 mod timed_io;
+mod watchdog;
 pub mod tls;
 
 /// Which protocols a port speaks.

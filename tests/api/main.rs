@@ -2,12 +2,9 @@
 //! loopback ports through [`helpers`].
 
 mod helpers;
-#[path = "../../benches/support/http_client.rs"]
-mod http_client;
-#[path = "../../benches/support/mcp_test_server.rs"]
-mod mcp_test_server;
-#[path = "../../benches/support/redis_server.rs"]
-mod redis_server;
+use schemagate_testkit::http_client;
+use schemagate_testkit::mcp_test_server;
+use schemagate_testkit::redis_server;
 
 mod auth;
 mod bad_input;

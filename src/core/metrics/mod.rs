@@ -241,24 +241,7 @@ impl Metrics {
                 )
             })
         });
-        let connections = Transport::ALL.map(|t| {
-            let closed = |reason: &'static str| {
-                counter(
-                    CONNECTIONS_CLOSED_TOTAL,
-                    vec![
-                        Label::new("transport", t.as_str()),
-                        Label::new("reason", reason),
-                    ],
-                )
-            };
-            ConnectionMetrics {
-                open: recorder
-                    .register_gauge(&Key::from_parts(CONNECTIONS_OPEN, transport(t)), &METADATA),
-                refused: counter(CONNECTIONS_REFUSED_TOTAL, transport(t)),
-                closed_idle: closed("idle"),
-                closed_write_timeout: closed("write_timeout"),
-            }
-        });
+        let connections = Transport::ALL.map(|t| connection_series(&recorder, t));
         Metrics {
             request_errors,
             policy_reloads,
@@ -565,6 +548,24 @@ impl Metrics {
 
     pub fn policy_reload(&self, ok: bool) {
         self.policy_reloads[usize::from(!ok)].increment(1);
+    }
+}
+
+/// The connection series of transport `t`.
+fn connection_series(recorder: &PrometheusRecorder, t: Transport) -> ConnectionMetrics {
+    let labels = |reason: Option<&'static str>| {
+        let mut labels = vec![Label::new("transport", t.as_str())];
+        labels.extend(reason.map(|r| Label::new("reason", r)));
+        labels
+    };
+    let counter = |name: &'static str, labels: Vec<Label>| {
+        recorder.register_counter(&Key::from_parts(name, labels), &METADATA)
+    };
+    ConnectionMetrics {
+        open: recorder.register_gauge(&Key::from_parts(CONNECTIONS_OPEN, labels(None)), &METADATA),
+        refused: counter(CONNECTIONS_REFUSED_TOTAL, labels(None)),
+        closed_idle: counter(CONNECTIONS_CLOSED_TOTAL, labels(Some("idle"))),
+        closed_write_timeout: counter(CONNECTIONS_CLOSED_TOTAL, labels(Some("write_timeout"))),
     }
 }
 

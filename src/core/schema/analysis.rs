@@ -592,12 +592,8 @@ impl<'r> Graph<'r> {
             return Ok((self.follow(resolver, "#")?, String::new()));
         }
         let fragment = reference.rsplit_once('#').map_or("", |(_, f)| f);
-        Ok((
-            self.follow(resolver, reference)?,
-            percent_encoding::percent_decode_str(fragment)
-                .decode_utf8_lossy()
-                .into_owned(),
-        ))
+        let name = percent_encoding::percent_decode_str(fragment).decode_utf8_lossy();
+        Ok((self.follow(resolver, reference)?, name.into_owned()))
     }
 }
 

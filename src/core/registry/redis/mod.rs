@@ -34,7 +34,9 @@ pub use self::failure::redacted;
 use self::failure::{unavailable, FollowError};
 
 use self::contracts::push_history;
-use self::records::{build, text_key, tools_key, ServerRecord, ToolRecord, CHANGES, SERVERS};
+use self::records::{
+    build, readable_tools, text_key, tools_key, ServerRecord, ToolRecord, CHANGES, SERVERS,
+};
 use super::history::Version;
 use super::{Registry, ServerTools};
 use crate::core::domain::SchemaHash;
@@ -335,20 +337,7 @@ impl RedisRegistry {
         let mut parsed = Vec::with_capacity(records.len());
         for (server, meta, tools) in records {
             let meta = meta.and_then(|m| serde_json::from_slice::<ServerRecord>(&m).ok());
-            let tools: Vec<(String, ToolRecord)> = tools
-                .into_iter()
-                .filter_map(|(name, record)| {
-                    let record = serde_json::from_slice::<ToolRecord>(&record);
-                    if record.is_err() {
-                        tracing::warn!(
-                            server,
-                            tool = name,
-                            "registry (Redis): an unreadable tool entry was skipped"
-                        );
-                    }
-                    Some((name, record.ok()?))
-                })
-                .collect();
+            let tools = readable_tools(&server, tools);
             for (_, record) in &tools {
                 for hex in [
                     &record.input,
@@ -368,19 +357,7 @@ impl RedisRegistry {
             }
             parsed.push((server, meta, tools));
         }
-        let mut fetched: HashMap<SchemaHash, Bytes> = HashMap::new();
-        let wanted: Vec<SchemaHash> = wanted.into_iter().collect();
-        for chunk in wanted.chunks(CHUNK) {
-            let keys: Vec<String> = chunk.iter().map(text_key).collect();
-            let texts: Vec<Option<Vec<u8>>> = self
-                .timed(redis::cmd("MGET").arg(keys).query_async(conn))
-                .await?;
-            for (hash, text) in chunk.iter().zip(texts) {
-                if let Some(text) = text {
-                    fetched.insert(*hash, Bytes::from(text));
-                }
-            }
-        }
+        let fetched = self.fetch_texts(conn, wanted).await?;
         let text_of = |hash: &SchemaHash| {
             held.text(hash)
                 .cloned()
@@ -394,6 +371,29 @@ impl RedisRegistry {
                 (server, registration)
             })
             .collect())
+    }
+
+    /// The texts of the schemas `wanted`, read from Redis in chunks (a text Redis lacks is left
+    /// out).
+    async fn fetch_texts(
+        &self,
+        conn: &mut ConnectionManager,
+        wanted: HashSet<SchemaHash>,
+    ) -> Result<HashMap<SchemaHash, Bytes>, FollowError> {
+        let mut fetched: HashMap<SchemaHash, Bytes> = HashMap::new();
+        let wanted: Vec<SchemaHash> = wanted.into_iter().collect();
+        for chunk in wanted.chunks(CHUNK) {
+            let keys: Vec<String> = chunk.iter().map(text_key).collect();
+            let texts: Vec<Option<Vec<u8>>> = self
+                .timed(redis::cmd("MGET").arg(keys).query_async(conn))
+                .await?;
+            for (hash, text) in chunk.iter().zip(texts) {
+                if let Some(text) = text {
+                    fetched.insert(*hash, Bytes::from(text));
+                }
+            }
+        }
+        Ok(fetched)
     }
 
     /// Puts the registration of `server` as Redis now holds it in force here, after this replica
@@ -596,3 +596,4 @@ impl RedisRegistry {
         }
     }
 }
+

@@ -149,3 +149,25 @@ pub(super) fn build(
         tools: out,
     }
 }
+
+/// A server's tool entries as Redis holds them, each read; one that cannot be read is skipped
+/// (logged).
+pub(super) fn readable_tools(
+    server: &str,
+    tools: std::collections::HashMap<String, Vec<u8>>,
+) -> Vec<(String, ToolRecord)> {
+    tools
+        .into_iter()
+        .filter_map(|(name, record)| {
+            let record = serde_json::from_slice::<ToolRecord>(&record);
+            if record.is_err() {
+                tracing::warn!(
+                    server,
+                    tool = name,
+                    "registry (Redis): an unreadable tool entry was skipped"
+                );
+            }
+            Some((name, record.ok()?))
+        })
+        .collect()
+}

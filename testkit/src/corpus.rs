@@ -1,7 +1,6 @@
 //! The benchmark corpus: MCP tool definitions and tool results, either generated here
 //! (deterministic, seeded) or read from a directory holding `tools.json` and `results.jsonl`
 //! (the reference corpus's format).
-#![allow(dead_code)]
 
 use serde_json::{json, Value};
 use std::path::Path;
