@@ -23,16 +23,14 @@ use crate::net::timed_io::TimedIo;
 use crate::net::tls::{self, Tls};
 use crate::net::Protocols;
 use bytes::Bytes;
-use http_body::{Body, Frame, SizeHint};
+use http_body::Body;
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use std::convert::Infallible;
 use std::io;
-use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
@@ -404,7 +402,7 @@ impl Conn<'_> {
                     closing = true;
                     connection.as_mut().graceful_shutdown();
                 }
-                _ = watchdog.tick() => match state.condition(limits) {
+                _ = watchdog.tick() => match state.condition(limits.idle_timeout, limits.write_timeout) {
                     Condition::Fine => {}
                     Condition::Idle => {
                         if !closing {
@@ -435,6 +433,8 @@ fn write_timed_out(m: &ConnectionMetrics, limits: &ConnectionLimits, transport: 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
 
     fn limits(idle: u64, write: u64) -> ConnectionLimits {
         ConnectionLimits {
@@ -457,9 +457,15 @@ mod tests {
         let state = Arc::new(ConnectionState::new());
         let limits = limits(0, 1_000);
         let request = state.begin();
-        assert_eq!(state.condition(&limits), Condition::Fine);
+        assert_eq!(
+            state.condition(limits.idle_timeout, limits.write_timeout),
+            Condition::Fine
+        );
         drop(request);
-        assert_eq!(state.condition(&limits), Condition::Idle);
+        assert_eq!(
+            state.condition(limits.idle_timeout, limits.write_timeout),
+            Condition::Idle
+        );
     }
 
     #[test]
@@ -472,7 +478,7 @@ mod tests {
         );
         let mut cx = Context::from_waker(std::task::Waker::noop());
         assert_eq!(
-            state.condition(&limits),
+            state.condition(limits.idle_timeout, limits.write_timeout),
             Condition::Fine,
             "nothing handed over yet"
         );
@@ -480,10 +486,13 @@ mod tests {
             panic!("a first piece");
         };
         assert_eq!(frame.into_data().map(|d| d.len()).ok(), Some(ANSWER_CHUNK));
-        assert_eq!(state.condition(&limits), Condition::WriteStalled);
+        assert_eq!(
+            state.condition(limits.idle_timeout, limits.write_timeout),
+            Condition::WriteStalled
+        );
         drop(answer);
         assert_eq!(
-            state.condition(&limits),
+            state.condition(limits.idle_timeout, limits.write_timeout),
             Condition::Fine,
             "the answer is gone"
         );

@@ -9,8 +9,8 @@ pub mod drain;
 pub mod listen;
 pub mod origins;
 mod timed_io;
-mod watchdog;
 pub mod tls;
+mod watchdog;
 
 /// Which protocols a port speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

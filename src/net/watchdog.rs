@@ -2,7 +2,6 @@
 //! and the answers waiting for hyper to ask for their next piece (an answer handed over in
 //! pieces of at most [`ANSWER_CHUNK`], so that a client that stops reading is seen).
 
-use super::listen::ConnectionLimits;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use std::pin::Pin;
@@ -72,18 +71,17 @@ pub(super) enum Condition {
 }
 
 impl ConnectionState {
-    pub(super) fn condition(&self, limits: &ConnectionLimits) -> Condition {
+    /// What the watchdog decides, with the connection's idle and write timeouts.
+    pub(super) fn condition(&self, idle_timeout: Duration, write_timeout: Duration) -> Condition {
         let now = self.now();
         let millis = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
         if self.awaiting_pull.load(Ordering::Relaxed) > 0
-            && now.saturating_sub(self.last_pull.load(Ordering::Relaxed))
-                >= millis(limits.write_timeout)
+            && now.saturating_sub(self.last_pull.load(Ordering::Relaxed)) >= millis(write_timeout)
         {
             return Condition::WriteStalled;
         }
         if self.in_flight.load(Ordering::Relaxed) == 0
-            && now.saturating_sub(self.idle_since.load(Ordering::Relaxed))
-                >= millis(limits.idle_timeout)
+            && now.saturating_sub(self.idle_since.load(Ordering::Relaxed)) >= millis(idle_timeout)
         {
             return Condition::Idle;
         }

@@ -3,7 +3,6 @@
 //! over whole; a plain client takes the process's default provider, installed here (ring, as
 //! schemagate uses) before one is built.
 
-
 pub fn builder() -> reqwest::ClientBuilder {
     let _ = rustls::crypto::ring::default_provider().install_default();
     reqwest::Client::builder()
