@@ -157,6 +157,15 @@ pub async fn run(
     tracing::info!(addr = %tables.listen, "schemagate gateway is serving");
     let connections = Connections::new(config.connections, Arc::clone(gate.metrics()));
     let _drain = started.drain_on(shutdown, config.drain_delay);
+    // When the listener closes, stdio routes' processes are stopped (their clients in flight get
+    // a JSON-RPC error as their streams end), and the gateway waits for their groups to be gone.
+    let stopped = {
+        let (gateway, stop) = (Arc::clone(&gateway), started.stop.clone());
+        tokio::spawn(async move {
+            stop.cancelled().await;
+            gateway.routes.load_full().shut_down_stdio().await;
+        })
+    };
     let served = connections.serve(
         listener,
         service::router(gateway),
@@ -166,9 +175,12 @@ pub async fn run(
         started.stop.clone(),
     );
     let served = async { served.await.map_err(anyhow::Error::from) };
-    started
+    let result = started
         .serve_until_grace(served, config.shutdown_grace)
-        .await
+        .await;
+    started.stop.cancel();
+    let _ = stopped.await;
+    result
 }
 
 /// What the route table is built from: the flags, the routes file (re-read when it changes),

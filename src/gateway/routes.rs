@@ -321,6 +321,19 @@ impl RouteTable {
         })
     }
 
+    /// Stops every stdio route's processes and waits for them to be gone (see
+    /// [`Servers::shut_down`]).
+    pub(super) async fn shut_down_stdio(&self) {
+        let stopping = self
+            .by_name
+            .values()
+            .filter_map(|route| match &route.upstream {
+                RouteUpstream::Stdio(servers) => Some(servers.shut_down()),
+                RouteUpstream::Http(_) => None,
+            });
+        futures_util::future::join_all(stopping).await;
+    }
+
     pub(super) fn get(&self, name: &str) -> Option<Arc<RouteState>> {
         self.by_name.get(name).cloned()
     }

@@ -5,6 +5,7 @@
 use super::exchange::{Answer, AnswerHead, ClientRequest, Exchange};
 use super::routes::RouteState;
 use super::upstream::headers::MCP_SESSION_ID;
+use super::upstream::RouteUpstream;
 use super::Gateway;
 use crate::core::auth::{Caller, PeerNames, Scope};
 use crate::core::domain::ProtocolVersion;
@@ -211,6 +212,32 @@ fn auth_refusal(gateway: &Gateway, error: CheckError) -> Response {
     response
 }
 
+/// A request naming a session a stdio route does not run: 404 before any rule runs (no listing,
+/// no metric series for what it names, no process).
+fn unknown_stdio_session(
+    route: &RouteState,
+    caller: &Caller,
+    headers: &HeaderMap,
+) -> Option<Response> {
+    let RouteUpstream::Stdio(servers) = &route.upstream else {
+        return None;
+    };
+    let named = headers.get(MCP_SESSION_ID)?.to_str().ok()?;
+    if servers.knows(caller.name(), named) {
+        return None;
+    }
+    let message = format!(
+        "schemagate gateway: route {}: no session {named:?} (it ended, was idle too long, or was never issued); initialize again",
+        route.route.name
+    );
+    Some(refusal(
+        StatusCode::NOT_FOUND,
+        None,
+        mcp::INVALID_REQUEST,
+        &message,
+    ))
+}
+
 /// The session the request names, held here for the same caller; or a new one, and whether it
 /// is for a session named but not held here (held once the upstream answers it).
 fn session(
@@ -246,6 +273,9 @@ async fn post_message(
         Ok(caller) => caller,
         Err(e) => return auth_refusal(&gateway, e),
     };
+    if let Some(unknown) = unknown_stdio_session(&route, &caller, &parts.headers) {
+        return unknown;
+    }
     let message = match crate::net::body::read(&gateway.gate, &parts.headers, body).await {
         Ok(message) => message,
         Err(e) => return unread(&gateway, &e),
@@ -337,6 +367,9 @@ async fn relay_bodyless(
         Ok(caller) => caller,
         Err(e) => return auth_refusal(&gateway, e),
     };
+    if let Some(unknown) = unknown_stdio_session(&route, &caller, headers) {
+        return unknown;
+    }
     let (boundary, adopt) = session(&gateway, &route, &caller, headers);
     let request = ClientRequest {
         method,

@@ -70,17 +70,55 @@ async fn signal_unless_exited(
     let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) else {
         return;
     };
+    let mut leader_gone = false;
     for (wait, signal) in steps {
-        tokio::select! {
-            () = exited.cancelled() => return,
-            () = tokio::time::sleep(wait) => {}
+        if leader_gone {
+            tokio::time::sleep(wait).await;
+        } else {
+            tokio::select! {
+                () = exited.cancelled() => {
+                    // The leader's exit ends it alone: what it started may still run in its
+                    // group, and is signalled all the same.
+                    if !group {
+                        return;
+                    }
+                    leader_gone = true;
+                    tokio::time::sleep(wait).await;
+                }
+                () = tokio::time::sleep(wait) => {}
+            }
         }
-        tracing::info!(pid, signal, "the MCP server has not exited: signalling it");
-        // SAFETY: kill(2) takes plain integers and touches no memory of ours; `pid` is our own
-        // child, not yet reaped (`exited` is cancelled only after it is waited for), and with
-        // `group` the leader of a group of its own.
+        if group && !group_alive(pid) {
+            return;
+        }
+        tracing::info!(
+            pid,
+            signal,
+            group,
+            "the MCP server has not exited: signalling it"
+        );
+        // SAFETY: kill(2) takes plain integers and touches no memory of ours. Without `group`,
+        // `pid` is our own child, not yet reaped (`exited` is cancelled only after it is waited
+        // for); with `group`, the id of a process group of its own, which no other group takes
+        // while a member of it lives.
         unsafe {
             libc::kill(if group { -pid } else { pid }, signal);
+        }
+    }
+}
+
+/// Whether any process of the group `pgid` still runs.
+pub fn group_alive(pgid: i32) -> bool {
+    // SAFETY: kill(2) with signal 0 sends nothing; it only says whether the group has members.
+    unsafe { libc::kill(-pgid, 0) == 0 }
+}
+
+/// Signals every process of the group `pgid` with `signal`, if any runs.
+pub fn signal_group(pgid: i32, signal: libc::c_int) {
+    if group_alive(pgid) {
+        // SAFETY: as in `group_alive`; `pgid` names a group this process made.
+        unsafe {
+            libc::kill(-pgid, signal);
         }
     }
 }

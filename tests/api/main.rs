@@ -16,6 +16,7 @@ mod deploy_manifests;
 mod envelopes;
 mod gateway;
 mod gateway_refusals;
+mod gateway_sessions;
 mod grpc;
 mod hostile_load;
 mod hostile_schemas;

@@ -80,6 +80,8 @@ impl Drop for Servers {
 struct Server {
     stdin: tokio::sync::Mutex<Option<ChildStdin>>,
     waiting: Arc<Mutex<Waiting>>,
+    /// Its process group (the process leads a group of its own).
+    group: Option<i32>,
     /// Cancelled once the session is forgotten: the process is then stopped.
     stop: CancellationToken,
 }
@@ -111,6 +113,34 @@ struct Waiting {
 }
 
 impl Servers {
+    /// Whether `caller`'s session `session` runs here.
+    pub fn knows(&self, caller: &str, session: &str) -> bool {
+        self.running.contains_key(&(caller.into(), session.into()))
+    }
+
+    /// Stops every session's process (the gateway shutting down): stdin closed, then its group
+    /// signalled after the grace; waits for every group to be gone (killing what is left after
+    /// twice the grace and a second).
+    pub async fn shut_down(&self) {
+        let groups: Vec<i32> = self
+            .running
+            .iter()
+            .filter_map(|(_, server)| {
+                server.stop();
+                server.group
+            })
+            .collect();
+        let deadline = tokio::time::Instant::now() + STOP_GRACE * 2 + Duration::from_secs(1);
+        while groups.iter().any(|g| child::group_alive(*g))
+            && tokio::time::Instant::now() < deadline
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        for group in groups {
+            child::signal_group(group, libc::SIGKILL);
+        }
+    }
+
     pub fn new(route: &str, command: Arc<[String]>, limits: StdioLimits) -> Self {
         // A session forgotten for any reason (DELETE, idle, its process gone) has its process
         // stopped. The cache is not bounded in number: the process count is, and a new session
@@ -162,7 +192,20 @@ impl Servers {
         let Some(session) = *session else {
             return match (method, &framing) {
                 (&Method::POST, Some(Framing::Request { method, .. })) if method == "initialize" => {
-                    if self.processes.load(Ordering::Acquire) >= self.limits.max_processes {
+                    // The process is counted before it is started: concurrent initializes never
+                    // take the route past its cap.
+                    let reserved = self
+                        .processes
+                        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                            (n < self.limits.max_processes).then_some(n + 1)
+                        })
+                        .is_ok();
+                    if !reserved {
+                        tracing::warn!(
+                            route = %self.route,
+                            max_processes = self.limits.max_processes,
+                            "a stdio route is at --stdio-max-processes: an initialize was refused (503)"
+                        );
                         return Ok(refusal(
                             StatusCode::SERVICE_UNAVAILABLE,
                             request_id,
@@ -172,7 +215,9 @@ impl Servers {
                             ),
                         ));
                     }
-                    let (id, server) = self.start(caller)?;
+                    let (id, server) = self.start(caller).inspect_err(|_| {
+                        self.processes.fetch_sub(1, Ordering::AcqRel);
+                    })?;
                     let mut answer = server.request(self, request_id, body, requester).await?;
                     if let Upstreamed::Lines { headers, .. } = &mut answer {
                         if let Ok(value) = HeaderValue::from_str(&id) {
@@ -226,11 +271,11 @@ impl Servers {
         let server = Arc::new(Server {
             stdin: tokio::sync::Mutex::new(Some(stdin)),
             waiting: Arc::default(),
+            group: process.id().and_then(|p| i32::try_from(p).ok()),
             stop: stop.clone(),
         });
         let key: Key = (caller.into(), id.as_str().into());
         tracing::info!(route = %self.route, pid = process.id(), session = %id, "a stdio server started for a new session");
-        self.processes.fetch_add(1, Ordering::AcqRel);
         supervise(
             process,
             self.route.clone(),
@@ -378,6 +423,7 @@ async fn read(
     used: impl Fn(),
 ) {
     let mut lines = Lines::new(stdout, max);
+    let (mut last_log, mut dropped_since_log): (Option<std::time::Instant>, u64) = (None, 0);
     loop {
         let line = match lines.next().await {
             Ok(Some(line)) => line,
@@ -431,10 +477,18 @@ async fn read(
                     "a stdio server's answer was dropped: its client has gone"
                 );
             } else {
-                tracing::warn!(
-                    route,
-                    "a stdio server's message was dropped: no request of the client awaits it and no GET stream is open"
-                );
+                // Logged at most once a second: a server that floods its stdout costs a line a
+                // second, not a line a message.
+                dropped_since_log += 1;
+                if last_log.is_none_or(|at| at.elapsed() >= Duration::from_secs(1)) {
+                    tracing::warn!(
+                        route,
+                        dropped = dropped_since_log,
+                        "a stdio server's messages were dropped: no request of the client awaits them and no GET stream is open"
+                    );
+                    last_log = Some(std::time::Instant::now());
+                    dropped_since_log = 0;
+                }
             }
         }
     }
@@ -444,8 +498,9 @@ async fn read(
     waiting.listener = None;
 }
 
-/// Waits for the process to exit; once its session is forgotten (`stop`), its stdin is closed:
-/// it is signalled if it does not exit by itself.
+/// Waits for the process to exit, and counts it gone. Once its session is forgotten (`stop`), its
+/// stdin is closed, and its process group (the process and whatever it started) is signalled
+/// after the grace, SIGTERM then SIGKILL, whether or not the leader has exited by then.
 fn supervise(
     mut process: Child,
     route: String,
@@ -454,17 +509,18 @@ fn supervise(
 ) {
     tokio::spawn(async move {
         let pid = process.id();
-        let status = tokio::select! {
-            status = process.wait() => status,
-            () = stop.cancelled() => {
-                let exited = CancellationToken::new();
-                let signals = tokio::spawn(child::stop_after(pid, true, STOP_GRACE, exited.clone()));
-                let status = process.wait().await;
-                exited.cancel();
-                signals.abort();
-                status
+        let exited = CancellationToken::new();
+        let (forgotten, leader_exited) = (stop.clone(), exited.clone());
+        tokio::spawn(async move {
+            tokio::select! {
+                () = forgotten.cancelled() => {}
+                // Gone by itself: what it started goes when its session does.
+                () = leader_exited.cancelled() => forgotten.cancelled().await,
             }
-        };
+            child::stop_after(pid, true, STOP_GRACE, leader_exited).await;
+        });
+        let status = process.wait().await;
+        exited.cancel();
         processes.fetch_sub(1, Ordering::AcqRel);
         match status {
             Ok(status) => tracing::info!(route, ?pid, %status, "a stdio server exited"),

@@ -250,6 +250,11 @@ impl Gateway {
         panic!("schemagate gateway was not ready within 20 s");
     }
 
+    /// The gateway's process.
+    pub(crate) fn child(&mut self) -> &mut Child {
+        &mut self._child
+    }
+
     /// The gateway's process id.
     pub(crate) fn pid(&self) -> u32 {
         self._child.id().expect("the gateway runs")

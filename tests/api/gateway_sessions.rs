@@ -1,0 +1,144 @@
+//! Gateway sessions on stdio routes that hold: a session id nobody was issued costs nothing, the
+//! process cap holds under concurrent initializes, and a shutdown stops each session's whole
+//! process group (a launcher's children too) while the client in flight gets an error.
+
+use crate::helpers::mcp::{
+    children_of, initialize, messages, metrics_text, post_in, test_server, until_children, Gateway,
+};
+use serde_json::Value;
+use std::time::Duration;
+
+/// A stdio route running the test server (`args` after it) through `sh -c`, as `npx` or a
+/// launcher script would: `prefix` runs in the shell first.
+fn launched(name: &str, prefix: &str, args: &str) -> String {
+    let server = test_server().to_string_lossy().into_owned();
+    let script = format!(
+        "{prefix}exec {} {args}",
+        shlex::try_quote(&server).expect("a path a shell can quote")
+    );
+    format!(
+        "{name}=stdio:sh -c {}",
+        shlex::try_quote(&script).expect("a script a shell can quote")
+    )
+}
+
+#[tokio::test]
+async fn a_session_nobody_was_issued_costs_nothing() {
+    let gateway = Gateway::start(&[launched("files", "", "--raw")], &[]).await;
+    let url = gateway.url("files");
+    let before = metrics_text(gateway.metrics_port).await;
+    let call = r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"made_up_tool","arguments":{}}}"#;
+    let (status, _, body) = post_in(&url, Some("made-up-session"), call).await;
+    assert_eq!(status, 404, "{body}");
+    let after = metrics_text(gateway.metrics_port).await;
+    assert!(
+        !after.contains("made_up_tool"),
+        "no series for what it names"
+    );
+    let checks = |text: &str| {
+        text.lines()
+            .filter(|l| l.starts_with("schemagate_validations_total"))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(checks(&before), checks(&after), "nothing was judged");
+    assert_eq!(children_of(gateway.pid()), 0, "no process was started");
+}
+
+#[tokio::test]
+async fn the_process_cap_holds_under_concurrent_initializes() {
+    let gateway = Gateway::start(
+        &[launched("files", "", "--raw")],
+        &["--stdio-max-processes", "3"],
+    )
+    .await;
+    let url = gateway.url("files");
+    let initialize = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+    let attempts = (0..6).map(|_| post_in(&url, None, initialize));
+    let statuses: Vec<u16> = futures_util::future::join_all(attempts)
+        .await
+        .into_iter()
+        .map(|(status, _, _)| status)
+        .collect();
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 200).count(),
+        3,
+        "{statuses:?}"
+    );
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 503).count(),
+        3,
+        "{statuses:?}"
+    );
+    until_children(gateway.pid(), 3).await;
+}
+
+/// The processes `pid` has started.
+fn child_pids(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .filter_map(Result::ok)
+        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+        .flat_map(|c| {
+            c.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}
+
+/// Whether process `pid` runs (an exited process nobody reaped yet does not).
+fn runs(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            stat.rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next().map(str::to_owned))
+        })
+        .is_some_and(|state| state != "Z" && state != "X")
+}
+
+#[tokio::test]
+async fn a_shutdown_stops_each_sessions_whole_group_and_answers_the_client_in_flight() {
+    // The shell starts a child of its own (as npx starts node), then becomes the server.
+    let mut gateway = Gateway::start(
+        &[launched("files", "sleep 600 & ", "--raw")],
+        &["--drain-delay-secs", "0", "--shutdown-grace-secs", "10"],
+    )
+    .await;
+    let url = gateway.url("files");
+    let session = initialize(&url).await;
+    let server = child_pids(gateway.pid());
+    assert_eq!(server.len(), 1, "one session, one server");
+    let launched_child = child_pids(server[0]);
+    assert_eq!(launched_child.len(), 1, "the launcher's own child");
+    // A call the server answers only once cancelled: in flight at the shutdown.
+    let call =
+        r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"late","arguments":{}}}"#;
+    let (url_in_flight, session_in_flight) = (url.clone(), session.clone());
+    let in_flight =
+        tokio::spawn(async move { post_in(&url_in_flight, Some(&session_in_flight), call).await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // SAFETY: kill(2) on the gateway this test started.
+    unsafe {
+        libc::kill(gateway.pid() as i32, libc::SIGTERM);
+    }
+    let (status, _, body) = tokio::time::timeout(Duration::from_secs(15), in_flight)
+        .await
+        .expect("the call in flight is answered during the drain")
+        .expect("the task");
+    assert_eq!(status, 200, "its stream had begun");
+    let last: Value =
+        serde_json::from_str(messages(&body).last().expect("an event")).expect("JSON");
+    assert_eq!(last["id"], 7, "{body}");
+    assert!(last["error"]["message"].is_string(), "{body}");
+    let exited = tokio::time::timeout(Duration::from_secs(15), gateway.child().wait())
+        .await
+        .expect("the gateway exits");
+    assert!(exited.is_ok());
+    for pid in server.iter().chain(&launched_child) {
+        assert!(!runs(*pid), "process {pid} outlived the gateway");
+    }
+}
