@@ -32,7 +32,8 @@
 //! serialise, a line that is not JSON, `resultType: input_required`, an answer sent after the
 //! client cancelled its call, tasks in both revisions' shapes (`deferred`: 2025-11-25's
 //! `tasks/result`; `deferred26`: a completed `tasks/get`; `announced`: `notifications/tasks`), an
-//! answer inside a JSON-RPC batch (`batched`), any line the client spells (`emit`, whose
+//! answer inside a JSON-RPC batch (`batched`), a `roots/list` asked for as soon as the client is
+//! initialized (`--asks-roots`), any line the client spells (`emit`, whose
 //! `line` argument is written as the answer), and results of a given size
 //! (`--result-bytes N`, the benchmark's).
 
@@ -331,7 +332,7 @@ fn sized_result(bytes: usize) -> String {
 }
 
 /// The raw server: one canned answer per request, written as exact bytes.
-fn serve_raw(result_bytes: usize) -> std::io::Result<()> {
+fn serve_raw(result_bytes: usize, asks_roots: bool) -> std::io::Result<()> {
     let sized = sized_result(result_bytes);
     let tools = r#"{"tools":[
         {"name":"big","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}},
@@ -362,6 +363,29 @@ fn serve_raw(result_bytes: usize) -> std::io::Result<()> {
         let Ok(request) = serde_json::from_str::<Value>(&line) else {
             continue;
         };
+        // With --asks-roots: the client's roots asked for as soon as it is initialized (as
+        // server-filesystem does), and what the answer was said in a notification.
+        if asks_roots && request["method"] == "notifications/initialized" {
+            writeln!(
+                out,
+                r#"{{"jsonrpc":"2.0","id":"roots-1","method":"roots/list"}}"#
+            )?;
+            out.flush()?;
+            continue;
+        }
+        if asks_roots && request["id"] == "roots-1" && request.get("method").is_none() {
+            let answered = if request.get("error").is_some() {
+                "error"
+            } else {
+                "result"
+            };
+            writeln!(
+                out,
+                r#"{{"jsonrpc":"2.0","method":"notifications/message","params":{{"level":"info","data":"roots answered: {answered}"}}}}"#
+            )?;
+            out.flush()?;
+            continue;
+        }
         if request["method"] == "notifications/cancelled" {
             let cancelled = request["params"]["requestId"].to_string();
             if late.as_deref() == Some(cancelled.as_str()) {
@@ -812,7 +836,7 @@ async fn main() -> anyhow::Result<()> {
             .and_then(|i| args.get(i + 1))
             .and_then(|n| n.parse().ok())
             .unwrap_or(1024);
-        return match serve_raw(result_bytes) {
+        return match serve_raw(result_bytes, args.iter().any(|a| a == "--asks-roots")) {
             // The client went away mid-answer: the session is over.
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
             other => Ok(other?),

@@ -16,6 +16,8 @@ pub const DEFAULT_MAX_SESSIONS: u64 = 100_000;
 /// The default of `--stdio-max-processes`.
 pub const DEFAULT_STDIO_MAX_PROCESSES: usize = 64;
 pub const DEFAULT_SESSION_IDLE_SECS: u64 = 3600;
+/// The default of `--server-request-timeout-secs`: as long as the SDKs wait for an answer.
+pub const DEFAULT_SERVER_REQUEST_TIMEOUT_SECS: u64 = 60;
 
 /// Flags of `schemagate gateway`.
 #[derive(Debug, Clone, Parser)]
@@ -94,6 +96,11 @@ pub struct GatewayArgs {
     /// initialize gets 503 (no other session's process is stopped for it).
     #[arg(long, env = "SCHEMAGATE_STDIO_MAX_PROCESSES", default_value_t = DEFAULT_STDIO_MAX_PROCESSES)]
     pub stdio_max_processes: usize,
+    /// Seconds a stdio route's server request (a `roots/list` sent while the client has no
+    /// stream open) waits for the client to open one; past it the server gets a JSON-RPC error
+    /// for it, never left waiting.
+    #[arg(long, env = "SCHEMAGATE_SERVER_REQUEST_TIMEOUT_SECS", default_value_t = DEFAULT_SERVER_REQUEST_TIMEOUT_SECS)]
+    pub server_request_timeout_secs: u64,
     /// Seconds /readyz fails after SIGTERM before the listener closes, requests still answered:
     /// time for Kubernetes to take the pod out of its Service.
     #[arg(long, env = "SCHEMAGATE_DRAIN_DELAY_SECS", default_value_t = DEFAULT_DRAIN_DELAY_SECS)]
@@ -205,6 +212,7 @@ impl GatewayArgs {
                 idle: Duration::from_secs(self.session_idle_secs.max(1)),
             },
             stdio_max_processes: self.stdio_max_processes,
+            server_request_timeout: Duration::from_secs(self.server_request_timeout_secs.max(1)),
             connections: self.connections.limits(),
             metrics_listen: self.metrics_listen,
             poll_secs: self.policy_poll_interval,

@@ -66,6 +66,9 @@ pub struct GatewayConfig {
     pub sessions: SessionLimits,
     /// Most processes each stdio route runs at once (one per session).
     pub stdio_max_processes: usize,
+    /// How long a stdio server's request waits for a client stream before it is answered with
+    /// an error.
+    pub server_request_timeout: Duration,
     /// The limits every connection is served under.
     pub connections: ConnectionLimits,
     /// Where to serve `/metrics` and `/healthz` apart, if anywhere.
@@ -138,6 +141,7 @@ pub async fn run(
             max_processes: config.stdio_max_processes,
             write_timeout: config.upstream.timeout,
             max_message_bytes,
+            server_request_timeout: config.server_request_timeout,
         },
     };
     let table = tables.build(gate, None)?;

@@ -142,3 +142,79 @@ async fn a_shutdown_stops_each_sessions_whole_group_and_answers_the_client_in_fl
         assert!(!runs(*pid), "process {pid} outlived the gateway");
     }
 }
+
+/// A GET stream of session `session` at `url`, read until an event holds `needle` (or 10 s):
+/// the messages read.
+async fn listen_until(url: &str, session: &str, needle: &str) -> Vec<String> {
+    let mut response = reqwest::Client::new()
+        .get(url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .expect("GET the session's stream");
+    assert_eq!(response.status(), 200);
+    let mut text = String::new();
+    let read = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Ok(Some(chunk)) = response.chunk().await {
+            text.push_str(&String::from_utf8_lossy(&chunk));
+            if text.contains(needle) {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(
+        read.is_ok(),
+        "no {needle:?} on the stream within 10 s: {text}"
+    );
+    messages(&text)
+}
+
+#[tokio::test]
+async fn a_server_request_sent_before_any_stream_waits_for_the_first_one() {
+    let gateway = Gateway::start(&[launched("files", "", "--raw --asks-roots")], &[]).await;
+    let url = gateway.url("files");
+    // initialize, then notifications/initialized: the server asks for roots at once, while the
+    // client has no stream open.
+    let session = initialize(&url).await;
+    let asked = listen_until(&url, &session, "roots/list").await;
+    let request: Value = serde_json::from_str(&asked[0]).expect("JSON");
+    assert_eq!(request["method"], "roots/list", "{asked:?}");
+    let (status, _, _) = post_in(
+        &url,
+        Some(&session),
+        r#"{"jsonrpc":"2.0","id":"roots-1","result":{"roots":[]}}"#,
+    )
+    .await;
+    assert_eq!(status, 202);
+    let told = listen_until(&url, &session, "roots answered").await;
+    assert!(
+        told.iter().any(|m| m.contains("roots answered: result")),
+        "{told:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_server_request_no_stream_takes_is_answered_to_the_server() {
+    let gateway = Gateway::start(
+        &[launched("files", "", "--raw --asks-roots")],
+        &["--server-request-timeout-secs", "1"],
+    )
+    .await;
+    let url = gateway.url("files");
+    let session = initialize(&url).await;
+    // No stream for longer than the timeout (and the 5 s sweep): the server got an error for its
+    // request, and says so on the first stream the client opens.
+    tokio::time::sleep(Duration::from_millis(6500)).await;
+    let told = listen_until(&url, &session, "roots answered").await;
+    assert!(
+        told.iter().any(|m| m.contains("roots answered: error")),
+        "{told:?}"
+    );
+    assert!(
+        !told.iter().any(|m| m.contains("roots/list")),
+        "the expired request is not delivered: {told:?}"
+    );
+}

@@ -22,6 +22,7 @@ use crate::ops::lines::{Line, Lines};
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, StatusCode};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -35,8 +36,12 @@ use tokio_util::sync::CancellationToken;
 const STOP_GRACE: Duration = Duration::from_secs(2);
 /// Messages a stream holds before the server's stdout waits for the client to read.
 const STREAM_SLACK: usize = 16;
-/// How often forgotten sessions (idle past the limit) have their processes stopped.
+/// How often forgotten sessions (idle past the limit) have their processes stopped, and queued
+/// server requests past their time are answered.
 const HOUSEKEEPING: Duration = Duration::from_secs(5);
+/// Most messages a session holds for a stream the client has not opened yet, and their bytes.
+const MAX_QUEUED: usize = 256;
+const MAX_QUEUED_BYTES: usize = 4 << 20;
 
 /// How a stdio route's processes are kept.
 #[derive(Debug, Clone, Copy)]
@@ -48,6 +53,9 @@ pub struct StdioLimits {
     /// Longest wait for a process to take a message on its stdin.
     pub write_timeout: Duration,
     pub max_message_bytes: usize,
+    /// How long a server's request waits for a stream the client opens before the server gets
+    /// a JSON-RPC error for it.
+    pub server_request_timeout: Duration,
 }
 
 /// What a process is kept under: the caller's name and the session id.
@@ -108,8 +116,90 @@ struct Waiting {
     requests: Vec<Awaiting>,
     /// The stream a GET opened, if any.
     listener: Option<mpsc::Sender<Line>>,
+    /// Messages the server wrote while the client had no stream open (a `roots/list` right
+    /// after `initialized`), for the next stream it opens; oldest first, bounded.
+    queued: VecDeque<Queued>,
+    queued_bytes: usize,
+    /// Held messages dropped past the bounds since the last log of it, and when that was.
+    dropped: u64,
+    dropped_logged: Option<std::time::Instant>,
     /// The process closed its stdout: nothing more will come.
     ended: bool,
+}
+
+/// A message waiting for a stream.
+struct Queued {
+    line: Line,
+    at: std::time::Instant,
+    /// Its id (JSON text), when it is a request of the server's (which waits for an answer).
+    request: Option<String>,
+}
+
+impl Waiting {
+    /// Holds `line` for the next stream; past the bounds, the oldest held goes (logged).
+    fn queue(&mut self, line: Line, request: Option<String>, route: &str) {
+        self.queued_bytes += line_bytes(&line);
+        self.queued.push_back(Queued {
+            line,
+            at: std::time::Instant::now(),
+            request,
+        });
+        while self.queued.len() > MAX_QUEUED || self.queued_bytes > MAX_QUEUED_BYTES {
+            let Some(oldest) = self.queued.pop_front() else {
+                break;
+            };
+            self.queued_bytes -= line_bytes(&oldest.line);
+            self.dropped += 1;
+        }
+        // Logged at most once a second: a server that floods its stdout costs a line a second.
+        let due = self
+            .dropped_logged
+            .is_none_or(|at| at.elapsed() >= Duration::from_secs(1));
+        if self.dropped > 0 && due {
+            tracing::warn!(
+                route,
+                dropped = self.dropped,
+                "a stdio server's messages waiting for a client stream were dropped (too many held)"
+            );
+            self.dropped = 0;
+            self.dropped_logged = Some(std::time::Instant::now());
+        }
+    }
+
+    /// A stream for the client, with what was held for it first.
+    fn stream(&mut self) -> (mpsc::Sender<Line>, mpsc::Receiver<Line>) {
+        let (sender, lines) = mpsc::channel(STREAM_SLACK + self.queued.len());
+        for held in self.queued.drain(..) {
+            let _ = sender.try_send(held.line);
+        }
+        self.queued_bytes = 0;
+        (sender, lines)
+    }
+
+    /// The ids of the server's requests held longer than `timeout`, taken out of the queue.
+    fn expired(&mut self, timeout: Duration) -> Vec<String> {
+        let mut ids = Vec::new();
+        let mut kept = VecDeque::with_capacity(self.queued.len());
+        for held in self.queued.drain(..) {
+            match &held.request {
+                Some(id) if held.at.elapsed() >= timeout => {
+                    self.queued_bytes -= line_bytes(&held.line);
+                    ids.push(id.clone());
+                }
+                _ => kept.push_back(held),
+            }
+        }
+        self.queued = kept;
+        ids
+    }
+}
+
+/// A line's bytes, as the queue's bound counts them.
+fn line_bytes(line: &Line) -> usize {
+    match line {
+        Line::Message(bytes) => bytes.len(),
+        Line::Oversized { head, .. } => head.len(),
+    }
 }
 
 impl Servers {
@@ -152,12 +242,18 @@ impl Servers {
         // The cache expires entries only when used: an idle route's sessions are swept here.
         let housekeeping = CancellationToken::new();
         let (swept, done) = (running.clone(), housekeeping.clone());
+        let route_name = route.to_owned();
         tokio::spawn(async move {
             let mut every = tokio::time::interval(HOUSEKEEPING);
             loop {
                 tokio::select! {
                     () = done.cancelled() => return,
-                    _ = every.tick() => swept.run_pending_tasks(),
+                    _ = every.tick() => {
+                        swept.run_pending_tasks();
+                        for (_, server) in swept.iter() {
+                            server.answer_expired(&route_name, limits).await;
+                        }
+                    }
                 }
             }
         });
@@ -314,6 +410,25 @@ impl Server {
         self.stop.cancel();
     }
 
+    /// Answers the server's requests that waited for a client stream past their time with a
+    /// JSON-RPC error, so that the server is never left waiting.
+    async fn answer_expired(&self, route: &str, limits: StdioLimits) {
+        let expired = self
+            .waiting
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .expired(limits.server_request_timeout);
+        for id in expired {
+            tracing::warn!(route, id, "a stdio server's request found no client stream in time: it was answered with an error");
+            let message = format!(
+                "schemagate gateway: no client stream took this request within {} s (--server-request-timeout-secs)",
+                limits.server_request_timeout.as_secs()
+            );
+            let answer = mcp::error_answer(Some(&id), mcp::UPSTREAM_FAILED, &message);
+            let _ = self.write(limits.write_timeout, &answer).await;
+        }
+    }
+
     /// Writes the client's message; a request's answer is the stream of what the server writes
     /// until it answers it, anything else is accepted.
     async fn request(
@@ -325,22 +440,27 @@ impl Server {
     ) -> Result<Upstreamed, Failure> {
         let body = body.map_or(&[][..], |b| &b[..]);
         let Some(id) = id.map(mcp::ids::Key::of_request) else {
-            self.write(servers, body).await?;
+            self.write(servers.limits.write_timeout, body).await?;
             return Ok(fixed(StatusCode::ACCEPTED, None));
         };
-        let (sender, lines) = mpsc::channel(STREAM_SLACK);
-        {
+        let lines = {
             let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
             if waiting.ended {
                 return Err(Failure::Unreachable("has exited".to_owned()));
             }
+            // The client's request stream takes what waited for one; the rules' own does not.
+            let (sender, lines) = match requester {
+                Requester::Client => waiting.stream(),
+                Requester::Rules => mpsc::channel(STREAM_SLACK),
+            };
             waiting.requests.push(Awaiting {
                 id: id.clone(),
                 requester,
                 stream: sender,
             });
-        }
-        if let Err(failure) = self.write(servers, body).await {
+            lines
+        };
+        if let Err(failure) = self.write(servers.limits.write_timeout, body).await {
             let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
             waiting.requests.retain(|awaiting| awaiting.id != id);
             return Err(failure);
@@ -354,8 +474,8 @@ impl Server {
 
     /// Opens the stream of the messages no request awaits (a GET); one opened before ends.
     fn listen(&self) -> Upstreamed {
-        let (sender, lines) = mpsc::channel(STREAM_SLACK);
         let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
+        let (sender, lines) = waiting.stream();
         if !waiting.ended {
             waiting.listener = Some(sender);
         }
@@ -368,7 +488,7 @@ impl Server {
 
     /// Writes `message` as one line on the process's stdin. Line breaks in a JSON text are white
     /// space (a string holds none unescaped), so they become spaces and the line stays one.
-    async fn write(&self, servers: &Servers, message: &[u8]) -> Result<(), Failure> {
+    async fn write(&self, timeout: Duration, message: &[u8]) -> Result<(), Failure> {
         let mut line: Vec<u8> = message
             .trim_ascii()
             .iter()
@@ -379,7 +499,6 @@ impl Server {
         let Some(pipe) = stdin.as_mut() else {
             return Err(Failure::Unreachable("has exited".to_owned()));
         };
-        let timeout = servers.limits.write_timeout;
         match tokio::time::timeout(timeout, async {
             pipe.write_all(&line).await?;
             pipe.flush().await
@@ -423,7 +542,6 @@ async fn read(
     used: impl Fn(),
 ) {
     let mut lines = Lines::new(stdout, max);
-    let (mut last_log, mut dropped_since_log): (Option<std::time::Instant>, u64) = (None, 0);
     loop {
         let line = match lines.next().await {
             Ok(Some(line)) => line,
@@ -445,6 +563,10 @@ async fn read(
             .filter(|_| head.is_answer(mcp::Direction::ToClient))
             .map(mcp::ids::Readings::of_answer);
         let is_answer = answers.is_some();
+        let request = head
+            .id
+            .clone()
+            .filter(|_| head.is_request(mcp::Direction::ToClient));
         let sender = {
             let mut waiting = waiting.lock().unwrap_or_else(|e| e.into_inner());
             let sender = match answers {
@@ -463,32 +585,29 @@ async fn read(
             waiting
                 .requests
                 .retain(|awaiting| !awaiting.stream.is_closed());
-            sender
-        };
-        let delivered = match sender {
-            Some(sender) => sender.send(line).await.is_ok(),
-            None => false,
-        };
-        if !delivered {
-            if is_answer {
-                tracing::debug!(
-                    route,
-                    id = head.id.as_deref().unwrap_or(""),
-                    "a stdio server's answer was dropped: its client has gone"
-                );
-            } else {
-                // Logged at most once a second: a server that floods its stdout costs a line a
-                // second, not a line a message.
-                dropped_since_log += 1;
-                if last_log.is_none_or(|at| at.elapsed() >= Duration::from_secs(1)) {
-                    tracing::warn!(
+            match sender {
+                Some(sender) => sender,
+                None if is_answer => {
+                    drop(waiting);
+                    tracing::debug!(
                         route,
-                        dropped = dropped_since_log,
-                        "a stdio server's messages were dropped: no request of the client awaits them and no GET stream is open"
+                        id = head.id.as_deref().unwrap_or(""),
+                        "a stdio server's answer was dropped: its client has gone"
                     );
-                    last_log = Some(std::time::Instant::now());
-                    dropped_since_log = 0;
+                    continue;
                 }
+                // No stream to take it: held for the next one the client opens.
+                None => {
+                    waiting.queue(line, request, route);
+                    continue;
+                }
+            }
+        };
+        if let Err(refused) = sender.send(line).await {
+            // The stream closed since: held for the next one.
+            if !is_answer {
+                let mut waiting = waiting.lock().unwrap_or_else(|e| e.into_inner());
+                waiting.queue(refused.0, request, route);
             }
         }
     }
