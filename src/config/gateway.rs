@@ -18,6 +18,8 @@ pub const DEFAULT_STDIO_MAX_PROCESSES: usize = 64;
 pub const DEFAULT_SESSION_IDLE_SECS: u64 = 3600;
 /// The default of `--server-request-timeout-secs`: as long as the SDKs wait for an answer.
 pub const DEFAULT_SERVER_REQUEST_TIMEOUT_SECS: u64 = 60;
+/// The default of `--stdio-idle-secs`: five minutes.
+pub const DEFAULT_STDIO_IDLE_SECS: u64 = 300;
 
 /// Flags of `schemagate gateway`.
 #[derive(Debug, Clone, Parser)]
@@ -101,6 +103,11 @@ pub struct GatewayArgs {
     /// for it, never left waiting.
     #[arg(long, env = "SCHEMAGATE_SERVER_REQUEST_TIMEOUT_SECS", default_value_t = DEFAULT_SERVER_REQUEST_TIMEOUT_SECS)]
     pub server_request_timeout_secs: u64,
+    /// Seconds a stdio route's session with no stream open and no request is kept (a client that
+    /// left without DELETE, as the TypeScript SDK's close() does); at --stdio-max-processes, the
+    /// session idle longest is ended to make room before an initialize is refused.
+    #[arg(long, env = "SCHEMAGATE_STDIO_IDLE_SECS", default_value_t = DEFAULT_STDIO_IDLE_SECS)]
+    pub stdio_idle_secs: u64,
     /// Seconds /readyz fails after SIGTERM before the listener closes, requests still answered:
     /// time for Kubernetes to take the pod out of its Service.
     #[arg(long, env = "SCHEMAGATE_DRAIN_DELAY_SECS", default_value_t = DEFAULT_DRAIN_DELAY_SECS)]
@@ -213,6 +220,7 @@ impl GatewayArgs {
             },
             stdio_max_processes: self.stdio_max_processes,
             server_request_timeout: Duration::from_secs(self.server_request_timeout_secs.max(1)),
+            stdio_idle: Duration::from_secs(self.stdio_idle_secs.max(1)),
             connections: self.connections.limits(),
             metrics_listen: self.metrics_listen,
             poll_secs: self.policy_poll_interval,

@@ -69,6 +69,8 @@ pub struct GatewayConfig {
     /// How long a stdio server's request waits for a client stream before it is answered with
     /// an error.
     pub server_request_timeout: Duration,
+    /// How long a stdio session with no stream open and no use is kept.
+    pub stdio_idle: Duration,
     /// The limits every connection is served under.
     pub connections: ConnectionLimits,
     /// Where to serve `/metrics` and `/healthz` apart, if anywhere.
@@ -142,6 +144,7 @@ pub async fn run(
             write_timeout: config.upstream.timeout,
             max_message_bytes,
             server_request_timeout: config.server_request_timeout,
+            idle_without_stream: config.stdio_idle,
         },
     };
     let table = tables.build(gate, None)?;

@@ -402,7 +402,17 @@ async fn a_stdio_route_runs_one_server_per_session_behind_the_same_checks() {
     // A second session has a process of its own; progress comes in order before the answer.
     let session = initialize(&url).await;
     until_children(pid, 2).await;
-    // A third is refused: no other session's process is stopped for it.
+    // Both sessions in use (a stream open): a third is refused, no session in use is stopped for
+    // it (an idle one would be: see gateway_sessions).
+    let listening = reqwest::Client::new()
+        .get(&url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .send()
+        .await
+        .expect("GET the second session's stream");
+    assert_eq!(listening.status(), 200);
     let (status, _, body) = post_in(
         &url,
         None,

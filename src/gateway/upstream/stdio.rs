@@ -56,6 +56,9 @@ pub struct StdioLimits {
     /// How long a server's request waits for a stream the client opens before the server gets
     /// a JSON-RPC error for it.
     pub server_request_timeout: Duration,
+    /// A session with no stream open and no request for this long is ended (a client that left
+    /// without DELETE).
+    pub idle_without_stream: Duration,
 }
 
 /// What a process is kept under: the caller's name and the session id.
@@ -90,6 +93,8 @@ struct Server {
     waiting: Arc<Mutex<Waiting>>,
     /// Its process group (the process leads a group of its own).
     group: Option<i32>,
+    /// When the client last sent anything, or the process wrote anything.
+    active: Mutex<std::time::Instant>,
     /// Cancelled once the session is forgotten: the process is then stopped.
     stop: CancellationToken,
 }
@@ -203,6 +208,50 @@ fn line_bytes(line: &Line) -> usize {
 }
 
 impl Servers {
+    /// Counts one more process, if the cap allows.
+    fn reserve(&self) -> bool {
+        self.processes
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < self.limits.max_processes).then_some(n + 1)
+            })
+            .is_ok()
+    }
+
+    /// Ends the session idle longest among those with no stream open (a client that left
+    /// without DELETE), and reserves the room its process leaves: whether there was one.
+    async fn make_room(&self) -> bool {
+        let idle = self
+            .running
+            .iter()
+            .filter(|(_, server)| !server.has_open_stream())
+            .max_by_key(|(_, server)| server.idle_for());
+        let Some((key, server)) = idle else {
+            return false;
+        };
+        tracing::info!(route = %self.route, session = %key.1, idle_secs = server.idle_for().as_secs(), "at --stdio-max-processes: the session idle longest is ended to make room");
+        self.running.invalidate(&*key);
+        server.stop();
+        // Its process exits once its stdin closes (or is killed after the grace).
+        let deadline = tokio::time::Instant::now() + STOP_GRACE * 2 + Duration::from_secs(1);
+        while tokio::time::Instant::now() < deadline {
+            if self.reserve() {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        false
+    }
+
+    /// Ends the sessions with no stream open and no use for `--stdio-idle-secs`.
+    fn end_idle(running: &moka::sync::Cache<Key, Arc<Server>>, route: &str, limits: StdioLimits) {
+        for (key, server) in running.iter() {
+            if !server.has_open_stream() && server.idle_for() >= limits.idle_without_stream {
+                tracing::info!(route, session = %key.1, "a stdio session with no stream open was idle past --stdio-idle-secs: ended");
+                running.invalidate(&*key);
+            }
+        }
+    }
+
     /// Whether `caller`'s session `session` runs here.
     pub fn knows(&self, caller: &str, session: &str) -> bool {
         self.running.contains_key(&(caller.into(), session.into()))
@@ -250,6 +299,7 @@ impl Servers {
                     () = done.cancelled() => return,
                     _ = every.tick() => {
                         swept.run_pending_tasks();
+                        Self::end_idle(&swept, &route_name, limits);
                         for (_, server) in swept.iter() {
                             server.answer_expired(&route_name, limits).await;
                         }
@@ -289,24 +339,19 @@ impl Servers {
             return match (method, &framing) {
                 (&Method::POST, Some(Framing::Request { method, .. })) if method == "initialize" => {
                     // The process is counted before it is started: concurrent initializes never
-                    // take the route past its cap.
-                    let reserved = self
-                        .processes
-                        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                            (n < self.limits.max_processes).then_some(n + 1)
-                        })
-                        .is_ok();
-                    if !reserved {
+                    // take the route past its cap. At the cap, the session idle longest (no
+                    // stream open) makes room.
+                    if !self.reserve() && !self.make_room().await {
                         tracing::warn!(
                             route = %self.route,
                             max_processes = self.limits.max_processes,
-                            "a stdio route is at --stdio-max-processes: an initialize was refused (503)"
+                            "a stdio route is at --stdio-max-processes with no idle session to end: an initialize was refused (503)"
                         );
                         return Ok(refusal(
                             StatusCode::SERVICE_UNAVAILABLE,
                             request_id,
                             &format!(
-                                "schemagate gateway: route {} runs its server on stdio and already runs {} sessions' processes (--stdio-max-processes); end a session (DELETE) or try later",
+                                "schemagate gateway: route {} runs its server on stdio and already runs {} sessions' processes, all in use (--stdio-max-processes); end a session (DELETE) or try later",
                                 self.route, self.limits.max_processes
                             ),
                         ));
@@ -333,7 +378,7 @@ impl Servers {
             };
         };
         let key: Key = ((*caller).into(), session.into());
-        let Some(server) = self.running.get(&key) else {
+        let Some(server) = self.running.get(&key).inspect(|server| server.touch()) else {
             return Ok(refusal(
                 StatusCode::NOT_FOUND,
                 request_id,
@@ -368,6 +413,7 @@ impl Servers {
             stdin: tokio::sync::Mutex::new(Some(stdin)),
             waiting: Arc::default(),
             group: process.id().and_then(|p| i32::try_from(p).ok()),
+            active: Mutex::new(std::time::Instant::now()),
             stop: stop.clone(),
         });
         let key: Key = (caller.into(), id.as_str().into());
@@ -390,7 +436,9 @@ impl Servers {
         tokio::spawn(async move {
             read(stdout, &waiting, max, &route, || {
                 // A message is use: a long call or a GET stream keeps its session.
-                let _ = running.get(&key);
+                if let Some(server) = running.get(&key) {
+                    server.touch();
+                }
             })
             .await;
             // The process is gone: so is its session.
@@ -408,6 +456,26 @@ impl Server {
             stdin.take();
         }
         self.stop.cancel();
+    }
+
+    /// The session is in use now.
+    fn touch(&self) {
+        *self.active.lock().unwrap_or_else(|e| e.into_inner()) = std::time::Instant::now();
+    }
+
+    /// How long since the session was last in use.
+    fn idle_for(&self) -> Duration {
+        self.active
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .elapsed()
+    }
+
+    /// Whether a client stream of the session is open (a request's, or a GET's).
+    fn has_open_stream(&self) -> bool {
+        let waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
+        waiting.requests.iter().any(|a| !a.stream.is_closed())
+            || waiting.listener.as_ref().is_some_and(|l| !l.is_closed())
     }
 
     /// Answers the server's requests that waited for a client stream past their time with a
