@@ -1,12 +1,12 @@
 //! The call and result rules: arguments checked before the server sees them, results before
 //! the client does, replacements, attempts, cancellations and tasks.
 
-use super::{answer, call, is_replacement, relayed, Session, TOOLS};
+use super::{answer, call, is_replacement, relayed, Harness, TOOLS};
 use crate::mcp::Direction;
 
 #[tokio::test]
 async fn a_conforming_call_and_result_pass_exactly_as_sent() {
-    let session = Session::listed(TOOLS).await;
+    let session = Harness::listed(TOOLS).await;
     let request = call("1", r#"{"id":7}"#);
     assert_eq!(
         session.client(&request).await,
@@ -28,7 +28,7 @@ async fn a_conforming_call_and_result_pass_exactly_as_sent() {
 
 #[tokio::test]
 async fn arguments_that_break_the_input_schema_never_reach_the_server() {
-    let session = Session::listed(TOOLS).await;
+    let session = Harness::listed(TOOLS).await;
     let sent = session.client(&call("1", r#"{"id":"seven"}"#)).await;
     assert_eq!(sent.len(), 1);
     assert_eq!(
@@ -42,7 +42,7 @@ async fn arguments_that_break_the_input_schema_never_reach_the_server() {
 
 #[tokio::test]
 async fn a_broken_result_is_replaced_and_the_next_call_of_the_tool_is_a_retry() {
-    let session = Session::listed(TOOLS).await;
+    let session = Harness::listed(TOOLS).await;
     session.client(&call("1", r#"{"id":7}"#)).await;
     let sent = session.server(&answer("1", r#"{"n":"three"}"#)).await;
     assert_eq!(sent.len(), 1);
@@ -70,7 +70,7 @@ async fn a_broken_result_is_replaced_and_the_next_call_of_the_tool_is_a_retry() 
 
 #[tokio::test]
 async fn a_result_without_structured_content_fails_a_tool_that_declares_a_schema() {
-    let session = Session::listed(TOOLS).await;
+    let session = Harness::listed(TOOLS).await;
     session.client(&call("1", r#"{"id":7}"#)).await;
     let sent = session
         .server(
@@ -85,7 +85,7 @@ async fn a_result_without_structured_content_fails_a_tool_that_declares_a_schema
 
 #[tokio::test]
 async fn a_tool_error_passes_unvalidated() {
-    let session = Session::listed(TOOLS).await;
+    let session = Harness::listed(TOOLS).await;
     session.client(&call("1", r#"{"id":7}"#)).await;
     let error = r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"no such id"}],"isError":true}}"#;
     assert_eq!(
@@ -97,7 +97,7 @@ async fn a_tool_error_passes_unvalidated() {
 
 #[tokio::test]
 async fn a_cancelled_calls_late_answer_is_still_judged() {
-    let session = Session::listed(TOOLS).await;
+    let session = Harness::listed(TOOLS).await;
     session.client(&call("1", r#"{"id":7}"#)).await;
     session
         .client(r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}"#)
@@ -108,7 +108,7 @@ async fn a_cancelled_calls_late_answer_is_still_judged() {
 
 #[tokio::test]
 async fn a_second_answer_to_a_call_is_judged_as_the_first() {
-    let session = Session::listed(TOOLS).await;
+    let session = Harness::listed(TOOLS).await;
     session.client(&call("1", r#"{"id":7}"#)).await;
     // A first answer a client drops (zod refuses its extra member), then one it reads.
     let first =
@@ -125,7 +125,7 @@ async fn a_second_answer_to_a_call_is_judged_as_the_first() {
 
 #[tokio::test]
 async fn a_tasks_result_is_judged_against_the_call_that_created_it() {
-    let session = Session::listed(TOOLS).await;
+    let session = Harness::listed(TOOLS).await;
     session
         .client(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get","arguments":{"id":7},"task":{"ttl":60000}}}"#)
         .await;
@@ -151,7 +151,7 @@ async fn a_tasks_result_is_judged_against_the_call_that_created_it() {
 
 #[tokio::test]
 async fn a_request_id_in_flight_cannot_be_used_again() {
-    let session = Session::listed(TOOLS).await;
+    let session = Harness::listed(TOOLS).await;
     session.client(&call("1", r#"{"id":7}"#)).await;
     let sent = session.client(&call("1", r#"{"id":8}"#)).await;
     assert_eq!(sent[0].to, Direction::ToClient);

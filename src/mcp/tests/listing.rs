@@ -1,12 +1,12 @@
 //! Contracts learned from `tools/list`: pages, the rules' own listing before a call, and
 //! `list_changed`.
 
-use super::{answer, call, is_replacement, relayed, Session, TOOLS};
+use super::{answer, call, is_replacement, relayed, Harness, TOOLS};
 use crate::mcp::Direction;
 
 #[tokio::test]
 async fn pages_of_a_listing_make_one_contract() {
-    let session = Session::new();
+    let session = Harness::new();
     session
         .client(r#"{"jsonrpc":"2.0","id":"l1","method":"tools/list"}"#)
         .await;
@@ -31,7 +31,7 @@ async fn pages_of_a_listing_make_one_contract() {
 
 #[tokio::test]
 async fn a_call_before_any_listing_waits_for_the_rules_own() {
-    let session = Session::new();
+    let session = Harness::new();
     let request = call("1", r#"{"id":7}"#);
     let asked = async {
         // The call waits while the rules ask the server for its tools; the server answers.
@@ -68,7 +68,7 @@ async fn a_call_before_any_listing_waits_for_the_rules_own() {
 
 #[tokio::test]
 async fn list_changed_makes_the_contract_stale_until_it_is_listed_again() {
-    let session = Session::listed(TOOLS).await;
+    let session = Harness::listed(TOOLS).await;
     let changed = r#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
     assert_eq!(
         session.server(changed).await,

@@ -87,7 +87,7 @@ impl Observer for Seen {
 
 /// A session of server `crm` under the default policy (untrusted), with its wire and what it
 /// judged.
-pub(super) struct Session {
+pub(super) struct Harness {
     pub boundary: Boundary,
     pub wire: Wire,
     pub seen: Arc<Seen>,
@@ -130,7 +130,7 @@ fn gate() -> Arc<Gate> {
     Gate::new(config).expect("a core")
 }
 
-impl Session {
+impl Harness {
     pub fn new() -> Self {
         let config = BoundaryConfig {
             server: "crm".into(),
@@ -143,7 +143,7 @@ impl Session {
         let seen = Arc::new(Seen::default());
         let boundary = Boundary::new(gate(), Caller::open(), config)
             .observed(Arc::clone(&seen) as Arc<dyn Observer>);
-        Session {
+        Harness {
             boundary,
             wire: Wire::default(),
             seen,

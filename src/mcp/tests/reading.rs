@@ -1,6 +1,6 @@
 //! Messages read as the official clients read them (docs/proxy.md, "How a message is read").
 
-use super::{answer, call, is_replacement, Session, TOOLS};
+use super::{answer, call, is_replacement, Harness, TOOLS};
 use crate::mcp::Direction;
 
 #[tokio::test]
@@ -10,7 +10,7 @@ async fn an_answer_with_extra_members_is_judged_as_the_answer_it_is() {
         r#"{"jsonrpc":"2.0","id":1,"params":NaN,"result":{"content":[],"structuredContent":{"n":"x"}}}"#,
         r#"{"jsonrpc":"2.0","id":1,"result":{"content":[],"structuredContent":{"n":1}},"result":{"content":[],"structuredContent":{"n":"x"}}}"#,
     ] {
-        let session = Session::listed(TOOLS).await;
+        let session = Harness::listed(TOOLS).await;
         session.client(&call("1", r#"{"id":7}"#)).await;
         let sent = session.server(line).await;
         assert!(is_replacement(&sent[0]), "{line}: {sent:?}");
@@ -20,7 +20,7 @@ async fn an_answer_with_extra_members_is_judged_as_the_answer_it_is() {
 #[tokio::test]
 async fn an_id_a_client_coerces_answers_the_request_it_names() {
     for id in [r#""1""#, r#"" 1""#, "1.0", r#""0x1""#, r#""1e0""#] {
-        let session = Session::listed(TOOLS).await;
+        let session = Harness::listed(TOOLS).await;
         session.client(&call("1", r#"{"id":7}"#)).await;
         let sent = session.server(&answer(id, r#"{"n":"x"}"#)).await;
         assert!(is_replacement(&sent[0]), "{id}: {sent:?}");
@@ -34,7 +34,7 @@ async fn an_id_a_client_coerces_answers_the_request_it_names() {
 
 #[tokio::test]
 async fn what_cannot_be_placed_is_withheld() {
-    let session = Session::listed(TOOLS).await;
+    let session = Harness::listed(TOOLS).await;
     session.client(&call("1", r#"{"id":7}"#)).await;
     // Digits of another script: Python's int() reads them; the rules cannot place them.
     let sent = session.server(&answer("\"\u{661}\"", r#"{"n":1}"#)).await;
@@ -46,7 +46,7 @@ async fn what_cannot_be_placed_is_withheld() {
 
 #[tokio::test]
 async fn a_call_whose_params_cannot_be_read_is_answered_not_forwarded() {
-    let session = Session::listed(TOOLS).await;
+    let session = Harness::listed(TOOLS).await;
     let sent = session
         .client(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get","arguments":{"id":NaN}}}"#)
         .await;
