@@ -4,6 +4,7 @@
 
 use super::exchange::{Answer, AnswerHead, ClientRequest, Exchange};
 use super::routes::RouteState;
+use super::sessions::{Held, ORDER_WAIT};
 use super::upstream::headers::MCP_SESSION_ID;
 use super::upstream::RouteUpstream;
 use super::Gateway;
@@ -20,6 +21,7 @@ use axum::routing::{get, post};
 use axum::Router;
 use std::convert::Infallible;
 use std::sync::Arc;
+use tokio::sync::RwLock;
 
 /// The `MCP-Protocol-Version` header.
 const PROTOCOL_VERSION: &str = "mcp-protocol-version";
@@ -238,18 +240,29 @@ fn unknown_stdio_session(
     ))
 }
 
-/// The session the request names, held here for the same caller; or a new one, and whether it
-/// is for a session named but not held here (held once the upstream answers it).
+/// The session a request names, as this replica holds it: its rules, whether it is adopted
+/// (named but not held here: held once the upstream answers it), and the order its requests
+/// keep (none for a session not held yet).
+struct Named {
+    boundary: Arc<crate::mcp::Boundary>,
+    adopt: bool,
+    order: Option<Arc<RwLock<()>>>,
+}
+
+/// The session the request names, held here for the same caller; or a new one.
 fn session(
     gateway: &Gateway,
     route: &RouteState,
     caller: &Arc<Caller>,
     headers: &HeaderMap,
-) -> (Arc<crate::mcp::Boundary>, bool) {
+) -> Named {
     let named = headers.get(MCP_SESSION_ID).and_then(|v| v.to_str().ok());
     let held = named.and_then(|id| gateway.sessions.get(&route.route.name, caller.name(), id));
     let adopt = named.is_some() && held.is_none();
-    let boundary = held.unwrap_or_else(|| gateway.boundary(route, caller));
+    let (boundary, order) = match held {
+        Some(Held { boundary, order }) => (boundary, Some(order)),
+        None => (gateway.boundary(route, caller), None),
+    };
     if let Some(version) = headers
         .get(PROTOCOL_VERSION)
         .and_then(|v| v.to_str().ok())
@@ -257,7 +270,11 @@ fn session(
     {
         boundary.assume_protocol(version);
     }
-    (boundary, adopt)
+    Named {
+        boundary,
+        adopt,
+        order,
+    }
 }
 
 async fn post_message(
@@ -308,7 +325,12 @@ async fn post_message(
             )
         }
     };
-    let (boundary, adopt) = session(&gateway, &route, &caller, &parts.headers);
+    let Named {
+        boundary,
+        adopt,
+        order,
+    } = session(&gateway, &route, &caller, &parts.headers);
+    after_streams_opening(order).await;
     let request = ClientRequest {
         method: Method::POST,
         headers: &parts.headers,
@@ -334,6 +356,14 @@ async fn post_message(
         _ => AnswerHead::accepted().into_response(),
     })
     .await
+}
+
+/// A GET the client opened before this request reaches the upstream first: the request waits
+/// for the session's order (at most [`ORDER_WAIT`]).
+async fn after_streams_opening(order: Option<Arc<RwLock<()>>>) {
+    if let Some(order) = order {
+        let _ = tokio::time::timeout(ORDER_WAIT, order.read()).await;
+    }
 }
 
 async fn open_stream(
@@ -370,7 +400,17 @@ async fn relay_bodyless(
     if let Some(unknown) = unknown_stdio_session(&route, &caller, headers) {
         return unknown;
     }
-    let (boundary, adopt) = session(&gateway, &route, &caller, headers);
+    let Named {
+        boundary,
+        adopt,
+        order,
+    } = session(&gateway, &route, &caller, headers);
+    // A GET holds the session's order until the upstream opens its stream (or ORDER_WAIT
+    // passes), so the POSTs sent after it wait for it.
+    let opening = match order {
+        Some(order) if method == Method::GET => order.try_write_owned().ok(),
+        _ => None,
+    };
     let request = ClientRequest {
         method,
         headers,
@@ -381,7 +421,18 @@ async fn relay_bodyless(
     };
     let (exchange, answer) = Exchange::new(gateway, route, boundary, request);
     exchange.start();
-    respond(answer, || AnswerHead::accepted().into_response()).await
+    let response = respond(answer, || AnswerHead::accepted().into_response());
+    let Some(opening) = opening else {
+        return response.await;
+    };
+    tokio::pin!(response);
+    match tokio::time::timeout(ORDER_WAIT, &mut response).await {
+        Ok(response) => response,
+        Err(_) => {
+            drop(opening);
+            response.await
+        }
+    }
 }
 
 /// Where a header that describes the body (2026-07-28: `Mcp-Method`, and `Mcp-Name` for a

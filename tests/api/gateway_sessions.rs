@@ -1,6 +1,7 @@
-//! Gateway sessions on stdio routes that hold: a session id nobody was issued costs nothing, the
+//! Gateway sessions that hold. On stdio routes: a session id nobody was issued costs nothing, the
 //! process cap holds under concurrent initializes, and a shutdown stops each session's whole
-//! process group (a launcher's children too) while the client in flight gets an error.
+//! process group (a launcher's children too) while the client in flight gets an error. On HTTP
+//! routes: a session's GET reaches the upstream before the POSTs sent after it.
 
 use crate::helpers::mcp::{
     children_of, initialize, messages, metrics_text, post_in, test_server, until_children, Gateway,
@@ -270,4 +271,149 @@ async fn a_server_request_no_stream_takes_is_answered_to_the_server() {
         !told.iter().any(|m| m.contains("roots/list")),
         "the expired request is not delivered: {told:?}"
     );
+}
+
+/// An HTTP upstream that opens a session's GET stream only `delay` after the GET arrives, as a
+/// busy server may, and notes in `seen` when that stream is open and when each other request
+/// arrives. Its URL.
+async fn slow_stream_upstream(
+    delay: Duration,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+) -> String {
+    use axum::http::header;
+    use axum::response::IntoResponse;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/mcp", listener.local_addr().expect("address"));
+    let post_seen = seen.clone();
+    let post = move |body: axum::body::Bytes| {
+        let seen = post_seen.clone();
+        async move {
+            let request: Value = serde_json::from_slice(&body).unwrap_or_default();
+            let method = request["method"].as_str().unwrap_or("").to_owned();
+            seen.lock().expect("log").push(format!("POST {method}"));
+            let id = request["id"].to_string();
+            let result = match method.as_str() {
+                "initialize" => {
+                    r#"{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"slow","version":"1"}}"#
+                }
+                "ping" => "{}",
+                _ => return axum::http::StatusCode::ACCEPTED.into_response(),
+            };
+            (
+                [
+                    (header::CONTENT_TYPE, "application/json"),
+                    (header::HeaderName::from_static("mcp-session-id"), "s1"),
+                ],
+                format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#),
+            )
+                .into_response()
+        }
+    };
+    let get = move || {
+        let seen = seen.clone();
+        async move {
+            tokio::time::sleep(delay).await;
+            seen.lock().expect("log").push("GET stream open".to_owned());
+            let events =
+                futures_util::stream::pending::<Result<axum::body::Bytes, std::io::Error>>();
+            (
+                [(header::CONTENT_TYPE, "text/event-stream")],
+                axum::body::Body::from_stream(events),
+            )
+                .into_response()
+        }
+    };
+    let router = axum::Router::new().route("/mcp", axum::routing::post(post).get(get));
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, router).await;
+    });
+    url
+}
+
+#[tokio::test]
+async fn a_post_sent_after_the_sessions_get_reaches_the_upstream_after_the_stream_is_open() {
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let upstream = slow_stream_upstream(Duration::from_millis(300), seen.clone()).await;
+    let gateway =
+        crate::helpers::gateway::InProcess::start(&[format!("slow={upstream}")], &[]).await;
+    let url = gateway.url("slow");
+    let client = crate::http_client::client();
+    let post = |body: &'static str| {
+        client
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-session-id", "s1")
+            .body(body)
+    };
+    let initialized = client
+        .post(&url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#)
+        .send()
+        .await
+        .expect("initialize");
+    assert_eq!(initialized.headers()["mcp-session-id"], "s1");
+    // The client opens the session's stream, and sends a request without waiting for its head.
+    let stream = tokio::spawn(
+        client
+            .get(&url)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", "s1")
+            .send(),
+    );
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let pong = post(r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#)
+        .send()
+        .await
+        .expect("ping");
+    assert_eq!(pong.status(), 200);
+    let opened = stream.await.expect("the GET's task").expect("the GET");
+    assert_eq!(opened.status(), 200);
+    let seen = seen.lock().expect("log").clone();
+    assert_eq!(seen, ["POST initialize", "GET stream open", "POST ping"]);
+}
+
+#[tokio::test]
+async fn a_stream_the_upstream_never_opens_does_not_hold_the_sessions_requests() {
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let upstream = slow_stream_upstream(Duration::from_secs(600), seen.clone()).await;
+    let gateway =
+        crate::helpers::gateway::InProcess::start(&[format!("slow={upstream}")], &[]).await;
+    let url = gateway.url("slow");
+    let client = crate::http_client::client();
+    let session = |request: reqwest::RequestBuilder| {
+        request
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+    };
+    session(client.post(&url))
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#)
+        .send()
+        .await
+        .expect("initialize");
+    let stream = tokio::spawn(
+        client
+            .get(&url)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", "s1")
+            .send(),
+    );
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let pong = tokio::time::timeout(
+        Duration::from_secs(20),
+        session(client.post(&url))
+            .header("mcp-session-id", "s1")
+            .body(r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#)
+            .send(),
+    )
+    .await
+    .expect("the ping is sent once the wait for the stream ends")
+    .expect("ping");
+    assert_eq!(pong.status(), 200);
+    assert_eq!(*seen.lock().expect("log"), ["POST initialize", "POST ping"]);
+    stream.abort();
 }
