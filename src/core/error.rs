@@ -139,6 +139,8 @@ pub enum Capacity {
     Queued { checks: usize, bytes: usize },
     /// Bytes held by request bodies still arriving.
     Receiving { held: usize, limit: usize },
+    /// A gateway stdio route's processes, every one in use.
+    Processes { limit: usize },
 }
 
 impl std::fmt::Display for Capacity {
@@ -151,6 +153,10 @@ impl std::fmt::Display for Capacity {
             Capacity::Receiving { held, limit } => write!(
                 f,
                 "request bodies still arriving hold {held} of {limit} bytes; see --max-receiving-bytes"
+            ),
+            Capacity::Processes { limit } => write!(
+                f,
+                "the route runs {limit} stdio processes, all in use; see --stdio-max-processes"
             ),
         }
     }

@@ -304,6 +304,7 @@ impl RouteTable {
                             &route.name,
                             Arc::clone(command),
                             stdio,
+                            Arc::clone(gate.metrics()),
                         )),
                     },
                     route: route.clone(),

@@ -6,6 +6,7 @@
 use crate::helpers::mcp::{
     children_of, initialize, messages, metrics_text, post_in, test_server, until_children, Gateway,
 };
+use crate::helpers::metric;
 use serde_json::Value;
 use std::time::Duration;
 
@@ -107,8 +108,21 @@ async fn clients_that_left_without_delete_make_room_and_those_still_there_keep_t
         assert_eq!(response.status(), 200);
         held.push(response);
     }
+    let before = metrics_text(gateway.metrics_port).await;
     let (status, _, body) = post_in(&url, None, INITIALIZE).await;
     assert_eq!(status, 503, "{body}");
+    // The refusal is counted as shed work, and as an overloaded request.
+    let after = metrics_text(gateway.metrics_port).await;
+    for series in [
+        r#"schemagate_shed_total{transport="gateway"}"#,
+        r#"schemagate_request_errors_total{transport="gateway",code="overloaded"}"#,
+    ] {
+        assert_eq!(
+            metric(&after, series) - metric(&before, series),
+            1.0,
+            "{series}"
+        );
+    }
     drop(held);
 }
 

@@ -64,7 +64,7 @@ pub const SERIES: [Series; 26] = [
     Series { name: REQUEST_ERRORS_TOTAL, kind: Kind::Counter, help: "Checks refused before a verdict, by transport and error code." },
     Series { name: POLICY_RELOADS_TOTAL, kind: Kind::Counter, help: "Policy reloads by result (ok|error)." },
     Series { name: SERIES_FOLDED_TOTAL, kind: Kind::Counter, help: "Counts that went to an _other series (a label value past --metrics-label-limit, or a label combination past --metrics-series-limit), by metric family." },
-    Series { name: SHED_TOTAL, kind: Kind::Counter, help: "Requests refused at once as overloaded (503 overloaded, gRPC RESOURCE_EXHAUSTED) because the work admitted was at --max-queued-checks or --max-queued-bytes, by transport." },
+    Series { name: SHED_TOTAL, kind: Kind::Counter, help: "Requests refused at once as overloaded (503 overloaded, gRPC RESOURCE_EXHAUSTED) because the work admitted was at --max-queued-checks or --max-queued-bytes, or (gateway) an initialize found a stdio route's processes at --stdio-max-processes, all in use; by transport." },
     Series { name: CANCELLED_TOTAL, kind: Kind::Counter, help: "Checks never started because their request went away first (client disconnected, call cancelled, deadline passed), by transport." },
     Series { name: CONNECTIONS_OPEN, kind: Kind::Gauge, help: "Open client connections, by transport." },
     Series { name: CONNECTIONS_REFUSED_TOTAL, kind: Kind::Counter, help: "Connections closed on accept because --max-connections were open, by transport." },

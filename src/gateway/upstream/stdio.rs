@@ -15,6 +15,8 @@
 //! shared by callers whose ids may collide.
 
 use super::{Failure, Requester, UpstreamRequest, Upstreamed};
+use crate::core::error::{Capacity, CheckError};
+use crate::core::metrics::{Metrics, Transport};
 use crate::gateway::sessions::SessionLimits;
 use crate::mcp::{self, Framing};
 use crate::ops::child;
@@ -70,6 +72,8 @@ pub struct Servers {
     route: String,
     command: Arc<[String]>,
     limits: StdioLimits,
+    /// Where a refusal at the cap is counted.
+    metrics: Arc<Metrics>,
     running: moka::sync::Cache<Key, Arc<Server>>,
     /// Processes started and not yet exited.
     processes: Arc<AtomicUsize>,
@@ -280,7 +284,36 @@ impl Servers {
         }
     }
 
-    pub fn new(route: &str, command: Arc<[String]>, limits: StdioLimits) -> Self {
+    /// An initialize refused at the cap with every session in use: logged, counted as shed
+    /// work, and answered 503 with a JSON-RPC error for `request_id`.
+    fn full(&self, request_id: Option<&str>) -> Upstreamed {
+        let limit = self.limits.max_processes;
+        tracing::warn!(
+            route = %self.route,
+            max_processes = limit,
+            "a stdio route is at --stdio-max-processes with no idle session to end: an initialize was refused (503)"
+        );
+        self.metrics.shed(Transport::Gateway);
+        self.metrics.request_error(
+            Transport::Gateway,
+            &CheckError::Overloaded(Capacity::Processes { limit }),
+        );
+        refusal(
+            StatusCode::SERVICE_UNAVAILABLE,
+            request_id,
+            &format!(
+                "schemagate gateway: route {} runs its server on stdio and already runs {limit} sessions' processes, all in use (--stdio-max-processes); end a session (DELETE) or try later",
+                self.route
+            ),
+        )
+    }
+
+    pub fn new(
+        route: &str,
+        command: Arc<[String]>,
+        limits: StdioLimits,
+        metrics: Arc<Metrics>,
+    ) -> Self {
         // A session forgotten for any reason (DELETE, idle, its process gone) has its process
         // stopped. The cache is not bounded in number: the process count is, and a new session
         // past it is refused rather than another's process stopped.
@@ -311,6 +344,7 @@ impl Servers {
             route: route.to_owned(),
             command,
             limits,
+            metrics,
             running,
             processes: Arc::default(),
             _housekeeping: housekeeping.drop_guard(),
@@ -342,19 +376,7 @@ impl Servers {
                     // take the route past its cap. At the cap, the session idle longest (no
                     // stream open) makes room.
                     if !self.reserve() && !self.make_room().await {
-                        tracing::warn!(
-                            route = %self.route,
-                            max_processes = self.limits.max_processes,
-                            "a stdio route is at --stdio-max-processes with no idle session to end: an initialize was refused (503)"
-                        );
-                        return Ok(refusal(
-                            StatusCode::SERVICE_UNAVAILABLE,
-                            request_id,
-                            &format!(
-                                "schemagate gateway: route {} runs its server on stdio and already runs {} sessions' processes, all in use (--stdio-max-processes); end a session (DELETE) or try later",
-                                self.route, self.limits.max_processes
-                            ),
-                        ));
+                        return Ok(self.full(request_id));
                     }
                     let (id, server) = self.start(caller).inspect_err(|_| {
                         self.processes.fetch_sub(1, Ordering::AcqRel);
