@@ -361,7 +361,8 @@ async fn post_message(
 /// A GET the client opened before this request reaches the upstream first: the request waits
 /// for the session's order (at most [`ORDER_WAIT`]).
 async fn after_streams_opening(order: Option<Arc<RwLock<()>>>) {
-    if let Some(order) = order {
+    // No GET opening (the usual case): no timer is set.
+    if let Some(order) = order.filter(|order| order.try_read().is_err()) {
         let _ = tokio::time::timeout(ORDER_WAIT, order.read()).await;
     }
 }
