@@ -8,7 +8,8 @@
 //!
 //! By default it is an `rmcp` server (the official Rust SDK) with tools whose results conform
 //! or not as their `variant` argument asks, a tool without an outputSchema, a tool whose
-//! outputSchema schemagate refuses, one that asks the client's model for a summary (sampling), one
+//! outputSchema schemagate refuses, one that asks the client's model for a summary (sampling,
+//! listed only to clients that declare sampling), one
 //! that sends progress notifications before its result, and one that changes the tool list;
 //! `tools/list` answers in pages of two.
 //!
@@ -115,7 +116,10 @@ impl TestServer {
             Tool::new_with_raw(
                 "summarize",
                 Some(Cow::Borrowed("Asks the client's model for a summary (sampling: a server-initiated request).")),
-                object(json!({"type": "object"})),
+                object(json!({
+                    "type": "object",
+                    "properties": {"words": {"type": "integer", "minimum": 1}}
+                })),
             )
             .with_raw_output_schema(object(json!({
                 "type": "object",
@@ -166,14 +170,20 @@ impl ServerHandler for TestServer {
     async fn list_tools(
         &self,
         request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         const PAGE: usize = 2;
         let start: usize = request
             .and_then(|r| r.cursor)
             .and_then(|c| c.parse().ok())
             .unwrap_or(0);
-        let tools = self.tools();
+        // As servers that list by the client's capabilities do: a tool that needs sampling is
+        // offered only to clients that declare it.
+        let sampling = context
+            .client_capabilities()
+            .is_some_and(|c| c.sampling.is_some());
+        let mut tools = self.tools();
+        tools.retain(|tool| sampling || tool.name != "summarize");
         let end = (start + PAGE).min(tools.len());
         let mut page = ListToolsResult::with_all_items(tools[start.min(end)..end].to_vec());
         page.next_cursor = (end < tools.len()).then(|| end.to_string());

@@ -79,13 +79,26 @@ pub(crate) fn schema_of<'a>(
                 shadow: shadow.map(|s| (s.hash, s.key(options), s.text.clone())),
             }))
         }
+        SchemaSource::Listed(listed) => {
+            let schema = match check.payload {
+                Payload::Arguments(_) => listed.input.as_ref(),
+                _ => listed.output.as_ref(),
+            };
+            Ok(schema.map(|(hash, text)| SchemaRef {
+                hash: *hash,
+                key: CacheKey::new(server, tool, hash, options),
+                text: Cow::Borrowed(text),
+                protocol: Some(listed.protocol),
+                shadow: None,
+            }))
+        }
     }
 }
 
 /// What `check` names that this replica does not hold, if anything.
 pub(crate) fn miss(check: &Check, registered: &Servers, texts: &SchemaTexts) -> Option<Miss> {
     match &check.schema {
-        SchemaSource::Inline(_) => None,
+        SchemaSource::Inline(_) | SchemaSource::Listed(_) => None,
         SchemaSource::Hash(h) => {
             let hash = SchemaHash::parse(h).ok()?;
             (registered.text(&hash).is_none() && texts.get(&hash).is_none())

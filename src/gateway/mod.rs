@@ -97,9 +97,14 @@ pub(crate) struct Gateway {
 }
 
 impl Gateway {
-    /// The rules of a new session on `route`, for `caller`.
-    fn boundary(&self, route: &RouteState, caller: &Arc<Caller>) -> Arc<Boundary> {
-        Arc::new(Boundary::sharing(
+    /// The rules of a new session on `route`, for `caller`: a session's own (`session`: the
+    /// request begins or names one), or a request's alone, sharing the route's contract status.
+    fn boundary(&self, route: &RouteState, caller: &Arc<Caller>, session: bool) -> Arc<Boundary> {
+        let make = match session {
+            true => Boundary::session_of,
+            false => Boundary::sharing,
+        };
+        Arc::new(make(
             Arc::clone(&self.gate),
             Arc::clone(caller),
             route.config.clone(),

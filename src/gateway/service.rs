@@ -249,19 +249,21 @@ struct Named {
     order: Option<Arc<RwLock<()>>>,
 }
 
-/// The session the request names, held here for the same caller; or a new one.
+/// The session the request names, held here for the same caller; or a new one: a session's own
+/// when the request names one or `begins` one (`initialize`), else the request's alone.
 fn session(
     gateway: &Gateway,
     route: &RouteState,
     caller: &Arc<Caller>,
     headers: &HeaderMap,
+    begins: bool,
 ) -> Named {
     let named = headers.get(MCP_SESSION_ID).and_then(|v| v.to_str().ok());
     let held = named.and_then(|id| gateway.sessions.get(&route.route.name, caller.name(), id));
     let adopt = named.is_some() && held.is_none();
     let (boundary, order) = match held {
         Some(Held { boundary, order }) => (boundary, Some(order)),
-        None => (gateway.boundary(route, caller), None),
+        None => (gateway.boundary(route, caller, adopt || begins), None),
     };
     if let Some(version) = headers
         .get(PROTOCOL_VERSION)
@@ -305,6 +307,7 @@ async fn post_message(
         };
         return refusal(StatusCode::BAD_REQUEST, id, mcp::HEADER_MISMATCH, &mismatch);
     }
+    let begins = matches!(&framing, Framing::Request { method, .. } if method == "initialize");
     let expects_answer = match framing {
         Framing::Request { .. } => true,
         Framing::Other { .. } => false,
@@ -329,7 +332,7 @@ async fn post_message(
         boundary,
         adopt,
         order,
-    } = session(&gateway, &route, &caller, &parts.headers);
+    } = session(&gateway, &route, &caller, &parts.headers, begins);
     after_streams_opening(order).await;
     let request = ClientRequest {
         method: Method::POST,
@@ -405,7 +408,7 @@ async fn relay_bodyless(
         boundary,
         adopt,
         order,
-    } = session(&gateway, &route, &caller, headers);
+    } = session(&gateway, &route, &caller, headers, false);
     // A GET holds the session's order until the upstream opens its stream (or ORDER_WAIT
     // passes), so the POSTs sent after it wait for it.
     let opening = match order {

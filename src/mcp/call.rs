@@ -6,6 +6,7 @@
 use super::envelope::Message;
 use super::scan::Unread;
 use super::session::{Call, ListPage, Pending, TaskRead, Untracked};
+use super::view::Offered;
 use super::{meta_protocol, reply, Boundary, Direction, Judged, Link, Relayed};
 use crate::core::check::{Check, Payload, PayloadKind, SchemaSource};
 use crate::core::domain::{ProtocolVersion, Tier};
@@ -37,6 +38,15 @@ struct ListParams<'a> {
     cursor: Option<Cow<'a, str>>,
     #[serde(borrow, default, rename = "_meta")]
     meta: Option<&'a RawValue>,
+}
+
+/// Why a payload was not checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Unchecked {
+    /// The check failed (no contract, a schema refused, no capacity...).
+    Failed,
+    /// The session's own listing did not offer the tool.
+    NotOffered,
 }
 
 impl Boundary {
@@ -215,21 +225,31 @@ impl Boundary {
         } else {
             |text, depth| Ok(Payload::Result(Payload::result_from_json(&text, depth)?))
         };
-        let judged = self
-            .judge(tool, call_id, *attempt, *protocol, body, read)
-            .await;
+        let schema = self.schema_for(tool);
+        let judged = match schema.clone() {
+            Some(schema) => {
+                self.judge(tool, call_id, *attempt, *protocol, (schema, body), read)
+                    .await
+            }
+            None => Err(CheckError::UnknownTool {
+                server: self.config.server.clone(),
+                tool: tool.clone(),
+            }),
+        };
         let subject = payload.as_str();
+        let what = if arguments { "call" } else { "result" };
         let replacement = match &judged {
             Ok(verdict) if verdict.action == Action::Reject => {
                 self.log_rejection(tool, call_id, subject, verdict);
                 Some(reply::rejected(tool, arguments, verdict, *protocol))
             }
             Ok(_) => None,
-            Err(e) => {
-                let what = if arguments { "call" } else { "result" };
-                self.unchecked(tool, call_id, *attempt, payload, e)
-                    .map(|tier| reply::unchecked_by(tool, what, tier, e, *protocol))
-            }
+            Err(e) if schema.is_none() => self
+                .unchecked(tool, call_id, *attempt, payload, e, Unchecked::NotOffered)
+                .map(|tier| reply::not_offered(tool, what, tier, *protocol)),
+            Err(e) => self
+                .unchecked(tool, call_id, *attempt, payload, e, Unchecked::Failed)
+                .map(|tier| reply::unchecked_by(tool, what, tier, e, *protocol)),
         };
         self.observe(Judged {
             tool,
@@ -242,15 +262,45 @@ impl Boundary {
         replacement
     }
 
+    /// What a payload of `tool` is judged against in this session: the registered contract;
+    /// the schemas this session's own listing gave the tool, where the registered ones are others
+    /// (another session's listing registered since) and no pin holds them; `None` for a tool its
+    /// own listing did not offer, under untrusted (withheld: a call to a tool the server did not
+    /// offer this session must not reach it unchecked).
+    fn schema_for(&self, tool: &str) -> Option<SchemaSource> {
+        let server = &self.config.server;
+        match self.session.offered(tool) {
+            Offered::NoView | Offered::Tool(None) => Some(SchemaSource::Registered),
+            Offered::Tool(Some(schemas)) => {
+                let held = self.gate.registers(server, tool, &schemas)
+                    || (self.rules(tool).pin && self.gate.registered_tool(server, tool).is_some());
+                Some(match held {
+                    true => SchemaSource::Registered,
+                    false => SchemaSource::Listed(schemas),
+                })
+            }
+            Offered::Absent => {
+                (self.rules(tool).tier != Tier::Untrusted).then_some(SchemaSource::Registered)
+            }
+        }
+    }
+
+    fn rules(&self, tool: &str) -> crate::core::policy::Rules {
+        self.gate
+            .policy()
+            .load()
+            .rules_for(Some(&self.config.server), Some(tool))
+    }
+
     /// Judges `payload_text` of a call of `tool` (`call_id`: the id of the message that carries
-    /// it, as JSON text) against its registered contract.
+    /// it, as JSON text) against `schema`.
     pub(super) async fn judge(
         &self,
         tool: &str,
         call_id: &str,
         attempt: u32,
         protocol: Option<ProtocolVersion>,
-        payload_text: Bytes,
+        (schema, payload_text): (SchemaSource, Bytes),
         read: fn(Bytes, usize) -> Result<Payload, CheckError>,
     ) -> Result<Verdict, CheckError> {
         let (server, tool, call_id) = (
@@ -264,7 +314,7 @@ impl Boundary {
                 Ok(Check {
                     server: Some(server),
                     tool: Some(tool),
-                    schema: SchemaSource::Registered,
+                    schema,
                     payload: read(payload_text, limits.max_depth)?,
                     attempt,
                     call_id: Some(call_id),
@@ -279,6 +329,7 @@ impl Boundary {
     /// has no contract passes as a schema-less tool's does; a listed tool whose contract cannot
     /// be enforced (a refused schema, a result that cannot be read, no capacity) is withheld
     /// where the policy rejects: for arguments, `arguments = "reject"`; for results, untrusted.
+    /// A tool the session's own listing did not offer is withheld under untrusted.
     pub(super) fn unchecked(
         &self,
         tool: &str,
@@ -286,14 +337,12 @@ impl Boundary {
         attempt: u32,
         payload: PayloadKind,
         error: &CheckError,
+        why: Unchecked,
     ) -> Option<Tier> {
-        let rules = self
-            .gate
-            .policy()
-            .load()
-            .rules_for(Some(&self.config.server), Some(tool));
-        let unlisted =
-            matches!(error, CheckError::UnknownTool { .. }) && !self.session.is_unenforceable(tool);
+        let rules = self.rules(tool);
+        let unlisted = why == Unchecked::Failed
+            && matches!(error, CheckError::UnknownTool { .. })
+            && !self.session.is_unenforceable(tool);
         self.gate
             .metrics()
             .target(Some(&self.config.server), Some(tool))
@@ -303,13 +352,18 @@ impl Boundary {
                 Attempt::of(attempt),
                 Outcome::Unchecked,
             );
-        let withheld = !unlisted
-            && match payload {
-                PayloadKind::Arguments => {
-                    rules.arguments == crate::core::policy::ArgumentsMode::Reject
-                }
-                _ => rules.tier == Tier::Untrusted,
-            };
+        let withheld = match why {
+            Unchecked::NotOffered => rules.tier == Tier::Untrusted,
+            Unchecked::Failed => {
+                !unlisted
+                    && match payload {
+                        PayloadKind::Arguments => {
+                            rules.arguments == crate::core::policy::ArgumentsMode::Reject
+                        }
+                        _ => rules.tier == Tier::Untrusted,
+                    }
+            }
+        };
         tracing::warn!(
             server = %self.config.server,
             tool,

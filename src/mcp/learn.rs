@@ -6,14 +6,17 @@
 use super::scan::Unread;
 use super::session::{ListPage, Listing, Pending};
 use super::{meta_protocol, Boundary, Direction, Link, Outgoing, PROTOCOL_META_KEY};
+use crate::core::check::ListedSchemas;
 use crate::core::domain::ProtocolVersion;
+use crate::core::domain::ServerId;
 use crate::core::error::CheckError;
-use crate::core::registry::RegisterOptions;
+use crate::core::registry::{parse_tools_list, Provenance, RegisterOptions, RegisteredSchema};
 use bytes::Bytes;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
 use std::io;
+use std::sync::Arc;
 
 impl Boundary {
     /// Before a call is checked: when the contract is not current (never listed, or the tools
@@ -25,8 +28,12 @@ impl Boundary {
     ) -> io::Result<()> {
         let mut listings = self.session.watch_listings();
         listings.borrow_and_update();
-        let registered =
-            || self.config.registered_is_current && self.gate.has_contract(&self.config.server);
+        // A contract another replica registered, or one a listing in another session of this
+        // server completed, serves a session that has listed nothing itself.
+        let registered = |route_listed: bool| {
+            (self.config.registered_is_current || route_listed)
+                && self.gate.has_contract(&self.config.server)
+        };
         match self.session.listing(registered) {
             Listing::Current => return Ok(()),
             Listing::Wait => {}
@@ -88,7 +95,8 @@ impl Boundary {
             self.session.listing_started();
         }
         let tools = read.map(|p| p.tools).unwrap_or_default();
-        self.register_page(line, result, tools, &page).await;
+        self.register_page(line, result, tools.clone(), &page).await;
+        self.view_page(line, &tools, &page);
         match (next_cursor, page.ours) {
             (Some(cursor), true) => self.list_next(link, &cursor, page).await,
             (Some(_), false) => Ok(()),
@@ -152,6 +160,67 @@ impl Boundary {
                 self.register_one_by_one(line, tools, first_page, protocol)
                     .await;
             }
+        }
+    }
+
+    /// A page of this session's own listing (`tools`, within `line`), for its view: each tool it
+    /// names, with the schemas it gave, shared with the registered contract's where they are the
+    /// same texts (registered just before, they are, unless a pin refused them).
+    fn view_page(&self, line: &Bytes, tools: &[&RawValue], page: &ListPage) {
+        let server = &self.config.server;
+        let Ok(server_id) = ServerId::parse(server) else {
+            return;
+        };
+        let protocol = page.protocol.unwrap_or(ProtocolVersion::NEWEST);
+        let provenance = Provenance::now(None);
+        let depth = self.gate.limits().max_depth;
+        let mut own_bytes = 0;
+        let mut offers = Vec::with_capacity(tools.len());
+        for tool in tools {
+            let Some(name) = tool_name(tool) else {
+                continue;
+            };
+            let text = line.slice_ref(tool.get().as_bytes());
+            let mut body = Vec::with_capacity(text.len() + 12);
+            body.extend_from_slice(b"{\"tools\":[");
+            body.extend_from_slice(&text);
+            body.extend_from_slice(b"]}");
+            let offer = parse_tools_list(&server_id, &body.into(), depth, protocol, &provenance)
+                .ok()
+                .and_then(|list| list.tools.into_iter().next())
+                .map(|schemas| {
+                    let registered = self.gate.registered_tool(server, &name);
+                    let mut share =
+                        |own: Option<RegisteredSchema>, theirs: Option<&RegisteredSchema>| {
+                            own.map(|own| match theirs {
+                                // The registered text, shared rather than copied.
+                                Some(theirs) if theirs.hash == own.hash => {
+                                    (own.hash, theirs.text.clone())
+                                }
+                                _ => {
+                                    own_bytes += own.text.len();
+                                    (own.hash, own.text)
+                                }
+                            })
+                        };
+                    let input = share(
+                        schemas.input,
+                        registered.as_ref().and_then(|r| r.input.as_ref()),
+                    );
+                    let output = share(
+                        schemas.output,
+                        registered.as_ref().and_then(|r| r.output.as_ref()),
+                    );
+                    Arc::new(ListedSchemas {
+                        input,
+                        output,
+                        protocol,
+                    })
+                });
+            offers.push((name, offer));
+        }
+        if self.session.view_page(page.first_page, offers, own_bytes) {
+            tracing::warn!(server = %server, "this session's tools/list is past the bounds of a session's own view: its calls are judged by the route's contract");
         }
     }
 

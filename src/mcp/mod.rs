@@ -28,6 +28,7 @@ mod task;
 mod task_records;
 #[cfg(test)]
 mod tests;
+mod view;
 
 /// A message's top-level `id` and whether it has a `method`, read from its first bytes (or all
 /// of them): how a transport that is not one request, one answer (stdio) finds who awaits it.
@@ -201,17 +202,52 @@ impl Boundary {
         Self::sharing(gate, caller, config, shared)
     }
 
-    /// The rules of a new session of a server with others: a listing any of them registers
-    /// makes the contract current for all, and a `list_changed` read in any makes it stale for
-    /// all.
+    /// The rules of a request with no session of its own, to a server with other sessions: a
+    /// listing any of them registers makes the contract current for all, and a `list_changed`
+    /// read in any makes it stale for all.
     pub fn sharing(
         gate: Arc<Gate>,
         caller: Arc<Caller>,
         config: BoundaryConfig,
         shared: Arc<Shared>,
     ) -> Self {
+        let route = Arc::clone(&shared.contract);
+        Self::with_session(
+            Session::new(config.max_in_flight, Arc::clone(&route), route),
+            gate,
+            caller,
+            config,
+            shared,
+        )
+    }
+
+    /// The rules of a new session of a server with others (a gateway route's): until it lists
+    /// the tools itself, it judges by the server's registered contract, current once any session
+    /// listed; from its own listing on, by the tools that listing offered it. A `list_changed`
+    /// read in it makes only its own view stale.
+    pub fn session_of(
+        gate: Arc<Gate>,
+        caller: Arc<Caller>,
+        config: BoundaryConfig,
+        shared: Arc<Shared>,
+    ) -> Self {
+        let session = Session::new(
+            config.max_in_flight,
+            Arc::default(),
+            Arc::clone(&shared.contract),
+        );
+        Self::with_session(session, gate, caller, config, shared)
+    }
+
+    fn with_session(
+        session: Session,
+        gate: Arc<Gate>,
+        caller: Arc<Caller>,
+        config: BoundaryConfig,
+        shared: Arc<Shared>,
+    ) -> Self {
         Self {
-            session: Session::new(config.max_in_flight, Arc::clone(&shared.contract)),
+            session,
             shared,
             gate,
             caller,

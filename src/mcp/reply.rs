@@ -152,6 +152,26 @@ pub fn unchecked_by(
     )
 }
 
+/// The result that replaces a call's `subject` (`call` or `result`) to a tool the session's own
+/// `tools/list` did not offer, withheld under `tier`.
+pub fn not_offered(
+    tool: &str,
+    subject: &str,
+    tier: Tier,
+    protocol: Option<ProtocolVersion>,
+) -> Vec<u8> {
+    let message = format!(
+        "tool {tool:?} is not among the tools the server listed for this session: call one that tools/list names, or list the tools again if they changed"
+    );
+    unchecked(
+        &format!("the {subject} of tool {tool:?}"),
+        tier,
+        "unknown_tool",
+        &message,
+        protocol,
+    )
+}
+
 #[derive(Serialize)]
 struct ErrorReply<'a> {
     jsonrpc: &'static str,

@@ -5,11 +5,12 @@
 
 use super::ids::{self, Key, Readings};
 use super::task_records::TaskRecords;
+use super::view::{Offer, Offered, View};
 use crate::core::domain::ProtocolVersion;
 use std::borrow::Cow;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::{BuildHasher, Hasher};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
@@ -177,18 +178,31 @@ impl ContractStatus {
 /// One session's state, shared by both directions.
 pub struct Session {
     state: Mutex<State>,
-    contract: std::sync::Arc<ContractStatus>,
+    /// Whether the contract is current for this session: its own status, or (a request with no
+    /// session of its own) its server's.
+    contract: Arc<ContractStatus>,
+    /// The server's status, shared by its sessions: a listing any of them completed makes the
+    /// registered contract current for a session that has listed nothing itself.
+    route: Arc<ContractStatus>,
+    /// The tools this session's own listing offered.
+    view: Mutex<View>,
     max_in_flight: usize,
     /// Makes the boundary's own request ids unlike any a client would choose.
     nonce: u64,
 }
 
 impl Session {
-    /// A session whose contract status is `contract` (its own, or its server's).
-    pub fn new(max_in_flight: usize, contract: std::sync::Arc<ContractStatus>) -> Self {
+    /// A session whose contract status is `contract` (its own, or `route`'s, its server's).
+    pub fn new(
+        max_in_flight: usize,
+        contract: Arc<ContractStatus>,
+        route: Arc<ContractStatus>,
+    ) -> Self {
         Self {
             state: Mutex::default(),
             contract,
+            route,
+            view: Mutex::default(),
             max_in_flight,
             nonce: std::collections::hash_map::RandomState::new()
                 .build_hasher()
@@ -399,17 +413,58 @@ impl Session {
 
     /// A listed tool could not be registered: its results cannot be checked.
     pub fn mark_unenforceable(&self, tool: &str) {
-        let mut state = self.contract.state();
-        if state.unenforceable.len() < MAX_TRACKED_TOOLS {
-            state.unenforceable.insert(tool.to_owned());
+        for status in self.statuses() {
+            let mut state = status.state();
+            if state.unenforceable.len() < MAX_TRACKED_TOOLS {
+                state.unenforceable.insert(tool.to_owned());
+            }
         }
     }
 
     pub fn is_unenforceable(&self, tool: &str) -> bool {
-        self.contract.state().unenforceable.contains(tool)
+        self.statuses()
+            .any(|status| status.state().unenforceable.contains(tool))
+    }
+
+    /// The session's status, and its server's when that is another.
+    fn statuses(&self) -> impl Iterator<Item = &ContractStatus> {
+        let route = (!Arc::ptr_eq(&self.contract, &self.route)).then_some(&*self.route);
+        std::iter::once(&*self.contract).chain(route)
+    }
+
+    /// Whether a listing completed in another session of the server (never, for a session whose
+    /// status is its server's). Called with the session's status locked: the server's is
+    /// locked after it, never before.
+    fn route_listed(&self) -> bool {
+        !Arc::ptr_eq(&self.contract, &self.route) && self.route.state().current
+    }
+
+    /// A page of this session's own listing: the tools it names, with `own_bytes` of schema text
+    /// the registered contract does not hold. Says whether this page took the listing past the
+    /// bounds of a view (the route's contract then decides for this session).
+    pub fn view_page(
+        &self,
+        first_page: bool,
+        tools: Vec<(String, Offer)>,
+        own_bytes: usize,
+    ) -> bool {
+        self.view
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .page(first_page, tools, own_bytes)
+    }
+
+    /// What this session's own listing says of `tool`.
+    pub fn offered(&self, tool: &str) -> Offered {
+        self.view
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .offered(tool)
     }
 
     /// The server said its tools changed: the contract is stale until the next full listing.
+    /// For a session with a status of its own, only for it: its server is its own (a stdio
+    /// route's process), or one that tells each session what changed for it.
     pub fn list_changed(&self) {
         let mut contract = self.contract.state();
         contract.current = false;
@@ -424,6 +479,14 @@ impl Session {
 
     /// A listing ended: `complete` when its last page was registered. Wakes calls waiting.
     pub fn listing_ended(&self, complete: bool, ours: bool) {
+        self.view
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .ended(complete);
+        if complete && !Arc::ptr_eq(&self.contract, &self.route) {
+            self.route.state().current = true;
+            self.route.listed.send_modify(|n| *n += 1);
+        }
         {
             let mut contract = self.contract.state();
             if complete {
@@ -442,13 +505,14 @@ impl Session {
 
     /// Whether to ask for the contract before checking a call. `registered` says whether a
     /// contract of the server is registered already (by another replica, through the shared
-    /// registry): when it should count, and nothing since the start says it changed, that
+    /// registry, or, when called with `true`, by a listing another session of the server
+    /// completed): when it should count, and nothing since the start says it changed, that
     /// contract is current.
-    pub fn listing(&self, registered: impl FnOnce() -> bool) -> Listing {
+    pub fn listing(&self, registered: impl FnOnce(bool) -> bool) -> Listing {
         let mut contract = self.contract.state();
         if contract.current {
             Listing::Current
-        } else if !contract.asked && !contract.changed && registered() {
+        } else if !contract.asked && !contract.changed && registered(self.route_listed()) {
             contract.current = true;
             Listing::Current
         } else if contract.listing {
@@ -492,9 +556,15 @@ impl Session {
 mod tests {
     use super::*;
 
+    /// A session that is its server's only one.
+    fn alone(max_in_flight: usize) -> Session {
+        let status = Arc::<ContractStatus>::default();
+        Session::new(max_in_flight, Arc::clone(&status), status)
+    }
+
     #[test]
     fn a_call_after_a_rejection_is_a_retry_until_one_conforms() {
-        let session = Session::new(10, Default::default());
+        let session = alone(10);
         assert_eq!(session.attempt("get"), 1);
         session.concluded("get", true);
         assert_eq!(session.attempt("get"), 2);
@@ -507,7 +577,7 @@ mod tests {
 
     #[test]
     fn requests_followed_are_bounded_and_a_second_answer_is_judged_as_the_first() {
-        let session = Session::new(2, Default::default());
+        let session = alone(2);
         let call = |n: u32| Pending::ToolsCall {
             call: Call {
                 tool: "t".into(),
@@ -541,7 +611,7 @@ mod tests {
         assert!(!session.awaits("3"), "answered");
         assert!(session.follows("3"), "still followed for a second answer");
         // An answer a client could take for either of two requests is placed nowhere.
-        let session = Session::new(4, Default::default());
+        let session = alone(4);
         session.track("7", call(1)).expect("room");
         session.track("\"0x7\"", call(2)).expect("room");
         assert!(session.ambiguous("\"0x7\""));
@@ -551,7 +621,7 @@ mod tests {
 
     #[test]
     fn cancelled_calls_followed_are_bounded_oldest_first() {
-        let session = Session::new(2, Default::default());
+        let session = alone(2);
         let call = Pending::ToolsCall {
             call: Call {
                 tool: "t".into(),
@@ -570,19 +640,19 @@ mod tests {
 
     #[test]
     fn the_contract_is_asked_for_once_until_the_tools_change() {
-        let session = Session::new(10, Default::default());
-        let Listing::Ask(id) = session.listing(|| false) else {
+        let session = alone(10);
+        let Listing::Ask(id) = session.listing(|_| false) else {
             panic!("a session with no contract asks for one")
         };
         assert!(id.starts_with("\"schemagate-"));
-        assert_eq!(session.listing(|| false), Listing::Wait);
+        assert_eq!(session.listing(|_| false), Listing::Wait);
         session.listing_ended(false, true);
         // Asked and not had: calls go on with what is registered.
-        assert_eq!(session.listing(|| false), Listing::Current);
+        assert_eq!(session.listing(|_| false), Listing::Current);
         session.list_changed();
-        assert!(matches!(session.listing(|| false), Listing::Ask(_)));
+        assert!(matches!(session.listing(|_| false), Listing::Ask(_)));
         session.listing_ended(true, true);
-        assert_eq!(session.listing(|| false), Listing::Current);
+        assert_eq!(session.listing(|_| false), Listing::Current);
         assert_ne!(session.our_id(), session.our_id());
     }
 }

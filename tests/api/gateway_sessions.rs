@@ -1,12 +1,15 @@
 //! Gateway sessions that hold. On stdio routes: a session id nobody was issued costs nothing, the
 //! process cap holds under concurrent initializes, and a shutdown stops each session's whole
 //! process group (a launcher's children too) while the client in flight gets an error. On HTTP
-//! routes: a session's GET reaches the upstream before the POSTs sent after it.
+//! routes: a session's GET reaches the upstream before the POSTs sent after it. On both: sessions
+//! offered different tools are each judged by their own listing.
 
 use crate::helpers::mcp::{
-    children_of, initialize, messages, metrics_text, post_in, test_server, until_children, Gateway,
+    call, children_of, client_as, initialize, messages, metrics_text, post_in, test_server,
+    text_of, until_children, upstream, verdict_of, Gateway, Host,
 };
 use crate::helpers::metric;
+use serde_json::json;
 use serde_json::Value;
 use std::time::Duration;
 
@@ -214,7 +217,12 @@ async fn a_shutdown_stops_each_sessions_whole_group_and_answers_the_client_in_fl
 /// A GET stream of session `session` at `url`, read until an event holds `needle` (or 10 s):
 /// the messages read.
 async fn listen_until(url: &str, session: &str, needle: &str) -> Vec<String> {
-    let mut response = reqwest::Client::new()
+    read_until(listen(url, session).await, needle).await
+}
+
+/// The GET stream of session `session` at `url`, once its head has come.
+async fn listen(url: &str, session: &str) -> reqwest::Response {
+    let response = reqwest::Client::new()
         .get(url)
         .header("accept", "text/event-stream")
         .header("mcp-session-id", session)
@@ -223,6 +231,11 @@ async fn listen_until(url: &str, session: &str, needle: &str) -> Vec<String> {
         .await
         .expect("GET the session's stream");
     assert_eq!(response.status(), 200);
+    response
+}
+
+/// `response`'s events, read until one holds `needle` (or 10 s): the messages read.
+async fn read_until(mut response: reqwest::Response, needle: &str) -> Vec<String> {
     let mut text = String::new();
     let read = tokio::time::timeout(Duration::from_secs(10), async {
         while let Ok(Some(chunk)) = response.chunk().await {
@@ -250,6 +263,10 @@ async fn a_server_request_sent_before_any_stream_waits_for_the_first_one() {
     let asked = listen_until(&url, &session, "roots/list").await;
     let request: Value = serde_json::from_str(&asked[0]).expect("JSON");
     assert_eq!(request["method"], "roots/list", "{asked:?}");
+    // The client opens its stream again before it answers: a stream it left may look open to
+    // the gateway until a write to it fails, and what was written to it is lost, as it would be
+    // by a server the client reached directly.
+    let again = listen(&url, &session).await;
     let (status, _, _) = post_in(
         &url,
         Some(&session),
@@ -257,7 +274,7 @@ async fn a_server_request_sent_before_any_stream_waits_for_the_first_one() {
     )
     .await;
     assert_eq!(status, 202);
-    let told = listen_until(&url, &session, "roots answered").await;
+    let told = read_until(again, "roots answered").await;
     assert!(
         told.iter().any(|m| m.contains("roots answered: result")),
         "{told:?}"
@@ -430,4 +447,93 @@ async fn a_stream_the_upstream_never_opens_does_not_hold_the_sessions_requests()
     assert_eq!(pong.status(), 200);
     assert_eq!(*seen.lock().expect("log"), ["POST initialize", "POST ping"]);
     stream.abort();
+}
+
+/// Two SDK sessions on one route, one declaring sampling and one not: the server offers
+/// `summarize` to the first alone. Whatever order they list in, each session's calls are judged
+/// by its own listing: the first's bad arguments to `summarize` never reach the server, and the
+/// second's call to a tool it was not offered is withheld (untrusted).
+async fn each_session_is_judged_by_its_own_listing(url: &str) {
+    let with = client_as(Host::new(), url, None).await;
+    let without = client_as(Host::without_sampling(), url, None).await;
+    let names = |tools: Vec<rmcp::model::Tool>| -> Vec<String> {
+        tools.into_iter().map(|t| t.name.into_owned()).collect()
+    };
+    let offered = names(with.list_all_tools().await.expect("tools/list"));
+    assert!(offered.iter().any(|n| n == "summarize"), "{offered:?}");
+    // The second listing is registered last: the route's contract has no `summarize`.
+    let offered = names(without.list_all_tools().await.expect("tools/list"));
+    assert!(!offered.iter().any(|n| n == "summarize"), "{offered:?}");
+
+    let refused = call(&with, "summarize", json!({"words": "many"})).await;
+    assert_eq!(refused.is_error, Some(true), "{}", text_of(&refused));
+    assert_eq!(
+        verdict_of(&refused)["outcome"],
+        "invalid",
+        "{}",
+        text_of(&refused)
+    );
+    let summary = call(&with, "summarize", json!({"words": 5})).await;
+    assert_eq!(
+        summary.structured_content,
+        Some(json!({"summary": "the proxy relayed a sampling request", "model": "host-model"})),
+        "{}",
+        text_of(&summary)
+    );
+    let withheld = call(&without, "summarize", json!({"words": 5})).await;
+    assert_eq!(withheld.is_error, Some(true), "{}", text_of(&withheld));
+    assert_eq!(verdict_of(&withheld)["outcome"], "unchecked");
+    assert_eq!(verdict_of(&withheld)["error"]["code"], "unknown_tool");
+    with.cancel().await.expect("end the first session");
+    without.cancel().await.expect("end the second session");
+}
+
+#[tokio::test]
+async fn sessions_offered_different_tools_keep_their_own_contracts_on_a_stdio_route() {
+    let server = test_server().to_string_lossy().into_owned();
+    let route = format!(
+        "crm=stdio:{}",
+        shlex::try_quote(&server).expect("a path a shell can quote")
+    );
+    let gateway = Gateway::start(&[route], &[]).await;
+    each_session_is_judged_by_its_own_listing(&gateway.url("crm")).await;
+}
+
+#[tokio::test]
+async fn sessions_offered_different_tools_keep_their_own_contracts_on_an_http_route() {
+    let (_server, upstream_url) = upstream(false).await;
+    let gateway = Gateway::start(&[format!("crm={upstream_url}")], &[]).await;
+    each_session_is_judged_by_its_own_listing(&gateway.url("crm")).await;
+}
+
+#[tokio::test]
+async fn a_server_flooding_its_stdout_with_lines_not_json_costs_a_log_line_a_second() {
+    let log = tempfile::NamedTempFile::new().expect("a log file");
+    let banner = "i=0; while [ $i -lt 3000 ]; do echo \"starting up, step $i\"; i=$((i+1)); done; ";
+    let gateway =
+        Gateway::start_logging(&[launched("files", banner, "--raw")], &[], log.path()).await;
+    let url = gateway.url("files");
+    let (status, _, body) = post_in(&url, None, INITIALIZE).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        messages(&body)
+            .iter()
+            .any(|m| m.contains("protocolVersion")),
+        "the answer comes after the banner: {body}"
+    );
+    let text = metrics_text(gateway.metrics_port).await;
+    let relayed = metric(
+        &text,
+        r#"schemagate_proxy_messages_total{transport="gateway",direction="to_client",kind="not_json_rpc"}"#,
+    );
+    assert!(relayed >= 1.0, "the banner's lines are counted: {relayed}");
+    let logged = std::fs::read_to_string(log.path()).expect("read the log");
+    let warnings = logged
+        .lines()
+        .filter(|l| l.contains("not JSON on its stdout"))
+        .count();
+    assert!(
+        (1..=2).contains(&warnings),
+        "3,000 lines within a second: one warning (at most two), not one each; got {warnings}:\n{logged}"
+    );
 }

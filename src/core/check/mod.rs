@@ -8,7 +8,7 @@ mod read;
 
 pub use read::ONE_PASS_MAX_BYTES;
 
-use crate::core::domain::ProtocolVersion;
+use crate::core::domain::{ProtocolVersion, SchemaHash};
 use crate::core::error::CheckError;
 use crate::core::text_copy::TextCopy;
 use bytes::Bytes;
@@ -23,6 +23,20 @@ pub enum SchemaSource {
     Hash(String),
     /// The schema registered for the check's server and tool.
     Registered,
+    /// The schemas one MCP session's own `tools/list` gave the check's tool, where they are not
+    /// the registered ones (a server that lists its tools by the client's capabilities): judged
+    /// as a registered tool's are, the input schema for arguments and the output schema for
+    /// results.
+    Listed(std::sync::Arc<ListedSchemas>),
+}
+
+/// A tool's schemas as one MCP session's own `tools/list` gave them: each its hash and text.
+#[derive(Debug)]
+pub struct ListedSchemas {
+    pub input: Option<(SchemaHash, Bytes)>,
+    pub output: Option<(SchemaHash, Bytes)>,
+    /// The MCP revision the session speaks: checks that name none follow it.
+    pub protocol: ProtocolVersion,
 }
 
 /// A payload document from a request, in the core's own representation.

@@ -5,12 +5,14 @@
 use super::Gate;
 use crate::core::auth::Caller;
 use crate::core::change::Class;
-use crate::core::domain::ToolName;
+use crate::core::check::ListedSchemas;
+use crate::core::domain::{SchemaHash, ToolName};
 use crate::core::error::CheckError;
 use crate::core::executor::Cost;
 use crate::core::registry::history::{contract_hash, ChangeKind, Refusal, ToolChange, Version};
 use crate::core::registry::{
-    AcceptedHashes, Prepared, RegisterOptions, Registration, ServerListing, ServerSummary,
+    AcceptedHashes, Prepared, RegisterOptions, RegisteredSchema, Registration, ServerListing,
+    ServerSummary, ToolSchemas,
 };
 use bytes::Bytes;
 use std::sync::Arc;
@@ -399,6 +401,26 @@ impl Gate {
             body,
         )?;
         self.commit(prepared)
+    }
+
+    /// Whether the contract registered for `server` gives `tool` these very input and output
+    /// schemas (the same texts, by hash).
+    pub fn registers(&self, server: &str, tool: &str, schemas: &ListedSchemas) -> bool {
+        let hash = |s: &Option<RegisteredSchema>| s.as_ref().map(|s| s.hash);
+        let listed = |s: &Option<(SchemaHash, Bytes)>| s.as_ref().map(|(hash, _)| *hash);
+        self.parts
+            .registry
+            .load()
+            .tool(server, tool)
+            .is_some_and(|r| {
+                hash(&r.input) == listed(&schemas.input)
+                    && hash(&r.output) == listed(&schemas.output)
+            })
+    }
+
+    /// The contract registered for `server`'s `tool`, if any.
+    pub fn registered_tool(&self, server: &str, tool: &str) -> Option<ToolSchemas> {
+        self.parts.registry.load().tool(server, tool).cloned()
     }
 
     /// Whether `server` has a contract registered (here, or through the shared registry).

@@ -6,7 +6,7 @@
 
 use super::{AnswerHead, Exchange, Mode, Open, Relay};
 use crate::gateway::sse::{self, Event, Next};
-use crate::gateway::upstream::{Failure, Upstreamed};
+use crate::gateway::upstream::{Failure, GiveBack, Upstreamed};
 use crate::mcp::{self, Direction};
 use crate::ops::lines::Line;
 use bytes::{Bytes, BytesMut};
@@ -53,9 +53,12 @@ pub(super) fn pump(pump: Pump) -> futures_util::future::BoxFuture<'static, ()> {
         } = pump;
         let mut resumable = false;
         let relayed = match (kind, response) {
-            (_, Upstreamed::Lines { lines, .. }) => {
-                pump_lines(&exchange, lines, open.as_ref()).await
-            }
+            (
+                _,
+                Upstreamed::Lines {
+                    lines, give_back, ..
+                },
+            ) => pump_lines(&exchange, lines, &give_back, open.as_ref()).await,
             (Mode::Json, Upstreamed::Http(response)) => {
                 pump_json(&exchange, response, open.as_ref(), head, request.as_ref()).await
             }
@@ -118,43 +121,81 @@ async fn unless_gone<T>(open: Option<&Arc<Open>>, next: impl Future<Output = T>)
     }
 }
 
-/// A stdio server's messages (see [`crate::gateway::upstream::stdio`]), each relayed as it is read: the stream ends
-/// with the answer it was opened for.
+/// A stdio server's messages (see [`crate::gateway::upstream::stdio`]), each relayed as it is
+/// read: the stream ends with the answer it was opened for. Once the client has gone, the message
+/// it did not get and those still waiting on the stream go back to the session (`give_back`),
+/// for the client's next stream: a server's request is never lost with a stream.
 async fn pump_lines(
     exchange: &Arc<Exchange>,
     mut lines: mpsc::Receiver<Line>,
+    give_back: &GiveBack,
+    open: Option<&Arc<Open>>,
+) -> io::Result<()> {
+    let relayed = relay_lines(exchange, &mut lines, give_back, open).await;
+    if relayed
+        .as_ref()
+        .is_err_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+    {
+        lines.close();
+        while let Ok(line) = lines.try_recv() {
+            give_back(line);
+        }
+    }
+    relayed
+}
+
+async fn relay_lines(
+    exchange: &Arc<Exchange>,
+    lines: &mut mpsc::Receiver<Line>,
+    give_back: &GiveBack,
     open: Option<&Arc<Open>>,
 ) -> io::Result<()> {
     while let Some(line) = unless_gone(open, lines.recv()).await? {
-        match line {
-            Line::Message(bytes) => {
-                let data = bytes.slice_ref(bytes.trim_ascii());
-                let link = Relay {
-                    exchange,
-                    open,
-                    source: Some(data.clone()),
-                    event: None,
-                };
-                exchange
-                    .boundary()
-                    .relay(&link, Direction::ToClient, &data)
-                    .await?;
-            }
-            Line::Oversized { head, len } => {
-                let link = Relay {
-                    exchange,
-                    open,
-                    source: None,
-                    event: None,
-                };
-                exchange
-                    .boundary()
-                    .oversized(&link, Direction::ToClient, &head, len)
-                    .await?;
-            }
+        let relayed = relay_line(exchange, &line, open).await;
+        if relayed
+            .as_ref()
+            .is_err_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
+        {
+            give_back(line);
         }
+        relayed?;
     }
     Ok(())
+}
+
+/// One of a stdio server's messages, through the rules to the client.
+async fn relay_line(
+    exchange: &Arc<Exchange>,
+    line: &Line,
+    open: Option<&Arc<Open>>,
+) -> io::Result<()> {
+    match line {
+        Line::Message(bytes) => {
+            let data = bytes.slice_ref(bytes.trim_ascii());
+            let link = Relay {
+                exchange,
+                open,
+                source: Some(data.clone()),
+                event: None,
+            };
+            exchange
+                .boundary()
+                .relay(&link, Direction::ToClient, &data)
+                .await
+        }
+        Line::Oversized { head, len } => {
+            let link = Relay {
+                exchange,
+                open,
+                source: None,
+                event: None,
+            };
+            exchange
+                .boundary()
+                .oversized(&link, Direction::ToClient, head, *len)
+                .await
+        }
+    }
 }
 
 /// A JSON answer read to its end: its bytes (at most `max`, or its first bytes past it, to find

@@ -73,8 +73,14 @@ pub enum Upstreamed {
         status: StatusCode,
         headers: HeaderMap,
         lines: mpsc::Receiver<Line>,
+        /// Gives a message the stream took but could not deliver (its client had gone) back to
+        /// the session, held for the client's next stream.
+        give_back: GiveBack,
     },
 }
+
+/// Gives a stdio server's message back to its session (see [`Upstreamed::Lines`]).
+pub type GiveBack = std::sync::Arc<dyn Fn(Line) + Send + Sync>;
 
 impl Upstreamed {
     pub fn status(&self) -> StatusCode {

@@ -7,7 +7,7 @@ mod calls;
 mod listing;
 mod reading;
 
-use super::{Boundary, BoundaryConfig, Direction, Judged, Link, Observer, Outgoing};
+use super::{Boundary, BoundaryConfig, Direction, Judged, Link, Observer, Outgoing, Shared};
 use crate::core::auth::{Auth, Caller};
 use crate::core::gate::{Gate, GateConfig, QueueLimits};
 use crate::core::metrics::Transport;
@@ -132,21 +132,43 @@ fn gate() -> Arc<Gate> {
 
 impl Harness {
     pub fn new() -> Self {
-        let config = BoundaryConfig {
+        let boundary = Boundary::new(gate(), Caller::open(), Self::config());
+        Self::with(boundary)
+    }
+
+    /// `n` sessions of one route of server `crm` (a gateway's), sharing one core.
+    pub fn sessions_of_one_route(n: usize) -> Vec<Self> {
+        let gate = gate();
+        let shared = Arc::new(Shared::new(&gate, Transport::Gateway));
+        (0..n)
+            .map(|_| {
+                Self::with(Boundary::session_of(
+                    Arc::clone(&gate),
+                    Caller::open(),
+                    Self::config(),
+                    Arc::clone(&shared),
+                ))
+            })
+            .collect()
+    }
+
+    fn with(boundary: Boundary) -> Self {
+        let seen = Arc::new(Seen::default());
+        Harness {
+            boundary: boundary.observed(Arc::clone(&seen) as Arc<dyn Observer>),
+            wire: Wire::default(),
+            seen,
+        }
+    }
+
+    fn config() -> BoundaryConfig {
+        BoundaryConfig {
             server: "crm".into(),
             max_message_bytes: 1 << 20,
             max_in_flight: 16,
             contract_wait: Duration::from_secs(5),
             transport: Transport::Proxy,
             registered_is_current: false,
-        };
-        let seen = Arc::new(Seen::default());
-        let boundary = Boundary::new(gate(), Caller::open(), config)
-            .observed(Arc::clone(&seen) as Arc<dyn Observer>);
-        Harness {
-            boundary,
-            wire: Wire::default(),
-            seen,
         }
     }
 
@@ -182,13 +204,19 @@ impl Harness {
     /// A session whose client listed `tools` (a `tools/list` result's `tools` array, as JSON).
     pub async fn listed(tools: &str) -> Self {
         let session = Self::new();
+        session.lists(tools).await;
+        session
+    }
+
+    /// The client lists the tools, and the server answers `tools`.
+    pub async fn lists(&self, tools: &str) {
+        let session = self;
         session
             .client(r#"{"jsonrpc":"2.0","id":"l1","method":"tools/list"}"#)
             .await;
         let answer = format!(r#"{{"jsonrpc":"2.0","id":"l1","result":{{"tools":{tools}}}}}"#);
         let sent = session.server(&answer).await;
         assert_eq!(sent, [relayed(Direction::ToClient, &answer)]);
-        session
     }
 
     /// What the rules judged so far.

@@ -76,6 +76,14 @@ impl Host {
             .build();
         Self { info }
     }
+
+    /// A client that declares no sampling (nor tasks): servers that list by the client's
+    /// capabilities offer it fewer tools.
+    pub(crate) fn without_sampling() -> Self {
+        Self {
+            info: ClientConfig::default(),
+        }
+    }
 }
 
 impl ClientHandler for Host {
@@ -218,6 +226,20 @@ pub(crate) struct Gateway {
 impl Gateway {
     /// The gateway with `routes` (NAME=URL) and `flags`, once it answers /healthz.
     pub(crate) async fn start(routes: &[String], flags: &[&str]) -> Self {
+        Self::launch(routes, flags, Stdio::inherit()).await
+    }
+
+    /// As [`Gateway::start`], its log (warnings and errors) written to `log`.
+    pub(crate) async fn start_logging(
+        routes: &[String],
+        flags: &[&str],
+        log: &std::path::Path,
+    ) -> Self {
+        let file = std::fs::File::create(log).expect("create the gateway's log file");
+        Self::launch(routes, flags, Stdio::from(file)).await
+    }
+
+    async fn launch(routes: &[String], flags: &[&str], stderr: Stdio) -> Self {
         let port = free_port();
         let metrics_port = free_port();
         let mut command = Command::new(schemagate());
@@ -229,6 +251,7 @@ impl Gateway {
             .args(flags)
             .env("SCHEMAGATE_LOG_LEVEL", "warn")
             .env_remove("SCHEMAGATE_POLICY")
+            .stderr(stderr)
             .kill_on_drop(true);
         for route in routes {
             command.args(["--route", route]);
@@ -275,16 +298,25 @@ pub(crate) async fn client(
     url: &str,
     lifecycle: Option<ClientLifecycleMode>,
 ) -> RunningService<RoleClient, Host> {
+    client_as(Host::new(), url, lifecycle).await
+}
+
+/// `host` connected to `url`; `lifecycle` as [`client`]'s.
+pub(crate) async fn client_as(
+    host: Host,
+    url: &str,
+    lifecycle: Option<ClientLifecycleMode>,
+) -> RunningService<RoleClient, Host> {
     // rmcp's HTTP client (reqwest 0.13, built with rustls but no crypto provider, as schemagate
     // builds it) takes the process's default provider.
     let _ = rustls::crypto::ring::default_provider().install_default();
     let transport = StreamableHttpClientTransport::from_uri(url.to_owned());
     match lifecycle {
-        None => Host::new()
+        None => host
             .serve(transport)
             .await
             .expect("initialize through the gateway"),
-        Some(mode) => Host::new()
+        Some(mode) => host
             .serve_with_lifecycle(transport, mode)
             .await
             .expect("discover through the gateway"),

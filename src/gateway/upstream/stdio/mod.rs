@@ -314,6 +314,7 @@ impl Servers {
             group: process.id().and_then(|p| i32::try_from(p).ok()),
             active: Mutex::new(std::time::Instant::now()),
             stop: stop.clone(),
+            route: Arc::from(self.route.as_str()),
         });
         let key: Key = (caller.into(), id.as_str().into());
         tracing::info!(route = %self.route, pid = process.id(), session = %id, "a stdio server started for a new session");

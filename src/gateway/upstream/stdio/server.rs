@@ -3,6 +3,7 @@
 
 use super::waiting::{Awaiting, Waiting, STREAM_SLACK};
 use super::{fixed, Failure, Requester, StdioLimits, Upstreamed, STOP_GRACE};
+use crate::gateway::upstream::GiveBack;
 use crate::mcp;
 use crate::ops::child;
 use crate::ops::lines::{Line, Lines};
@@ -28,6 +29,8 @@ pub(super) struct Server {
     pub(super) active: Mutex<std::time::Instant>,
     /// Cancelled once the session is forgotten: the process is then stopped.
     pub(super) stop: CancellationToken,
+    /// Its route's name, for the logs.
+    pub(super) route: Arc<str>,
 }
 
 impl Drop for Server {
@@ -126,6 +129,33 @@ impl Server {
             status: StatusCode::OK,
             headers: event_stream_headers(),
             lines,
+            give_back: self.give_back(),
+        })
+    }
+
+    /// Takes back a message a stream could not deliver, its client gone: held for the client's
+    /// next stream, unless it is an answer (the request's client is the one gone).
+    fn give_back(&self) -> GiveBack {
+        let (waiting, route) = (Arc::downgrade(&self.waiting), Arc::clone(&self.route));
+        Arc::new(move |line: Line| {
+            let Some(waiting) = waiting.upgrade() else {
+                return;
+            };
+            let head = match &line {
+                Line::Message(bytes) => mcp::message_head(bytes),
+                Line::Oversized { head, .. } => mcp::message_head(head),
+            };
+            if head.is_answer(mcp::Direction::ToClient) {
+                return;
+            }
+            let request = head
+                .id
+                .clone()
+                .filter(|_| head.is_request(mcp::Direction::ToClient));
+            let mut waiting = waiting.lock().unwrap_or_else(|e| e.into_inner());
+            if !waiting.ended {
+                waiting.queue(line, request, &route);
+            }
         })
     }
 
@@ -140,6 +170,7 @@ impl Server {
             status: StatusCode::OK,
             headers: event_stream_headers(),
             lines,
+            give_back: self.give_back(),
         }
     }
 
@@ -199,6 +230,7 @@ pub(super) async fn read(
     used: impl Fn(),
 ) {
     let mut lines = Lines::new(stdout, max);
+    let mut not_json = NotJson::default();
     loop {
         let line = match lines.next().await {
             Ok(Some(line)) => line,
@@ -210,7 +242,12 @@ pub(super) async fn read(
         };
         let head = match &line {
             Line::Message(bytes) if bytes.trim_ascii().is_empty() => continue,
-            Line::Message(bytes) => mcp::message_head(bytes),
+            Line::Message(bytes) => {
+                if !matches!(bytes.trim_ascii_start().first(), Some(b'{' | b'[')) {
+                    not_json.seen(route);
+                }
+                mcp::message_head(bytes)
+            }
             Line::Oversized { head, .. } => mcp::message_head(head),
         };
         used();
@@ -272,6 +309,33 @@ pub(super) async fn read(
     waiting.ended = true;
     waiting.requests.clear();
     waiting.listener = None;
+}
+
+/// Lines of a session's stdout that are not JSON (a banner, a log line): relayed as they came
+/// and counted as `not_json_rpc`, and logged at most once a second, with how many came since the
+/// last log, so that a server flooding its stdout costs a log line a second.
+#[derive(Default)]
+struct NotJson {
+    since: u64,
+    logged: Option<std::time::Instant>,
+}
+
+impl NotJson {
+    fn seen(&mut self, route: &str) {
+        self.since += 1;
+        if self
+            .logged
+            .is_none_or(|at| at.elapsed() >= Duration::from_secs(1))
+        {
+            tracing::warn!(
+                route,
+                lines = self.since,
+                "a stdio server wrote lines that are not JSON on its stdout (MCP's stdio transport carries JSON-RPC messages alone; logs belong on stderr): relayed as they came, logged at most once a second"
+            );
+            self.since = 0;
+            self.logged = Some(std::time::Instant::now());
+        }
+    }
 }
 
 /// Waits for the process to exit, and counts it gone. Once its session is forgotten (`stop`), its
