@@ -4,7 +4,7 @@
 
 use super::exchange::{Answer, AnswerHead, ClientRequest, Exchange};
 use super::routes::RouteState;
-use super::sessions::{Held, ORDER_WAIT};
+use super::sessions::{Held, Order, ORDER_WAIT};
 use super::upstream::headers::MCP_SESSION_ID;
 use super::upstream::RouteUpstream;
 use super::Gateway;
@@ -21,7 +21,6 @@ use axum::routing::{get, post};
 use axum::Router;
 use std::convert::Infallible;
 use std::sync::Arc;
-use tokio::sync::RwLock;
 
 /// The `MCP-Protocol-Version` header.
 const PROTOCOL_VERSION: &str = "mcp-protocol-version";
@@ -246,7 +245,7 @@ fn unknown_stdio_session(
 struct Named {
     boundary: Arc<crate::mcp::Boundary>,
     adopt: bool,
-    order: Option<Arc<RwLock<()>>>,
+    order: Option<Arc<Order>>,
 }
 
 /// The session the request names, held here for the same caller; or a new one: a session's own
@@ -308,6 +307,10 @@ async fn post_message(
         return refusal(StatusCode::BAD_REQUEST, id, mcp::HEADER_MISMATCH, &mismatch);
     }
     let begins = matches!(&framing, Framing::Request { method, .. } if method == "initialize");
+    let initialized = matches!(
+        &framing,
+        Framing::Other { method: Some(method) } if method == "notifications/initialized"
+    );
     let expects_answer = match framing {
         Framing::Request { .. } => true,
         Framing::Other { .. } => false,
@@ -333,7 +336,12 @@ async fn post_message(
         adopt,
         order,
     } = session(&gateway, &route, &caller, &parts.headers, begins);
-    after_streams_opening(order).await;
+    if let Some(order) = order {
+        if initialized {
+            order.initialized();
+        }
+        order.before_post(expects_answer).await;
+    }
     let request = ClientRequest {
         method: Method::POST,
         headers: &parts.headers,
@@ -359,15 +367,6 @@ async fn post_message(
         _ => AnswerHead::accepted().into_response(),
     })
     .await
-}
-
-/// A GET the client opened before this request reaches the upstream first: the request waits
-/// for the session's order (at most [`ORDER_WAIT`]).
-async fn after_streams_opening(order: Option<Arc<RwLock<()>>>) {
-    // No GET opening (the usual case): no timer is set.
-    if let Some(order) = order.filter(|order| order.try_read().is_err()) {
-        let _ = tokio::time::timeout(ORDER_WAIT, order.read()).await;
-    }
 }
 
 async fn open_stream(
@@ -412,7 +411,7 @@ async fn relay_bodyless(
     // A GET holds the session's order until the upstream opens its stream (or ORDER_WAIT
     // passes), so the POSTs sent after it wait for it.
     let opening = match order {
-        Some(order) if method == Method::GET => order.try_write_owned().ok(),
+        Some(order) if method == Method::GET => order.opening(),
         _ => None,
     };
     let request = ClientRequest {

@@ -3,18 +3,16 @@
 //! never says DELETE costs nothing for long.
 
 use crate::mcp::Boundary;
-use std::sync::Arc;
-use std::time::Duration;
-use tokio::sync::RwLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::{Notify, OwnedRwLockWriteGuard, RwLock};
 
-/// One session held: its rules, and the order its requests reach the upstream in. A GET the
-/// client opened holds `order` until the upstream's head for it arrives (at most
-/// [`ORDER_WAIT`]), and a POST waits for it before it is sent: a server that sends a message on
-/// the GET stream as it handles the POST would otherwise find no stream and drop it.
+/// One session held: its rules, and the order its requests reach the upstream in.
 #[derive(Clone)]
 pub struct Held {
     pub boundary: Arc<Boundary>,
-    pub order: Arc<RwLock<()>>,
+    pub order: Arc<Order>,
 }
 
 impl Held {
@@ -29,6 +27,70 @@ impl Held {
 
 /// The longest a POST waits for the session's GET to be opened upstream.
 pub const ORDER_WAIT: Duration = Duration::from_secs(1);
+/// How long after the client says it is initialized its session counts as just begun, and the
+/// longest a request in a session just begun waits for the GET the client may be opening.
+pub const JUST_BEGUN: Duration = Duration::from_millis(100);
+pub const FIRST_STREAM_WAIT: Duration = Duration::from_millis(10);
+
+/// The order a session's requests reach the upstream in. A GET the client opened holds `streams`
+/// until the upstream's head for it arrives (at most [`ORDER_WAIT`]), and a POST waits for it
+/// before it is sent: a server that sends a message on the GET stream as it handles the POST
+/// would otherwise find no stream and drop it. Clients open their GET and send their first
+/// request at once, right after `notifications/initialized`, and the two may reach the gateway
+/// in either order: a request in a session just begun whose client has opened no GET yet waits
+/// (at most [`FIRST_STREAM_WAIT`]) for one to arrive.
+#[derive(Default)]
+pub struct Order {
+    streams: Arc<RwLock<()>>,
+    /// When the client said it is initialized.
+    initialized: Mutex<Option<Instant>>,
+    /// The client has opened a GET in this session.
+    listened: AtomicBool,
+    listening: Notify,
+}
+
+impl Order {
+    /// The client said it is initialized: its session has just begun.
+    pub fn initialized(&self) {
+        *self.initialized.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+    }
+
+    /// A GET arrived: it holds the order (unless another GET is opening) until its upstream
+    /// head arrives or the guard is dropped.
+    pub fn opening(&self) -> Option<OwnedRwLockWriteGuard<()>> {
+        let guard = Arc::clone(&self.streams).try_write_owned().ok();
+        self.listened.store(true, Ordering::Release);
+        self.listening.notify_waiters();
+        guard
+    }
+
+    /// Before a POST is sent: waits for a GET the client is opening (see [`Order`]). `request`:
+    /// the POST carries a request (the server may answer on the GET stream as it handles it).
+    pub async fn before_post(&self, request: bool) {
+        if request && self.just_begun() {
+            let listening = self.listening.notified();
+            tokio::pin!(listening);
+            listening.as_mut().enable();
+            if !self.listened.load(Ordering::Acquire) {
+                let _ = tokio::time::timeout(FIRST_STREAM_WAIT, listening).await;
+            }
+        }
+        // No GET opening (the usual case): no timer is set.
+        if self.streams.try_read().is_err() {
+            let _ = tokio::time::timeout(ORDER_WAIT, self.streams.read()).await;
+        }
+    }
+
+    /// The client said it is initialized less than [`JUST_BEGUN`] ago and has opened no GET.
+    fn just_begun(&self) -> bool {
+        !self.listened.load(Ordering::Acquire)
+            && self
+                .initialized
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_some_and(|at| at.elapsed() < JUST_BEGUN)
+    }
+}
 
 /// How many sessions are held, and for how long unused.
 #[derive(Debug, Clone, Copy)]
@@ -75,5 +137,55 @@ impl Sessions {
     pub fn remove(&self, route: &str, caller: &str, id: &str) {
         self.held
             .invalidate(&(route.into(), caller.into(), id.into()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures_util::FutureExt;
+
+    #[tokio::test]
+    async fn a_request_in_a_session_just_begun_goes_after_the_get_the_client_is_opening() {
+        let order = Order::default();
+        order.initialized();
+        let post = order.before_post(true);
+        tokio::pin!(post);
+        assert!(
+            post.as_mut().now_or_never().is_none(),
+            "it waits for a GET that may be on its way"
+        );
+        let head_pending = order.opening();
+        assert!(head_pending.is_some());
+        assert!(
+            post.as_mut().now_or_never().is_none(),
+            "the GET arrived: it waits for the upstream's head for it"
+        );
+        drop(head_pending);
+        assert!(post.as_mut().now_or_never().is_some(), "the stream is open");
+    }
+
+    #[tokio::test]
+    async fn requests_wait_for_no_stream_outside_a_sessions_first_moments() {
+        let order = Order::default();
+        assert!(
+            order.before_post(true).now_or_never().is_some(),
+            "not initialized here: no wait"
+        );
+        order.initialized();
+        assert!(
+            order.before_post(false).now_or_never().is_some(),
+            "a notification or an answer does not wait"
+        );
+        drop(order.opening());
+        assert!(
+            order.before_post(true).now_or_never().is_some(),
+            "its GET is open already"
+        );
+        let never = Order::default();
+        never.initialized();
+        tokio::time::timeout(Duration::from_secs(5), never.before_post(true))
+            .await
+            .expect("a client that opens no GET waits a moment, then goes on");
     }
 }

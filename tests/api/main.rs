@@ -11,6 +11,7 @@ mod bad_input;
 mod checks;
 mod cli_check;
 mod cli_diff;
+mod conformance;
 mod contracts;
 mod deploy_manifests;
 mod envelopes;

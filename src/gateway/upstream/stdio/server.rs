@@ -1,7 +1,7 @@
 //! One session's process: writing the client's messages to its stdin, reading its stdout into
 //! the streams awaiting it, and stopping its whole process group when the session is forgotten.
 
-use super::waiting::{Awaiting, Waiting, STREAM_SLACK};
+use super::waiting::{Awaiting, Tally, Waiting, STREAM_SLACK};
 use super::{fixed, Failure, Requester, StdioLimits, Upstreamed, STOP_GRACE};
 use crate::gateway::upstream::GiveBack;
 use crate::mcp;
@@ -230,7 +230,9 @@ pub(super) async fn read(
     used: impl Fn(),
 ) {
     let mut lines = Lines::new(stdout, max);
-    let mut not_json = NotJson::default();
+    // Lines that are not JSON (a banner, log lines that belong on stderr): relayed as they came,
+    // counted as `not_json_rpc`, and logged at most once a second.
+    let mut not_json = Tally::default();
     loop {
         let line = match lines.next().await {
             Ok(Some(line)) => line,
@@ -243,8 +245,13 @@ pub(super) async fn read(
         let head = match &line {
             Line::Message(bytes) if bytes.trim_ascii().is_empty() => continue,
             Line::Message(bytes) => {
-                if !matches!(bytes.trim_ascii_start().first(), Some(b'{' | b'[')) {
-                    not_json.seen(route);
+                let json = matches!(bytes.trim_ascii_start().first(), Some(b'{' | b'['));
+                if let Some(lines) = (!json).then(|| not_json.count()).flatten() {
+                    tracing::warn!(
+                        route,
+                        lines,
+                        "a stdio server wrote lines that are not JSON on its stdout (MCP's stdio transport carries JSON-RPC messages alone; logs belong on stderr): relayed as they came, logged at most once a second"
+                    );
                 }
                 mcp::message_head(bytes)
             }
@@ -309,33 +316,6 @@ pub(super) async fn read(
     waiting.ended = true;
     waiting.requests.clear();
     waiting.listener = None;
-}
-
-/// Lines of a session's stdout that are not JSON (a banner, a log line): relayed as they came
-/// and counted as `not_json_rpc`, and logged at most once a second, with how many came since the
-/// last log, so that a server flooding its stdout costs a log line a second.
-#[derive(Default)]
-struct NotJson {
-    since: u64,
-    logged: Option<std::time::Instant>,
-}
-
-impl NotJson {
-    fn seen(&mut self, route: &str) {
-        self.since += 1;
-        if self
-            .logged
-            .is_none_or(|at| at.elapsed() >= Duration::from_secs(1))
-        {
-            tracing::warn!(
-                route,
-                lines = self.since,
-                "a stdio server wrote lines that are not JSON on its stdout (MCP's stdio transport carries JSON-RPC messages alone; logs belong on stderr): relayed as they came, logged at most once a second"
-            );
-            self.since = 0;
-            self.logged = Some(std::time::Instant::now());
-        }
-    }
 }
 
 /// Waits for the process to exit, and counts it gone. Once its session is forgotten (`stop`), its

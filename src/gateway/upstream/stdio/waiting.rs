@@ -34,9 +34,8 @@ pub(super) struct Waiting {
     /// after `initialized`), for the next stream it opens; oldest first, bounded.
     pub(super) queued: VecDeque<Queued>,
     pub(super) queued_bytes: usize,
-    /// Held messages dropped past the bounds since the last log of it, and when that was.
-    pub(super) dropped: u64,
-    pub(super) dropped_logged: Option<std::time::Instant>,
+    /// Held messages dropped past the bounds, between log lines.
+    pub(super) dropped: Tally,
     /// The process closed its stdout: nothing more will come.
     pub(super) ended: bool,
 }
@@ -63,20 +62,13 @@ impl Waiting {
                 break;
             };
             self.queued_bytes -= line_bytes(&oldest.line);
-            self.dropped += 1;
-        }
-        // Logged at most once a second: a server that floods its stdout costs a line a second.
-        let due = self
-            .dropped_logged
-            .is_none_or(|at| at.elapsed() >= Duration::from_secs(1));
-        if self.dropped > 0 && due {
-            tracing::warn!(
-                route,
-                dropped = self.dropped,
-                "a stdio server's messages waiting for a client stream were dropped (too many held)"
-            );
-            self.dropped = 0;
-            self.dropped_logged = Some(std::time::Instant::now());
+            if let Some(dropped) = self.dropped.count() {
+                tracing::warn!(
+                    route,
+                    dropped,
+                    "a stdio server's messages waiting for a client stream were dropped (too many held)"
+                );
+            }
         }
     }
 
@@ -105,6 +97,28 @@ impl Waiting {
         }
         self.queued = kept;
         ids
+    }
+}
+
+/// Events counted between log lines: a log line is due at most once a second, and says how many
+/// came since the last, so that a server flooding its stdout costs a log line a second.
+#[derive(Default)]
+pub(super) struct Tally {
+    since: u64,
+    logged: Option<std::time::Instant>,
+}
+
+impl Tally {
+    /// Counts one event: when a log line is due, how many to report (counting starts again).
+    pub(super) fn count(&mut self) -> Option<u64> {
+        self.since += 1;
+        let due = self
+            .logged
+            .is_none_or(|at| at.elapsed() >= Duration::from_secs(1));
+        due.then(|| {
+            self.logged = Some(std::time::Instant::now());
+            std::mem::take(&mut self.since)
+        })
     }
 }
 
