@@ -3,7 +3,9 @@
 //! JSON copy, as tools send them) answered as JSON and as a server-sent event. The server is
 //! examples/mcp_test_server.rs `--raw --http` (every call answered with the same pre-built
 //! result); the client is this process, on keep-alive HTTP/1.1 (reqwest), as an MCP client is.
-//! Latency is one call at a time; the rate is with 64 calls in flight.
+//! Latency is one call at a time; the rate is with 64 calls in flight. Calls are requests of their
+//! own (no session), and for 1 KB JSON also calls in one session the gateway holds (its rules and
+//! its own listing kept between calls).
 
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -44,17 +46,57 @@ struct Figures {
     cpu_us: [f64; 3],
 }
 
-async fn ask(client: &reqwest::Client, url: &str, body: String) -> anyhow::Result<String> {
+/// Posts `body` to `url`, in `session` if any: the answer's body.
+async fn ask(
+    client: &reqwest::Client,
+    url: &str,
+    session: Option<&str>,
+    body: String,
+) -> anyhow::Result<String> {
+    let mut request = client
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25");
+    if let Some(session) = session {
+        request = request.header("mcp-session-id", session);
+    }
+    let response = request.body(body).send().await?;
+    anyhow::ensure!(response.status() == 200, "status {}", response.status());
+    Ok(response.text().await?)
+}
+
+/// Begins a session at `url` (2025-11-25's `initialize`, then `notifications/initialized`): its
+/// `Mcp-Session-Id`.
+async fn begin(client: &reqwest::Client, url: &str) -> anyhow::Result<String> {
+    let initialize = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"load","version":"1"}}}"#;
     let response = client
         .post(url)
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2025-11-25")
-        .body(body)
+        .body(initialize)
         .send()
         .await?;
-    anyhow::ensure!(response.status() == 200, "status {}", response.status());
-    Ok(response.text().await?)
+    let session = response
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .ok_or_else(|| anyhow::anyhow!("no Mcp-Session-Id in the answer to initialize"))?
+        .to_owned();
+    response.text().await?;
+    let initialized = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    client
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .header("mcp-session-id", &session)
+        .body(initialized)
+        .send()
+        .await?;
+    // Past the moments just after `initialized`, when a call waits for a GET that may come.
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    Ok(session)
 }
 
 fn percentile(sorted: &[Duration], p: f64) -> f64 {
@@ -63,21 +105,33 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
 }
 
 /// Round trips to `url` one at a time for `seconds / 2`, then 64 in flight for `seconds / 2`;
-/// `pids`: the process answering and the one behind it, if any.
-async fn drive(url: &str, seconds: f64, pids: [Option<u32>; 2]) -> anyhow::Result<Figures> {
+/// `pids`: the process answering and the one behind it, if any. With `in_session`, the calls
+/// are made in one session begun first (the gateway holds its rules, its own listing among
+/// them); else each is a request of its own.
+async fn drive(
+    url: &str,
+    seconds: f64,
+    pids: [Option<u32>; 2],
+    in_session: bool,
+) -> anyhow::Result<Figures> {
     let client = crate::http_client::builder()
         .http1_only()
         .pool_max_idle_per_host(IN_FLIGHT)
         .build()?;
+    let session = match in_session {
+        true => Some(begin(&client, url).await?),
+        false => None,
+    };
+    let session = session.as_deref();
     // The first call lets the gateway list the tools and compile the schema.
-    let answer = ask(&client, url, call(1)).await?;
+    let answer = ask(&client, url, session, call(1)).await?;
     let half = Duration::from_secs_f64(seconds / 2.0);
     let mut times = Vec::new();
     let start = Instant::now();
     let mut id = 10;
     while start.elapsed() < half {
         let t = Instant::now();
-        ask(&client, url, call(id)).await?;
+        ask(&client, url, session, call(id)).await?;
         times.push(t.elapsed());
         id += 1;
     }
@@ -96,10 +150,11 @@ async fn drive(url: &str, seconds: f64, pids: [Option<u32>; 2]) -> anyhow::Resul
     let mut tasks = Vec::new();
     for task in 0..IN_FLIGHT as u64 {
         let (client, url, answered) = (client.clone(), url.to_owned(), Arc::clone(&answered));
+        let session = session.map(str::to_owned);
         tasks.push(tokio::spawn(async move {
             let mut id = 1_000_000 * (task + 1);
             while start.elapsed() < half {
-                ask(&client, &url, call(id)).await?;
+                ask(&client, &url, session.as_deref(), call(id)).await?;
                 answered.fetch_add(1, Ordering::Relaxed);
                 id += 1;
             }
@@ -133,89 +188,101 @@ pub(crate) fn gateway_leg(seconds: f64) -> anyhow::Result<()> {
     println!();
     println!("gateway: tools/call on Streamable HTTP, one call at a time (latency) and {IN_FLIGHT} in flight (rate), {seconds:.0} s per pair");
     println!(
-        "{:<34} {:>10} {:>10} {:>12} {:>14} {:>14}   CPU us per call: client, gateway, server",
+        "{:<44} {:>10} {:>10} {:>12} {:>14} {:>14}   CPU us per call: client, gateway, server",
         "result / answer / path", "p50 us", "p99 us", "calls/s", "added p50 us", "added p99 us"
     );
     let mut worst_added_p50_1kb = f64::NAN;
     let mut worst_ratio_1kb = f64::NAN;
-    for size in [1024usize, 64 * 1024] {
-        for sse in [false, true] {
-            let mut upstream = Command::new(&server);
-            upstream.args([
-                "--raw",
-                "--http",
-                "127.0.0.1:0",
-                "--result-bytes",
-                &size.to_string(),
-            ]);
-            if sse {
-                upstream.arg("--sse");
-            }
-            let (mut upstream, url) = spawn_with_url(upstream)?;
-            let port = std::net::TcpListener::bind("127.0.0.1:0")?
-                .local_addr()?
-                .port();
-            let mut gateway = Command::new(env!("CARGO_BIN_EXE_schemagate"))
-                .args(["gateway", "--log-level", "warn", "--listen"])
-                .arg(format!("127.0.0.1:{port}"))
-                .arg("--route")
-                .arg(format!("bench={url}"))
-                .spawn()?;
-            let through = format!("http://127.0.0.1:{port}/mcp/bench");
-            let figures = runtime.block_on(async {
-                let health = format!("http://127.0.0.1:{port}/healthz");
-                for _ in 0..200 {
-                    if crate::http_client::get(&health).await.is_ok() {
-                        break;
-                    }
-                    tokio::time::sleep(Duration::from_millis(25)).await;
+    // Sessionless requests (each call a request of its own), and, for 1 KB JSON, calls in a
+    // session the gateway holds.
+    let variants = [
+        (1024usize, false, false),
+        (1024, true, false),
+        (1024, false, true),
+        (64 * 1024, false, false),
+        (64 * 1024, true, false),
+    ];
+    for (size, sse, in_session) in variants {
+        let mut upstream = Command::new(&server);
+        upstream.args([
+            "--raw",
+            "--http",
+            "127.0.0.1:0",
+            "--result-bytes",
+            &size.to_string(),
+        ]);
+        if sse {
+            upstream.arg("--sse");
+        }
+        let (mut upstream, url) = spawn_with_url(upstream)?;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        let mut gateway = Command::new(env!("CARGO_BIN_EXE_schemagate"))
+            .args(["gateway", "--log-level", "warn", "--listen"])
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--route")
+            .arg(format!("bench={url}"))
+            .spawn()?;
+        let through = format!("http://127.0.0.1:{port}/mcp/bench");
+        let figures = runtime.block_on(async {
+            let health = format!("http://127.0.0.1:{port}/healthz");
+            for _ in 0..200 {
+                if crate::http_client::get(&health).await.is_ok() {
+                    break;
                 }
-                let d = drive(&url, seconds, [Some(upstream.id()), None]).await?;
-                let g = drive(&through, seconds, [Some(gateway.id()), Some(upstream.id())]).await?;
-                anyhow::Ok((d, g))
-            });
-            let _ = gateway.kill();
-            let _ = gateway.wait();
-            let _ = upstream.kill();
-            let _ = upstream.wait();
-            let (d, g) = figures?;
-            anyhow::ensure!(
-                d.answer == g.answer,
-                "the gateway changed a conforming result:\n direct:  {}\n gateway: {}",
-                d.answer.trim_end(),
-                g.answer.trim_end()
-            );
-            let kb = size / 1024;
-            let form = if sse { "SSE" } else { "JSON" };
-            println!(
-                "{:<34} {:>10.1} {:>10.1} {:>12.0} {:>14} {:>14}   {:.1}, -, {:.1}",
-                format!("{kb} KB {form} direct"),
-                d.p50_us,
-                d.p99_us,
-                d.rate,
-                "",
-                "",
-                d.cpu_us[0],
-                d.cpu_us[1]
-            );
-            let added_p50 = g.p50_us - d.p50_us;
-            println!(
-                "{:<34} {:>10.1} {:>10.1} {:>12.0} {:>14.1} {:>14.1}   {:.1}, {:.1}, {:.1}",
-                format!("{kb} KB {form} through the gateway"),
-                g.p50_us,
-                g.p99_us,
-                g.rate,
-                added_p50,
-                g.p99_us - d.p99_us,
-                g.cpu_us[0],
-                g.cpu_us[1],
-                g.cpu_us[2]
-            );
-            if size == 1024 {
-                let ratio = g.rate / d.rate;
-                worst_added_p50_1kb = worst_added_p50_1kb.max(added_p50);
-                worst_ratio_1kb = worst_ratio_1kb.min(ratio);
+                tokio::time::sleep(Duration::from_millis(25)).await;
             }
+            let d = drive(&url, seconds, [Some(upstream.id()), None], in_session).await?;
+            let pids = [Some(gateway.id()), Some(upstream.id())];
+            let g = drive(&through, seconds, pids, in_session).await?;
+            anyhow::Ok((d, g))
+        });
+        let _ = gateway.kill();
+        let _ = gateway.wait();
+        let _ = upstream.kill();
+        let _ = upstream.wait();
+        let (d, g) = figures?;
+        anyhow::ensure!(
+            d.answer == g.answer,
+            "the gateway changed a conforming result:\n direct:  {}\n gateway: {}",
+            d.answer.trim_end(),
+            g.answer.trim_end()
+        );
+        let kb = size / 1024;
+        let form = match (sse, in_session) {
+            (true, _) => "SSE",
+            (false, false) => "JSON",
+            (false, true) => "JSON in a session",
+        };
+        println!(
+            "{:<44} {:>10.1} {:>10.1} {:>12.0} {:>14} {:>14}   {:.1}, -, {:.1}",
+            format!("{kb} KB {form} direct"),
+            d.p50_us,
+            d.p99_us,
+            d.rate,
+            "",
+            "",
+            d.cpu_us[0],
+            d.cpu_us[1]
+        );
+        let added_p50 = g.p50_us - d.p50_us;
+        println!(
+            "{:<44} {:>10.1} {:>10.1} {:>12.0} {:>14.1} {:>14.1}   {:.1}, {:.1}, {:.1}",
+            format!("{kb} KB {form} through the gateway"),
+            g.p50_us,
+            g.p99_us,
+            g.rate,
+            added_p50,
+            g.p99_us - d.p99_us,
+            g.cpu_us[0],
+            g.cpu_us[1],
+            g.cpu_us[2]
+        );
+        if size == 1024 && !in_session {
+            let ratio = g.rate / d.rate;
+            worst_added_p50_1kb = worst_added_p50_1kb.max(added_p50);
+            worst_ratio_1kb = worst_ratio_1kb.min(ratio);
         }
     }
     crate::verdict_line(
