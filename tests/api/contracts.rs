@@ -35,10 +35,10 @@ pub(crate) fn tools_lists(table: &[Case]) -> (Value, Value) {
                 let mut tool = json!({"name": format!("t{i}")});
                 let schema = if new { &case.new } else { &case.old };
                 if let Some(schema) = schema {
-                    let key = if case.part == "input" {
-                        "inputSchema"
-                    } else {
-                        "outputSchema"
+                    let key = match case.part.as_str() {
+                        "input" => "inputSchema",
+                        "annotations" => "annotations",
+                        _ => "outputSchema",
                     };
                     tool[key] = schema.clone();
                 }
@@ -164,7 +164,7 @@ fn assert_three(versions: &[Value], extra: usize) {
     assert_eq!(v[0]["schemas"][0]["schema"], "annotations");
     assert_eq!(
         v[0]["schemas"][0]["reasons"][0],
-        "/readOnlyHint: false -> true (a safety claim weakened)"
+        "/readOnlyHint: false -> true (the tool claims more safety: a host may stop asking before it runs it)"
     );
     assert_eq!(v[0]["annotations"], json!({"readOnlyHint": true}));
     assert_eq!(v[1]["class"], "breaking");

@@ -1,5 +1,5 @@
 //! The classes of schema and annotation changes, pair by pair, written from the rules (see the
-//! module's documentation), with the reasons each must give. The schema pairs are a table in
+//! module's documentation), with the reasons each must give. The pairs are a table in
 //! tests/data/contract_changes.json.
 
 use super::*;
@@ -34,7 +34,10 @@ fn schema_changes_get_their_class_and_reasons() {
     let cases = cases();
     assert!(cases.len() >= 40, "{} pairs", cases.len());
     for case in &cases {
-        let change = schema_change(case.old.as_ref(), case.new.as_ref(), case.part, options);
+        let change = match case.part {
+            Part::Annotations => annotations_change(case.old.as_ref(), case.new.as_ref()),
+            part => schema_change(case.old.as_ref(), case.new.as_ref(), part, options),
+        };
         let missing: Vec<&String> = case
             .reasons
             .iter()
@@ -65,70 +68,113 @@ fn schema_changes_get_their_class_and_reasons() {
 }
 
 #[test]
-fn annotation_changes_that_weaken_a_safety_claim_are_breaking() {
+fn annotation_changes_are_read_against_mcps_defaults() {
     use Class::*;
+    const MORE: &str = " (the tool claims more safety: a host may stop asking before it runs it)";
     for (old, new, class, reason) in [
+        // Claims of more safety: breaking.
+        (
+            json!({}),
+            json!({"destructiveHint": false}),
+            Breaking,
+            format!("/destructiveHint: absent (true) -> false{MORE}"),
+        ),
         (
             json!({"destructiveHint": true}),
             json!({"destructiveHint": false}),
             Breaking,
-            "/destructiveHint: true -> false (a safety claim weakened)",
-        ),
-        (
-            json!({"destructiveHint": true}),
-            json!({}),
-            Breaking,
-            "/destructiveHint: true -> absent (a safety claim weakened)",
+            format!("/destructiveHint: true -> false{MORE}"),
         ),
         (
             json!({}),
             json!({"readOnlyHint": true}),
             Breaking,
-            "/readOnlyHint: absent -> true (a safety claim weakened)",
+            format!("/readOnlyHint: absent (false) -> true{MORE}"),
         ),
         (
             json!({"readOnlyHint": false}),
             json!({"readOnlyHint": true}),
             Breaking,
-            "/readOnlyHint: false -> true (a safety claim weakened)",
+            format!("/readOnlyHint: false -> true{MORE}"),
         ),
         (
             json!({"openWorldHint": true}),
             json!({"openWorldHint": false}),
             Breaking,
-            "/openWorldHint: true -> false (a safety claim weakened)",
+            format!("/openWorldHint: true -> false{MORE}"),
+        ),
+        (
+            json!({}),
+            json!({"openWorldHint": false}),
+            Breaking,
+            format!("/openWorldHint: absent (true) -> false{MORE}"),
+        ),
+        (
+            json!({"idempotentHint": false}),
+            json!({"idempotentHint": true}),
+            Breaking,
+            format!("/idempotentHint: false -> true{MORE}"),
+        ),
+        // Claims of less: compatible.
+        (
+            json!({"destructiveHint": false}),
+            json!({"destructiveHint": true}),
+            Compatible,
+            "/destructiveHint: false -> true".to_owned(),
+        ),
+        (
+            json!({"destructiveHint": false}),
+            json!({}),
+            Compatible,
+            "/destructiveHint: false -> absent (true)".to_owned(),
+        ),
+        (
+            json!({"readOnlyHint": true}),
+            json!({}),
+            Compatible,
+            "/readOnlyHint: true -> absent (false)".to_owned(),
         ),
         (
             json!({"title": "Get"}),
             json!({"title": "Get a customer"}),
             Compatible,
-            "/title: \"Get\" -> \"Get a customer\"",
+            "/title: \"Get\" -> \"Get a customer\"".to_owned(),
         ),
         (
-            json!({"destructiveHint": false}),
-            json!({"destructiveHint": true}),
+            json!({"readOnlyHint": "yes"}),
+            json!({"readOnlyHint": true}),
             Compatible,
-            "/destructiveHint: false -> true",
-        ),
-        (
-            json!({"idempotentHint": false}),
-            json!({"idempotentHint": true}),
-            Compatible,
-            "/idempotentHint: false -> true",
+            "/readOnlyHint: \"yes\" -> true".to_owned(),
         ),
     ] {
         let change = annotations_change(Some(&old), Some(&new));
         assert_eq!(
             (change.class, change.reasons.as_slice()),
-            (class, [reason.to_owned()].as_slice()),
+            (class, [reason].as_slice()),
             "{old} -> {new}"
         );
     }
-    let same = annotations_change(
-        Some(&json!({"readOnlyHint": true, "title": "T"})),
-        Some(&json!({"title": "T", "readOnlyHint": true})),
-    );
-    assert_eq!(same.class, Identical);
+    // A default spelled out or dropped claims the same.
+    for (old, new) in [
+        (json!({}), json!({"destructiveHint": true})),
+        (json!({"destructiveHint": true}), json!({})),
+        (json!({"openWorldHint": true}), json!({})),
+        (
+            json!({}),
+            json!({"readOnlyHint": false, "idempotentHint": false}),
+        ),
+        (
+            json!({"readOnlyHint": true, "title": "T"}),
+            json!({"title": "T", "readOnlyHint": true}),
+        ),
+    ] {
+        let change = annotations_change(Some(&old), Some(&new));
+        assert_eq!(
+            change.class, Identical,
+            "{old} -> {new}: {:?}",
+            change.reasons
+        );
+    }
     assert_eq!(annotations_change(None, Some(&json!({}))).class, Identical);
 }
 
