@@ -79,14 +79,22 @@ impl Provenance {
         }
     }
 
-    /// The time as RFC 3339 (UTC, milliseconds), as the listing shows it.
+    /// The time as RFC 3339 (UTC) with exactly three fraction digits, as the listing and the
+    /// history show it: `2026-05-01T12:00:00.100Z`, never `.1Z`, so that times sort as text.
     pub fn at_rfc3339(&self) -> String {
         let nanos = i128::from(self.at_ms) * 1_000_000;
         time::OffsetDateTime::from_unix_timestamp_nanos(nanos)
-            .ok()
-            .and_then(|t| {
-                t.format(&time::format_description::well_known::Rfc3339)
-                    .ok()
+            .map(|t| {
+                format!(
+                    "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+                    t.year(),
+                    u8::from(t.month()),
+                    t.day(),
+                    t.hour(),
+                    t.minute(),
+                    t.second(),
+                    t.millisecond()
+                )
             })
             .unwrap_or_default()
     }
@@ -466,6 +474,17 @@ mod tests {
 
     fn crm() -> ServerId {
         ServerId::parse("crm").expect("name")
+    }
+
+    #[test]
+    fn times_have_exactly_three_fraction_digits_so_they_sort_as_text() {
+        let at = |at_ms| Provenance { at_ms, by: None }.at_rfc3339();
+        assert_eq!(at(1_700_000_000_100), "2023-11-14T22:13:20.100Z");
+        assert_eq!(at(1_700_000_000_000), "2023-11-14T22:13:20.000Z");
+        assert_eq!(at(1_700_000_000_012), "2023-11-14T22:13:20.012Z");
+        let mut times = [at(1_700_000_000_100), at(1_700_000_000_012)];
+        times.sort();
+        assert_eq!(times[0], at(1_700_000_000_012));
     }
 
     #[test]
