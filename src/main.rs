@@ -61,12 +61,15 @@ async fn run(Cli { command }: Cli) -> anyhow::Result<()> {
             .await
         }
         Command::Diff(args) => {
+            let output = args.output;
             let config = match args.diff_config() {
                 Ok(config) => config,
-                Err(e) => {
-                    eprintln!("schemagate diff: {e:#}");
-                    std::process::exit(schemagate::cli::diff::BAD_INPUT);
-                }
+                Err(e) => std::process::exit(schemagate::cli::diff::refused(
+                    output,
+                    &e,
+                    &mut std::io::stdout().lock(),
+                    &mut std::io::stderr().lock(),
+                )),
             };
             let code = schemagate::cli::diff::run(
                 config,

@@ -2,7 +2,8 @@
 //! `{"servers": {name: result}}`) compared tool by tool, with the classification a registration
 //! gets (see [`crate::core::change`]): each tool added, removed or changed, its class and
 //! reasons. The exit code says whether CI should stop: 1 when a change reaches `--fail-on`, 2
-//! for a file that cannot be read (the answer names the file, and the line of broken JSON).
+//! for a file that cannot be read (the answer names the file, and the line of broken JSON); with
+//! `--output json`, stdout holds a JSON document on every exit.
 
 use super::snapshot::{self, LONE_SERVER};
 use super::Output;
@@ -22,15 +23,29 @@ pub const FAILED: i32 = 1;
 /// Exit code: a file could not be read, or the flags are wrong.
 pub const BAD_INPUT: i32 = 2;
 
-/// Which changes fail the run.
+/// Which changes fail the run: `--fail-on` takes a list of these (`breaking,unknown`, the
+/// default), or `any` or `never` alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum FailOn {
-    /// A breaking change, or one the analysis could not decide (never guessed safe).
+    /// A change classed `breaking`.
     Breaking,
+    /// A change the analysis could not decide (never guessed safe).
+    Unknown,
     /// Any change (a tool added counts).
     Any,
     /// None: report only.
     Never,
+}
+
+impl FailOn {
+    fn as_str(self) -> &'static str {
+        match self {
+            FailOn::Breaking => "breaking",
+            FailOn::Unknown => "unknown",
+            FailOn::Any => "any",
+            FailOn::Never => "never",
+        }
+    }
 }
 
 /// What `schemagate diff` needs, built from its flags.
@@ -40,25 +55,30 @@ pub struct DiffConfig {
     pub gate: GateConfig,
     pub old: PathBuf,
     pub new: PathBuf,
-    pub fail_on: FailOn,
+    pub fail_on: Vec<FailOn>,
     pub output: Output,
 }
 
-/// One tool's change, with its server.
+/// One tool's change, with its server (`null` for a snapshot that is one `tools/list` result).
 #[derive(Debug, Serialize)]
 struct Entry {
-    server: String,
+    server: Option<String>,
     #[serde(flatten)]
     change: ToolChange,
 }
 
+/// How many tools were added, removed and changed, how many changes fell in each class, and
+/// which of `--fail-on` the changes reached (the run fails when any did).
 #[derive(Debug, Default, Serialize)]
 struct Summary {
     added: usize,
     removed: usize,
     changed: usize,
+    identical: usize,
+    compatible: usize,
     breaking: usize,
     unknown: usize,
+    failed_on: Vec<&'static str>,
 }
 
 #[derive(Debug, Serialize)]
@@ -67,38 +87,80 @@ struct Report {
     summary: Summary,
 }
 
+/// What `--output json` writes when the snapshots cannot be compared (exit code 2).
+#[derive(Debug, Serialize)]
+struct Refusal {
+    error: String,
+    exit_code: i32,
+}
+
 /// Runs the diff; answers the exit code, having written the report to `out` (and any error to
 /// `err`).
 pub fn run(config: DiffConfig, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
-    let (fail_on, output) = (config.fail_on, config.output);
-    match diff(config) {
-        Ok(report) => {
-            let failed = match fail_on {
-                FailOn::Never => false,
-                FailOn::Any => !report.changes.is_empty(),
-                FailOn::Breaking => report.summary.breaking + report.summary.unknown > 0,
+    let output = config.output;
+    let fail_on = config.fail_on.clone();
+    let (written, code) = match diff(config) {
+        Ok(mut report) => {
+            report.summary.failed_on = reached(&report, &fail_on);
+            let code = match report.summary.failed_on.is_empty() {
+                true => PASSED,
+                false => FAILED,
             };
             let written = match output {
-                Output::Json => serde_json::to_writer_pretty(&mut *out, &report)
-                    .map_err(std::io::Error::other)
-                    .and_then(|()| writeln!(out)),
+                Output::Json => write_json(&report, out),
                 Output::Text => write_text(&report, out),
             };
-            if let Err(e) = written {
-                let _ = writeln!(err, "schemagate diff: cannot write the report: {e}");
-                return BAD_INPUT;
-            }
-            if failed {
-                FAILED
-            } else {
-                PASSED
-            }
+            (written, code)
         }
-        Err(e) => {
-            let _ = writeln!(err, "schemagate diff: {e:#}");
-            BAD_INPUT
+        Err(e) => return refused(output, &e, out, err),
+    };
+    if let Err(e) = written {
+        let _ = writeln!(err, "schemagate diff: cannot write the report: {e}");
+        return BAD_INPUT;
+    }
+    code
+}
+
+/// The snapshots could not be compared (or the flags are wrong): says why on `err` and, with
+/// `--output json`, as a JSON document on `out`, so that a CI step reading stdout as JSON gets one
+/// on every exit. Answers the exit code, [`BAD_INPUT`].
+pub fn refused(
+    output: Output,
+    error: &anyhow::Error,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> i32 {
+    let _ = writeln!(err, "schemagate diff: {error:#}");
+    if output == Output::Json {
+        let refusal = Refusal {
+            error: format!("{error:#}"),
+            exit_code: BAD_INPUT,
+        };
+        if let Err(e) = write_json(&refusal, out) {
+            let _ = writeln!(err, "schemagate diff: cannot write the report: {e}");
         }
     }
+    BAD_INPUT
+}
+
+fn write_json(value: &impl Serialize, out: &mut dyn Write) -> std::io::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, value).map_err(std::io::Error::other)?;
+    writeln!(out)
+}
+
+/// Which of `fail_on` the report's changes reach.
+fn reached(report: &Report, fail_on: &[FailOn]) -> Vec<&'static str> {
+    let s = &report.summary;
+    fail_on
+        .iter()
+        .filter(|f| match f {
+            FailOn::Breaking => s.breaking > 0,
+            FailOn::Unknown => s.unknown > 0,
+            FailOn::Any => !report.changes.is_empty(),
+            FailOn::Never => false,
+        })
+        .map(|f| f.as_str())
+        .collect()
 }
 
 fn diff(config: DiffConfig) -> anyhow::Result<Report> {
@@ -122,7 +184,7 @@ fn diff(config: DiffConfig) -> anyhow::Result<Report> {
             .changes_now(server, list)
             .map_err(|e| anyhow::anyhow!("{}: {e}", name(&config.new)))?;
         changes.extend(found.into_iter().map(|change| Entry {
-            server: server.clone(),
+            server: (server != LONE_SERVER).then(|| server.clone()),
             change,
         }));
     }
@@ -136,7 +198,8 @@ fn diff(config: DiffConfig) -> anyhow::Result<Report> {
         match entry.change.class {
             Class::Breaking => summary.breaking += 1,
             Class::Unknown => summary.unknown += 1,
-            Class::Identical | Class::Compatible => {}
+            Class::Identical => summary.identical += 1,
+            Class::Compatible => summary.compatible += 1,
         }
     }
     Ok(Report { changes, summary })
@@ -150,10 +213,9 @@ fn write_text(report: &Report, out: &mut dyn Write) -> std::io::Result<()> {
             ChangeKind::Removed => "removed",
             ChangeKind::Changed => "changed",
         };
-        let tool = if entry.server == LONE_SERVER {
-            change.tool.clone()
-        } else {
-            format!("{}/{}", entry.server, change.tool)
+        let tool = match &entry.server {
+            None => change.tool.clone(),
+            Some(server) => format!("{server}/{}", change.tool),
         };
         writeln!(out, "{tool}: {kind}, {}", change.class.as_str())?;
         for part in &change.schemas {
@@ -173,12 +235,18 @@ fn write_text(report: &Report, out: &mut dyn Write) -> std::io::Result<()> {
     let s = &report.summary;
     writeln!(
         out,
-        "{} tools changed ({} added, {} removed, {} changed): {} breaking, {} unknown",
+        "{} tools changed ({} added, {} removed, {} changed): {} identical, {} compatible, {} breaking, {} unknown",
         report.changes.len(),
         s.added,
         s.removed,
         s.changed,
+        s.identical,
+        s.compatible,
         s.breaking,
         s.unknown
-    )
+    )?;
+    match s.failed_on.is_empty() {
+        true => writeln!(out, "passed"),
+        false => writeln!(out, "failed on: {}", s.failed_on.join(", ")),
+    }
 }

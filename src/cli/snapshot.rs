@@ -1,5 +1,6 @@
-//! A `tools/list` snapshot file, as `check --tools` and `diff` read it: one server's result, or
-//! a map `{"servers": {NAME: result}}` (the reference corpus's shape).
+//! A `tools/list` snapshot file, as `check --tools` and `diff` read it: one server's result (or a
+//! JSON-RPC answer carrying it, as captured from the wire), or a map `{"servers": {NAME: result}}`
+//! (the reference corpus's shape).
 
 use bytes::Bytes;
 use std::collections::BTreeMap;
@@ -21,6 +22,14 @@ pub fn read(path: &Path) -> anyhow::Result<BTreeMap<String, Bytes>> {
             e.column()
         )
     })?;
+    // A JSON-RPC answer to `tools/list`, as captured from the wire: its result.
+    let (value, text) = match value.get("result") {
+        Some(result) if value.get("jsonrpc").is_some() && result.get("tools").is_some() => {
+            let text = result.to_string().into_bytes();
+            (result.clone(), text)
+        }
+        _ => (value, text),
+    };
     match value.get("servers") {
         Some(serde_json::Value::Object(servers)) => Ok(servers
             .iter()
@@ -34,7 +43,7 @@ pub fn read(path: &Path) -> anyhow::Result<BTreeMap<String, Bytes>> {
             Ok(BTreeMap::from([(LONE_SERVER.to_owned(), Bytes::from(text))]))
         }
         None => anyhow::bail!(
-            "{}: expected a tools/list result ({{\"tools\": [...]}}) or {{\"servers\": {{NAME: tools/list result}}}}",
+            "{}: expected a tools/list result ({{\"tools\": [...]}}), a JSON-RPC answer carrying one, or {{\"servers\": {{NAME: tools/list result}}}}",
             path.display()
         ),
     }

@@ -15,9 +15,15 @@ pub struct DiffArgs {
     pub old: PathBuf,
     /// The new snapshot, in the same shape.
     pub new: PathBuf,
-    /// Which changes fail the run (exit code 1): breaking (and unknown), any, or never.
-    #[arg(long, value_enum, default_value = "breaking")]
-    pub fail_on: FailOn,
+    /// Which changes fail the run (exit code 1): a list of classes (breaking, unknown), or any,
+    /// or never.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "breaking,unknown"
+    )]
+    pub fail_on: Vec<FailOn>,
     /// The report: text, or JSON.
     #[arg(long, value_enum, default_value = "text")]
     pub output: Output,
@@ -39,6 +45,11 @@ impl DiffArgs {
             argv.push("--policy".to_owned());
             argv.push(policy.display().to_string());
         }
+        let alone = |f: &FailOn| matches!(f, FailOn::Any | FailOn::Never);
+        anyhow::ensure!(
+            self.fail_on.len() == 1 || !self.fail_on.iter().any(alone),
+            "--fail-on takes a list of classes (breaking,unknown), or `any` or `never` alone"
+        );
         let serve = ServeArgs::try_parse_from(argv)?;
         Ok(DiffConfig {
             gate: serve.gate_config()?,

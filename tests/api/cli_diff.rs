@@ -47,7 +47,11 @@ fn the_table_of_changes_is_classed_as_a_registration_classes_it() {
         match (changes_anything(case), change) {
             (false, None) => {}
             (true, Some(change)) if change["class"] == case.class.as_str() => {
-                assert_eq!(change["server"], "-");
+                assert_eq!(
+                    change["server"],
+                    Value::Null,
+                    "a lone listing names no server"
+                );
                 assert_eq!(change["schemas"][0]["schema"], case.part.as_str());
             }
             (_, change) => wrong.push(format!(
@@ -135,4 +139,68 @@ fn exit_codes_say_whether_ci_should_stop() {
     let (code, _, err) = diff(&[&strict, &bad_name]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("bad_name.json"), "{err}");
+}
+
+#[test]
+fn the_report_serves_a_ci_job_as_it_is() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let tool = |required: &[&str]| json!({"name": "get_customer", "outputSchema": {"type": "object", "properties": {"email": {"type": "string"}}, "required": required}});
+    // A JSON-RPC answer to tools/list, as captured from the wire, is read as its result.
+    let strict = write(
+        dir.path(),
+        "strict.json",
+        &json!({"jsonrpc": "2.0", "id": 2, "result": {"tools": [tool(&["email"])]}}),
+    );
+    let loose = write(dir.path(), "loose.json", &json!({"tools": [tool(&[])]}));
+    let (code, out, err) = diff(&[&strict, &loose, "--output", "json"]);
+    assert_eq!(code, 1, "{err}");
+    let report: Value = serde_json::from_str(&out).expect("a JSON report");
+    assert_eq!(report["changes"][0]["server"], Value::Null);
+    let summary = &report["summary"];
+    assert_eq!(
+        (
+            &summary["identical"],
+            &summary["compatible"],
+            &summary["breaking"],
+            &summary["unknown"]
+        ),
+        (&json!(0), &json!(0), &json!(1), &json!(0))
+    );
+    assert_eq!(summary["failed_on"], json!(["breaking"]), "{summary}");
+    let (_, text, _) = diff(&[&strict, &loose]);
+    assert!(text.contains("failed on: breaking"), "{text}");
+
+    // --fail-on takes a list of classes: a breaking change passes a run that fails on unknown.
+    let (code, out, _) = diff(&[&strict, &loose, "--fail-on", "unknown", "--output", "json"]);
+    assert_eq!(code, 0, "{out}");
+    let report: Value = serde_json::from_str(&out).expect("a JSON report");
+    assert_eq!(report["summary"]["failed_on"], json!([]));
+    assert_eq!(
+        diff(&[&strict, &loose, "--fail-on", "unknown,breaking"]).0,
+        1
+    );
+    let (code, out, err) = diff(&[
+        &strict,
+        &loose,
+        "--fail-on",
+        "any,never",
+        "--output",
+        "json",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("--fail-on"), "{err}");
+    let refusal: Value = serde_json::from_str(&out).expect("a JSON document for wrong flags");
+    assert_eq!(refusal["exit_code"], 2);
+
+    // Every exit writes a JSON document with --output json, the refusal too.
+    let (code, out, err) = diff(&[&strict, "/nonexistent/new.json", "--output", "json"]);
+    assert_eq!(code, 2, "{err}");
+    let refusal: Value = serde_json::from_str(&out).expect("a JSON document on exit 2");
+    assert_eq!(refusal["exit_code"], 2);
+    assert!(
+        refusal["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("/nonexistent/new.json: cannot read it")),
+        "{refusal}"
+    );
 }
