@@ -67,8 +67,9 @@ struct Entry {
     change: ToolChange,
 }
 
-/// How many tools were added, removed and changed, how many changes fell in each class, and
-/// which of `--fail-on` the changes reached (the run fails when any did).
+/// How many tools were added, removed and changed (a new text with the same meaning, class
+/// `identical`, is not counted as changed), how many changes fell in each class, and which of
+/// `--fail-on` the changes reached (the run fails when any did).
 #[derive(Debug, Default, Serialize)]
 struct Summary {
     added: usize,
@@ -156,7 +157,7 @@ fn reached(report: &Report, fail_on: &[FailOn]) -> Vec<&'static str> {
         .filter(|f| match f {
             FailOn::Breaking => s.breaking > 0,
             FailOn::Unknown => s.unknown > 0,
-            FailOn::Any => !report.changes.is_empty(),
+            FailOn::Any => report.changes.len() > s.identical,
             FailOn::Never => false,
         })
         .map(|f| f.as_str())
@@ -193,6 +194,8 @@ fn diff(config: DiffConfig) -> anyhow::Result<Report> {
         match entry.change.change {
             ChangeKind::Added => summary.added += 1,
             ChangeKind::Removed => summary.removed += 1,
+            // A new text that means the same (key order, a title): not a change to act on.
+            ChangeKind::Changed if entry.change.class == Class::Identical => {}
             ChangeKind::Changed => summary.changed += 1,
         }
         match entry.change.class {
@@ -206,7 +209,12 @@ fn diff(config: DiffConfig) -> anyhow::Result<Report> {
 }
 
 fn write_text(report: &Report, out: &mut dyn Write) -> std::io::Result<()> {
-    for entry in &report.changes {
+    // Identical ones (a new text that means the same) are counted, not listed.
+    for entry in report
+        .changes
+        .iter()
+        .filter(|e| e.change.class != Class::Identical)
+    {
         let change = &entry.change;
         let kind = match change.change {
             ChangeKind::Added => "added",
@@ -235,15 +243,15 @@ fn write_text(report: &Report, out: &mut dyn Write) -> std::io::Result<()> {
     let s = &report.summary;
     writeln!(
         out,
-        "{} tools changed ({} added, {} removed, {} changed): {} identical, {} compatible, {} breaking, {} unknown",
-        report.changes.len(),
+        "{} tools changed ({} added, {} removed, {} changed): {} compatible, {} breaking, {} unknown; {} rewritten with the same meaning (identical)",
+        report.changes.len() - s.identical,
         s.added,
         s.removed,
         s.changed,
-        s.identical,
         s.compatible,
         s.breaking,
-        s.unknown
+        s.unknown,
+        s.identical
     )?;
     match s.failed_on.is_empty() {
         true => writeln!(out, "passed"),

@@ -170,6 +170,27 @@ fn the_report_serves_a_ci_job_as_it_is() {
     let (_, text, _) = diff(&[&strict, &loose]);
     assert!(text.contains("failed on: breaking"), "{text}");
 
+    // Key order and a description rewritten: identical, not a changed tool, even for `any`.
+    let reordered = write(
+        dir.path(),
+        "reordered.json",
+        &json!({"tools": [{"outputSchema": {"required": ["email"], "properties": {"email": {"description": "where to write", "type": "string"}}, "type": "object"}, "name": "get_customer"}]}),
+    );
+    let (code, out, err) = diff(&[&strict, &reordered, "--fail-on", "any", "--output", "json"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let report: Value = serde_json::from_str(&out).expect("a JSON report");
+    assert_eq!(
+        (
+            &report["summary"]["changed"],
+            &report["summary"]["identical"]
+        ),
+        (&json!(0), &json!(1)),
+        "{report}"
+    );
+    let (code, text, _) = diff(&[&strict, &reordered, "--fail-on", "any"]);
+    assert_eq!(code, 0);
+    assert!(text.starts_with("0 tools changed"), "{text}");
+
     // --fail-on takes a list of classes: a breaking change passes a run that fails on unknown.
     let (code, out, _) = diff(&[&strict, &loose, "--fail-on", "unknown", "--output", "json"]);
     assert_eq!(code, 0, "{out}");

@@ -283,11 +283,70 @@ fn escape(key: &str) -> String {
     key.replace('~', "~0").replace('/', "~1")
 }
 
-/// `value` as JSON text, cut short past [`MAX_QUOTED`] characters.
+/// `value` as JSON text, at most about [`MAX_QUOTED`] characters: past that, whole members (and
+/// items) are left out, marked `...`, never a token cut in two; a long string keeps its start.
 fn quote(value: &Value) -> String {
     let text = value.to_string();
-    match text.char_indices().nth(MAX_QUOTED) {
-        Some((cut, _)) => format!("{}...", &text[..cut]),
-        None => text,
+    if text.chars().count() <= MAX_QUOTED {
+        return text;
     }
+    let mut out = String::new();
+    elide(value, MAX_QUOTED, &mut out);
+    out
+}
+
+/// Writes `value` to `out` within about `budget` characters (see [`quote`]).
+fn elide(value: &Value, budget: usize, out: &mut String) {
+    let whole = value.to_string();
+    if whole.chars().count() <= budget {
+        out.push_str(&whole);
+        return;
+    }
+    let start = out.len();
+    let parts: Vec<(Option<String>, &Value)> = match value {
+        Value::Object(map) => map
+            .iter()
+            .map(|(k, v)| (Some(Value::String(k.clone()).to_string()), v))
+            .collect(),
+        Value::Array(items) => items.iter().map(|v| (None, v)).collect(),
+        Value::String(text) => {
+            let kept: String = text.chars().take(budget.saturating_sub(5)).collect();
+            out.push_str(&Value::String(format!("{kept}...")).to_string());
+            return;
+        }
+        _ => {
+            out.push_str(&whole);
+            return;
+        }
+    };
+    let (open, close) = match value {
+        Value::Object(_) => ('{', '}'),
+        _ => ('[', ']'),
+    };
+    out.push(open);
+    for (i, (key, item)) in parts.iter().enumerate() {
+        let used = out[start..].chars().count();
+        let prefix = key.as_ref().map_or(0, |k| k.chars().count() + 1) + usize::from(i > 0);
+        let room = budget.saturating_sub(used + prefix + 5);
+        let item_text = item.to_string();
+        let fits = item_text.chars().count() <= room;
+        // The first member is shown in part rather than not at all; later ones whole or not.
+        if !fits && (i > 0 || room < 8) {
+            out.push_str(if i > 0 { ",..." } else { "..." });
+            out.push(close);
+            return;
+        }
+        if i > 0 {
+            out.push(',');
+        }
+        if let Some(key) = key {
+            out.push_str(key);
+            out.push(':');
+        }
+        match fits {
+            true => out.push_str(&item_text),
+            false => elide(item, room, out),
+        }
+    }
+    out.push(close);
 }

@@ -179,6 +179,49 @@ fn annotation_changes_are_read_against_mcps_defaults() {
 }
 
 #[test]
+fn long_values_in_reasons_leave_out_whole_members_never_half_a_token() {
+    let big = json!({
+        "type": "object",
+        "description": "a customer as the CRM keeps it, with every field it may have",
+        "properties": {
+            "id": {"type": "integer"},
+            "email": {"type": "string", "format": "email"},
+            "name": {"type": "string", "maxLength": 200}
+        },
+        "required": ["id", "email", "name"]
+    });
+    let given = reasons::between(&json!({"const": 1}), &json!({"const": big}));
+    let reason = given
+        .iter()
+        .find(|r| r.starts_with("/const: 1 -> "))
+        .unwrap_or_else(|| panic!("{given:?}"));
+    let quoted = reason.trim_start_matches("/const: 1 -> ");
+    assert!(quoted.chars().count() <= 100, "bounded: {quoted}");
+    assert!(quoted.contains("...") && quoted.ends_with('}'), "{quoted}");
+    // Every string is closed and every bracket matched: nothing is cut in two.
+    let mut depth = 0i32;
+    let (mut in_string, mut escaped) = (false, false);
+    for c in quoted.chars() {
+        match (in_string, escaped, c) {
+            (true, true, _) => escaped = false,
+            (true, false, '\\') => escaped = true,
+            (true, false, '"') => in_string = false,
+            (true, false, _) => {}
+            (false, _, '"') => in_string = true,
+            (false, _, '{' | '[') => depth += 1,
+            (false, _, '}' | ']') => depth -= 1,
+            _ => {}
+        }
+        assert!(depth >= 0, "{quoted}");
+    }
+    assert!(!in_string && depth == 0, "{quoted}");
+    assert!(
+        quoted.starts_with(r#"{"description":"a customer"#),
+        "{quoted}"
+    );
+}
+
+#[test]
 fn reasons_are_bounded_and_pointers_escaped() {
     let old = json!({"properties": {"a/b~c": {"type": "string"}}});
     let new = json!({"properties": {"a/b~c": {"type": "integer"}}});
