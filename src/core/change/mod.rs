@@ -26,6 +26,7 @@
 //! what it means.
 
 mod annotations;
+mod dialect;
 mod reasons;
 mod witness;
 
@@ -121,6 +122,19 @@ pub fn schema_change(
 ) -> Change {
     let anything = Value::Bool(true);
     let (old, new) = (old.unwrap_or(&anything), new.unwrap_or(&anything));
+    let (old, new) = match dialect::in_one_dialect(old, new) {
+        Ok(both) => both,
+        Err(why) => {
+            let mut reasons = reasons::between(old, new);
+            reasons.push(format!("(undecided: {why})"));
+            return Change {
+                schema: part,
+                class: Class::Unknown,
+                reasons,
+            };
+        }
+    };
+    let (old, new) = (old.as_ref(), new.as_ref());
     let mut reasons = reasons::between(old, new);
     // Who must still be served: an output's consumer reads what the new schema admits; an
     // input's callers send what the old one admitted.
@@ -162,11 +176,7 @@ pub fn schema_change(
 
 /// The reason that shows a breaking change by a value.
 fn example_reason(part: Part, value: &Value) -> String {
-    let mut text = value.to_string();
-    if let Some((cut, _)) = text.char_indices().nth(120) {
-        text.truncate(cut);
-        text.push_str("...");
-    }
+    let text = reasons::quote_within(value, 120);
     match part {
         Part::Input => format!("(for example, arguments {text}: valid before, refused now)"),
         Part::Output | Part::Annotations => {

@@ -286,12 +286,17 @@ fn escape(key: &str) -> String {
 /// `value` as JSON text, at most about [`MAX_QUOTED`] characters: past that, whole members (and
 /// items) are left out, marked `...`, never a token cut in two; a long string keeps its start.
 fn quote(value: &Value) -> String {
+    quote_within(value, MAX_QUOTED)
+}
+
+/// `value` as JSON text within about `max` characters (see [`quote`]).
+pub(super) fn quote_within(value: &Value, max: usize) -> String {
     let text = value.to_string();
-    if text.chars().count() <= MAX_QUOTED {
+    if text.chars().count() <= max {
         return text;
     }
     let mut out = String::new();
-    elide(value, MAX_QUOTED, &mut out);
+    elide(value, max, &mut out);
     out
 }
 
