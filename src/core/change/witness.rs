@@ -121,12 +121,15 @@ fn objects(schema: &Map<String, Value>, depth: usize, out: &mut Vec<Value>) {
         .and_then(Value::as_object)
         .unwrap_or(&empty);
     let first = |name: &str| {
+        let property = properties.get(name).unwrap_or(&Value::Bool(true));
         let mut values = Vec::new();
-        build(
-            properties.get(name).unwrap_or(&Value::Bool(true)),
-            depth + 1,
-            &mut values,
-        );
+        build(property, depth + 1, &mut values);
+        // A value its own schema plausibly admits first: a required member that no schema
+        // admits (a `null` for an integer) would make every object built on it useless.
+        if let Some(at) = values.iter().position(|v| plausible(v, property)) {
+            let value = values.remove(at);
+            values.insert(0, value);
+        }
         values
     };
     let mut base = Map::new();
@@ -163,6 +166,47 @@ fn objects(schema: &Map<String, Value>, depth: usize, out: &mut Vec<Value>) {
     }
 }
 
+/// Whether `schema` plausibly admits `value`, by its simplest keywords (`type`, `enum`, `const`,
+/// numeric bounds, string lengths): a cheap choice among candidates, not a check.
+fn plausible(value: &Value, schema: &Value) -> bool {
+    let Value::Object(schema) = schema else {
+        return schema != &Value::Bool(false);
+    };
+    let typed = |t: &str| match t {
+        "integer" => value.as_i64().is_some() || value.as_u64().is_some(),
+        "number" => value.is_number(),
+        "string" => value.is_string(),
+        "boolean" => value.is_boolean(),
+        "object" => value.is_object(),
+        "array" => value.is_array(),
+        "null" => value.is_null(),
+        _ => true,
+    };
+    let type_ok = match schema.get("type") {
+        Some(Value::String(t)) => typed(t),
+        Some(Value::Array(types)) => types.iter().filter_map(Value::as_str).any(typed),
+        _ => true,
+    };
+    let enum_ok = schema
+        .get("enum")
+        .and_then(Value::as_array)
+        .is_none_or(|values| values.contains(value));
+    let const_ok = schema.get("const").is_none_or(|c| c == value);
+    let bound = |name: &str| schema.get(name).and_then(Value::as_f64);
+    let number_ok = value.as_f64().is_none_or(|n| {
+        bound("minimum").is_none_or(|m| n >= m)
+            && bound("maximum").is_none_or(|m| n <= m)
+            && bound("exclusiveMinimum").is_none_or(|m| n > m)
+            && bound("exclusiveMaximum").is_none_or(|m| n < m)
+    });
+    let length = |name: &str| schema.get(name).and_then(Value::as_u64);
+    let string_ok = value.as_str().is_none_or(|text| {
+        let len = text.chars().count() as u64;
+        length("minLength").is_none_or(|m| len >= m) && length("maxLength").is_none_or(|m| len <= m)
+    });
+    type_ok && enum_ok && const_ok && number_ok && string_ok
+}
+
 /// Arrays: empty, of one of each item candidate, and a tuple of the first candidates.
 fn arrays(schema: &Map<String, Value>, depth: usize, out: &mut Vec<Value>) {
     let mut items = Vec::new();
@@ -171,7 +215,7 @@ fn arrays(schema: &Map<String, Value>, depth: usize, out: &mut Vec<Value>) {
         depth + 1,
         &mut items,
     );
-    for item in items.into_iter().take(16) {
+    for item in items.into_iter().take(64) {
         let value = json!([item]);
         if out.len() < MAX_CANDIDATES && !out.contains(&value) {
             out.push(value);
