@@ -168,8 +168,7 @@ impl Boundary {
     }
 
     fn untrusted(&self) -> bool {
-        let server = Some(self.config.server.as_str());
-        self.gate.policy().load().rules_for(server, None).tier == Tier::Untrusted
+        self.rules(None).tier == Tier::Untrusted
     }
 
     /// The answer to a followed `tools/call`: a task created is recorded (its result is judged

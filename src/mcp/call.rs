@@ -42,7 +42,7 @@ struct ListParams<'a> {
 
 /// Why a payload was not checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Unchecked {
+enum Unchecked {
     /// The check failed (no contract, a schema refused, no capacity...).
     Failed,
     /// The session's own listing did not offer the tool.
@@ -226,7 +226,8 @@ impl Boundary {
             |text, depth| Ok(Payload::Result(Payload::result_from_json(&text, depth)?))
         };
         let schema = self.schema_for(tool);
-        let judged = match schema.clone() {
+        let offered = schema.is_some();
+        let judged = match schema {
             Some(schema) => {
                 self.judge(tool, call_id, *attempt, *protocol, (schema, body), read)
                     .await
@@ -244,7 +245,7 @@ impl Boundary {
                 Some(reply::rejected(tool, arguments, verdict, *protocol))
             }
             Ok(_) => None,
-            Err(e) if schema.is_none() => self
+            Err(e) if !offered => self
                 .unchecked(tool, call_id, *attempt, payload, e, Unchecked::NotOffered)
                 .map(|tier| reply::not_offered(tool, what, tier, *protocol)),
             Err(e) => self
@@ -273,28 +274,29 @@ impl Boundary {
             Offered::NoView | Offered::Tool(None) => Some(SchemaSource::Registered),
             Offered::Tool(Some(schemas)) => {
                 let held = self.gate.registers(server, tool, &schemas)
-                    || (self.rules(tool).pin && self.gate.registered_tool(server, tool).is_some());
+                    || (self.rules(Some(tool)).pin && self.gate.has_tool(server, tool));
                 Some(match held {
                     true => SchemaSource::Registered,
                     false => SchemaSource::Listed(schemas),
                 })
             }
             Offered::Absent => {
-                (self.rules(tool).tier != Tier::Untrusted).then_some(SchemaSource::Registered)
+                (self.rules(Some(tool)).tier != Tier::Untrusted).then_some(SchemaSource::Registered)
             }
         }
     }
 
-    fn rules(&self, tool: &str) -> crate::core::policy::Rules {
+    /// The policy's rules for this session's server, and `tool` if named.
+    pub(super) fn rules(&self, tool: Option<&str>) -> crate::core::policy::Rules {
         self.gate
             .policy()
             .load()
-            .rules_for(Some(&self.config.server), Some(tool))
+            .rules_for(Some(&self.config.server), tool)
     }
 
     /// Judges `payload_text` of a call of `tool` (`call_id`: the id of the message that carries
     /// it, as JSON text) against `schema`.
-    pub(super) async fn judge(
+    async fn judge(
         &self,
         tool: &str,
         call_id: &str,
@@ -330,7 +332,7 @@ impl Boundary {
     /// be enforced (a refused schema, a result that cannot be read, no capacity) is withheld
     /// where the policy rejects: for arguments, `arguments = "reject"`; for results, untrusted.
     /// A tool the session's own listing did not offer is withheld under untrusted.
-    pub(super) fn unchecked(
+    fn unchecked(
         &self,
         tool: &str,
         call_id: &str,
@@ -339,7 +341,7 @@ impl Boundary {
         error: &CheckError,
         why: Unchecked,
     ) -> Option<Tier> {
-        let rules = self.rules(tool);
+        let rules = self.rules(Some(tool));
         let unlisted = why == Unchecked::Failed
             && matches!(error, CheckError::UnknownTool { .. })
             && !self.session.is_unenforceable(tool);
@@ -377,13 +379,7 @@ impl Boundary {
         withheld.then_some(rules.tier)
     }
 
-    pub(super) fn log_rejection(
-        &self,
-        tool: &str,
-        call_id: &str,
-        subject: &str,
-        verdict: &Verdict,
-    ) {
+    fn log_rejection(&self, tool: &str, call_id: &str, subject: &str, verdict: &Verdict) {
         let paths: Vec<&str> = verdict
             .errors
             .iter()

@@ -95,8 +95,8 @@ impl Boundary {
             self.session.listing_started();
         }
         let tools = read.map(|p| p.tools).unwrap_or_default();
-        self.register_page(line, result, tools.clone(), &page).await;
-        self.view_page(line, &tools, &page);
+        self.register_page(line, result, &tools, &page).await;
+        self.view_page(&tools, &page);
         match (next_cursor, page.ours) {
             (Some(cursor), true) => self.list_next(link, &cursor, page).await,
             (Some(_), false) => Ok(()),
@@ -113,7 +113,7 @@ impl Boundary {
         &self,
         line: &Bytes,
         result: Unread<'_>,
-        tools: Vec<&RawValue>,
+        tools: &[&RawValue],
         page: &ListPage,
     ) {
         let (first_page, ours, protocol) = (page.first_page, page.ours, page.protocol);
@@ -144,29 +144,28 @@ impl Boundary {
                 // The pinned tools keep the contract in force (their calls are checked against
                 // it); the others are registered one by one, added to it.
                 tracing::warn!(server = %self.config.server, refused = ?refused, "tools/list changes a pinned contract: the pinned tools keep the contract in force until the change is accepted");
-                let others = tools
-                    .into_iter()
+                let others: Vec<&RawValue> = tools
+                    .iter()
+                    .copied()
                     .filter(|tool| {
                         !refused
                             .iter()
                             .any(|name| Some(name.as_str()) == tool_name(tool).as_deref())
                     })
                     .collect();
-                self.register_one_by_one(line, others, false, protocol)
-                    .await;
+                self.register_one_by_one(&others, false, protocol).await;
             }
             Err(e) => {
                 tracing::warn!(server = %self.config.server, error = %e, "tools/list could not be registered as a whole: registering its tools one by one");
-                self.register_one_by_one(line, tools, first_page, protocol)
-                    .await;
+                self.register_one_by_one(tools, first_page, protocol).await;
             }
         }
     }
 
-    /// A page of this session's own listing (`tools`, within `line`), for its view: each tool it
+    /// A page of this session's own listing (`tools`), for its view: each tool it
     /// names, with the schemas it gave, shared with the registered contract's where they are the
     /// same texts (registered just before, they are, unless a pin refused them).
-    fn view_page(&self, line: &Bytes, tools: &[&RawValue], page: &ListPage) {
+    fn view_page(&self, tools: &[&RawValue], page: &ListPage) {
         let server = &self.config.server;
         let Ok(server_id) = ServerId::parse(server) else {
             return;
@@ -180,12 +179,8 @@ impl Boundary {
             let Some(name) = tool_name(tool) else {
                 continue;
             };
-            let text = line.slice_ref(tool.get().as_bytes());
-            let mut body = Vec::with_capacity(text.len() + 12);
-            body.extend_from_slice(b"{\"tools\":[");
-            body.extend_from_slice(&text);
-            body.extend_from_slice(b"]}");
-            let offer = parse_tools_list(&server_id, &body.into(), depth, protocol, &provenance)
+            let body = single_tool_list(tool);
+            let offer = parse_tools_list(&server_id, &body, depth, protocol, &provenance)
                 .ok()
                 .and_then(|list| list.tools.into_iter().next())
                 .map(|schemas| {
@@ -252,8 +247,7 @@ impl Boundary {
     /// costs only itself; a tool that cannot be registered is marked unenforceable.
     async fn register_one_by_one(
         &self,
-        line: &Bytes,
-        tools: Vec<&RawValue>,
+        tools: &[&RawValue],
         first_page: bool,
         protocol: Option<ProtocolVersion>,
     ) {
@@ -275,11 +269,7 @@ impl Boundary {
                 .await;
         }
         for tool in tools {
-            let text = line.slice_ref(tool.get().as_bytes());
-            let mut body = Vec::with_capacity(text.len() + 12);
-            body.extend_from_slice(b"{\"tools\":[");
-            body.extend_from_slice(&text);
-            body.extend_from_slice(b"]}");
+            let body = single_tool_list(tool);
             let how = RegisterOptions {
                 merge: true,
                 protocol_version: protocol,
@@ -288,7 +278,7 @@ impl Boundary {
             };
             if let Err(e) = self
                 .gate
-                .register(&self.caller, self.config.server.clone(), body.into(), how)
+                .register(&self.caller, self.config.server.clone(), body, how)
                 .await
             {
                 let name = tool_name(tool).unwrap_or_default();
@@ -302,6 +292,16 @@ impl Boundary {
             }
         }
     }
+}
+
+/// A `tools/list` result holding `tool` alone.
+fn single_tool_list(tool: &RawValue) -> Bytes {
+    let text = tool.get().as_bytes();
+    let mut body = Vec::with_capacity(text.len() + 12);
+    body.extend_from_slice(b"{\"tools\":[");
+    body.extend_from_slice(text);
+    body.extend_from_slice(b"]}");
+    body.into()
 }
 
 /// A `tools/list` answer's page, as far as the rules read it.

@@ -181,9 +181,10 @@ pub struct Session {
     /// Whether the contract is current for this session: its own status, or (a request with no
     /// session of its own) its server's.
     contract: Arc<ContractStatus>,
-    /// The server's status, shared by its sessions: a listing any of them completed makes the
-    /// registered contract current for a session that has listed nothing itself.
-    route: Arc<ContractStatus>,
+    /// The server's status, shared by its sessions, when it is not `contract` itself: a listing
+    /// any of them completed makes the registered contract current for a session that has
+    /// listed nothing itself.
+    route: Option<Arc<ContractStatus>>,
     /// The tools this session's own listing offered.
     view: Mutex<View>,
     max_in_flight: usize,
@@ -198,6 +199,7 @@ impl Session {
         contract: Arc<ContractStatus>,
         route: Arc<ContractStatus>,
     ) -> Self {
+        let route = (!Arc::ptr_eq(&contract, &route)).then_some(route);
         Self {
             state: Mutex::default(),
             contract,
@@ -208,6 +210,11 @@ impl Session {
                 .build_hasher()
                 .finish(),
         }
+    }
+
+    fn view(&self) -> MutexGuard<'_, View> {
+        // Each method of the view leaves it whole.
+        self.view.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -428,15 +435,16 @@ impl Session {
 
     /// The session's status, and its server's when that is another.
     fn statuses(&self) -> impl Iterator<Item = &ContractStatus> {
-        let route = (!Arc::ptr_eq(&self.contract, &self.route)).then_some(&*self.route);
-        std::iter::once(&*self.contract).chain(route)
+        std::iter::once(&*self.contract).chain(self.route.as_deref())
     }
 
     /// Whether a listing completed in another session of the server (never, for a session whose
     /// status is its server's). Called with the session's status locked: the server's is
     /// locked after it, never before.
     fn route_listed(&self) -> bool {
-        !Arc::ptr_eq(&self.contract, &self.route) && self.route.state().current
+        self.route
+            .as_ref()
+            .is_some_and(|route| route.state().current)
     }
 
     /// A page of this session's own listing: the tools it names, with `own_bytes` of schema text
@@ -448,18 +456,12 @@ impl Session {
         tools: Vec<(String, Offer)>,
         own_bytes: usize,
     ) -> bool {
-        self.view
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .page(first_page, tools, own_bytes)
+        self.view().page(first_page, tools, own_bytes)
     }
 
     /// What this session's own listing says of `tool`.
     pub fn offered(&self, tool: &str) -> Offered {
-        self.view
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .offered(tool)
+        self.view().offered(tool)
     }
 
     /// The server said its tools changed: the contract is stale until the next full listing.
@@ -479,13 +481,10 @@ impl Session {
 
     /// A listing ended: `complete` when its last page was registered. Wakes calls waiting.
     pub fn listing_ended(&self, complete: bool, ours: bool) {
-        self.view
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .ended(complete);
-        if complete && !Arc::ptr_eq(&self.contract, &self.route) {
-            self.route.state().current = true;
-            self.route.listed.send_modify(|n| *n += 1);
+        self.view().ended(complete);
+        if let Some(route) = self.route.as_ref().filter(|_| complete) {
+            route.state().current = true;
+            route.listed.send_modify(|n| *n += 1);
         }
         {
             let mut contract = self.contract.state();

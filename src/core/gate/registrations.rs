@@ -423,6 +423,11 @@ impl Gate {
         self.parts.registry.load().tool(server, tool).cloned()
     }
 
+    /// Whether `server` has `tool` registered.
+    pub fn has_tool(&self, server: &str, tool: &str) -> bool {
+        self.parts.registry.load().tool(server, tool).is_some()
+    }
+
     /// Whether `server` has a contract registered (here, or through the shared registry).
     pub fn has_contract(&self, server: &str) -> bool {
         self.parts.registry.has_server(server)
