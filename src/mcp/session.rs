@@ -476,7 +476,10 @@ impl Session {
 
     /// A listing's first page replaces the contract: names marked unenforceable are forgotten.
     pub fn listing_started(&self) {
-        self.contract.state().unenforceable.clear();
+        // The listing replaces the server's registered contract too: its marks go with it.
+        for status in self.statuses() {
+            status.state().unenforceable.clear();
+        }
     }
 
     /// A listing ended: `complete` when its last page was registered. Wakes calls waiting.
