@@ -227,10 +227,7 @@ fn unknown_stdio_session(
     if servers.knows(caller.name(), named) {
         return None;
     }
-    let message = format!(
-        "schemagate gateway: route {}: no session {named:?} (it ended, was idle too long, or was never issued); initialize again",
-        route.route.name
-    );
+    let message = super::upstream::stdio::no_session(&route.route.name, named);
     Some(refusal(
         StatusCode::NOT_FOUND,
         None,
@@ -306,14 +303,15 @@ async fn post_message(
         };
         return refusal(StatusCode::BAD_REQUEST, id, mcp::HEADER_MISMATCH, &mismatch);
     }
-    let begins = matches!(&framing, Framing::Request { method, .. } if method == "initialize");
-    let initialized = matches!(
-        &framing,
-        Framing::Other { method: Some(method) } if method == "notifications/initialized"
-    );
-    let expects_answer = match framing {
-        Framing::Request { .. } => true,
-        Framing::Other { .. } => false,
+    // Whether an answer is owed, and whether the message begins a session (`initialize`) or
+    // says the client is initialized.
+    let (expects_answer, begins, initialized) = match &framing {
+        Framing::Request { method, .. } => (true, method == "initialize", false),
+        Framing::Other { method } => (
+            false,
+            false,
+            method.as_deref() == Some("notifications/initialized"),
+        ),
         Framing::Batch => {
             return refusal(
                 StatusCode::BAD_REQUEST,

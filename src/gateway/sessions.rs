@@ -27,9 +27,9 @@ impl Held {
 
 /// The longest a POST waits for the session's GET to be opened upstream.
 pub const ORDER_WAIT: Duration = Duration::from_secs(1);
-/// How long after the client says it is initialized its session counts as just begun, and the
-/// longest a request in a session just begun waits for the GET the client may be opening.
+/// How long after the client says it is initialized its session counts as just begun.
 pub const JUST_BEGUN: Duration = Duration::from_millis(100);
+/// The longest a request in a session just begun waits for the GET the client may be opening.
 pub const FIRST_STREAM_WAIT: Duration = Duration::from_millis(10);
 
 /// The order a session's requests reach the upstream in. A GET the client opened holds `streams`

@@ -31,7 +31,7 @@ use std::convert::Infallible;
 use std::io;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
@@ -158,8 +158,7 @@ impl Connections {
         } = self;
         let builder = Arc::new(builder(protocols, limits));
         let connections = TaskTracker::new();
-        let mut last_refusal_log: Option<Instant> = None;
-        let mut refused_since_log = 0u64;
+        let mut refusals = crate::ops::tally::Tally::default();
         loop {
             let accepted = tokio::select! {
                 () = shutdown.cancelled() => break,
@@ -178,16 +177,13 @@ impl Connections {
                 // At the cap: close at once, so the client learns now rather than at its timeout.
                 drop(tcp);
                 connection_metrics(metrics, transport).refused.increment(1);
-                refused_since_log += 1;
-                if last_refusal_log.is_none_or(|at| at.elapsed() >= Duration::from_secs(1)) {
+                if let Some(refused) = refusals.count() {
                     tracing::warn!(
                         transport = transport.as_str(),
                         max_connections = limits.max_connections,
-                        refused = refused_since_log,
+                        refused,
                         "connection limit reached (--max-connections): refusing new connections"
                     );
-                    last_refusal_log = Some(Instant::now());
-                    refused_since_log = 0;
                 }
                 continue;
             };

@@ -72,9 +72,7 @@ pub(super) fn pump(pump: Pump) -> futures_util::future::BoxFuture<'static, ()> {
         if let Err(e) = &relayed {
             tracing::debug!(route = %exchange.route_name(), error = %e, "relay of the upstream's answer ended");
         }
-        let client_gone = relayed
-            .as_ref()
-            .is_err_and(|e| e.kind() == io::ErrorKind::BrokenPipe);
+        let client_gone = relayed.as_ref().is_err_and(client_gone);
         if let Some(request) = &request {
             if !client_gone
                 && open.is_some()
@@ -131,36 +129,31 @@ async fn pump_lines(
     give_back: &GiveBack,
     open: Option<&Arc<Open>>,
 ) -> io::Result<()> {
-    let relayed = relay_lines(exchange, &mut lines, give_back, open).await;
-    if relayed
-        .as_ref()
-        .is_err_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
-    {
-        lines.close();
-        while let Ok(line) = lines.try_recv() {
-            give_back(line);
+    let gone = |e: io::Error, undelivered: Option<Line>, mut lines: mpsc::Receiver<Line>| {
+        if client_gone(&e) {
+            lines.close();
+            undelivered
+                .into_iter()
+                .chain(std::iter::from_fn(|| lines.try_recv().ok()))
+                .for_each(|line| give_back(line));
+        }
+        Err(e)
+    };
+    loop {
+        let line = match unless_gone(open, lines.recv()).await {
+            Ok(Some(line)) => line,
+            Ok(None) => return Ok(()),
+            Err(e) => return gone(e, None, lines),
+        };
+        if let Err(e) = relay_line(exchange, &line, open).await {
+            return gone(e, Some(line), lines);
         }
     }
-    relayed
 }
 
-async fn relay_lines(
-    exchange: &Arc<Exchange>,
-    lines: &mut mpsc::Receiver<Line>,
-    give_back: &GiveBack,
-    open: Option<&Arc<Open>>,
-) -> io::Result<()> {
-    while let Some(line) = unless_gone(open, lines.recv()).await? {
-        let relayed = relay_line(exchange, &line, open).await;
-        if relayed
-            .as_ref()
-            .is_err_and(|e| e.kind() == io::ErrorKind::BrokenPipe)
-        {
-            give_back(line);
-        }
-        relayed?;
-    }
-    Ok(())
+/// Whether `e` says the client has gone (see [`unless_gone`]).
+fn client_gone(e: &io::Error) -> bool {
+    e.kind() == io::ErrorKind::BrokenPipe
 }
 
 /// One of a stdio server's messages, through the rules to the client.
@@ -226,7 +219,7 @@ async fn pump_json(
     let max = exchange.max_message_bytes();
     let (body, mut len) = match read_whole(&mut response, open, max).await {
         Ok(read) => read,
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => return Err(e),
+        Err(e) if client_gone(&e) => return Err(e),
         Err(e) => {
             // Cut off (a connection closed before the length it declared, a chunked body that
             // never ended): what came cannot be stood behind.

@@ -277,10 +277,7 @@ impl Servers {
             return Ok(refusal(
                 StatusCode::NOT_FOUND,
                 request_id,
-                &format!(
-                    "schemagate gateway: route {}: no session {session:?} (it ended, was idle too long, or was never issued); initialize again",
-                    self.route
-                ),
+                &no_session(&self.route, session),
             ));
         };
         match *method {
@@ -373,5 +370,12 @@ fn refusal(status: StatusCode, id: Option<&str>, message: &str) -> Upstreamed {
     fixed(
         status,
         Some(mcp::error_answer(id, mcp::INVALID_REQUEST, message)),
+    )
+}
+
+/// What a request naming a session `route` does not run is told (404).
+pub fn no_session(route: &str, session: &str) -> String {
+    format!(
+        "schemagate gateway: route {route}: no session {session:?} (it ended, was idle too long, or was never issued); initialize again"
     )
 }

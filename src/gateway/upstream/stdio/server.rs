@@ -1,12 +1,13 @@
 //! One session's process: writing the client's messages to its stdin, reading its stdout into
 //! the streams awaiting it, and stopping its whole process group when the session is forgotten.
 
-use super::waiting::{Awaiting, Tally, Waiting, STREAM_SLACK};
+use super::waiting::{Awaiting, Waiting, STREAM_SLACK};
 use super::{fixed, Failure, Requester, StdioLimits, Upstreamed, STOP_GRACE};
 use crate::gateway::upstream::GiveBack;
 use crate::mcp;
 use crate::ops::child;
 use crate::ops::lines::{Line, Lines};
+use crate::ops::tally::Tally;
 use bytes::Bytes;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::StatusCode;
@@ -145,16 +146,9 @@ impl Server {
                 Line::Message(bytes) => mcp::message_head(bytes),
                 Line::Oversized { head, .. } => mcp::message_head(head),
             };
-            if head.is_answer(mcp::Direction::ToClient) {
-                return;
-            }
-            let request = head
-                .id
-                .clone()
-                .filter(|_| head.is_request(mcp::Direction::ToClient));
             let mut waiting = waiting.lock().unwrap_or_else(|e| e.into_inner());
             if !waiting.ended {
-                waiting.queue(line, request, &route);
+                waiting.hold(line, &head, &route);
             }
         })
     }
@@ -264,10 +258,6 @@ pub(super) async fn read(
             .filter(|_| head.is_answer(mcp::Direction::ToClient))
             .map(mcp::ids::Readings::of_answer);
         let is_answer = answers.is_some();
-        let request = head
-            .id
-            .clone()
-            .filter(|_| head.is_request(mcp::Direction::ToClient));
         let sender = {
             let mut waiting = waiting.lock().unwrap_or_else(|e| e.into_inner());
             let sender = match answers {
@@ -299,17 +289,15 @@ pub(super) async fn read(
                 }
                 // No stream to take it: held for the next one the client opens.
                 None => {
-                    waiting.queue(line, request, route);
+                    waiting.hold(line, &head, route);
                     continue;
                 }
             }
         };
         if let Err(refused) = sender.send(line).await {
             // The stream closed since: held for the next one.
-            if !is_answer {
-                let mut waiting = waiting.lock().unwrap_or_else(|e| e.into_inner());
-                waiting.queue(refused.0, request, route);
-            }
+            let mut waiting = waiting.lock().unwrap_or_else(|e| e.into_inner());
+            waiting.hold(refused.0, &head, route);
         }
     }
     let mut waiting = waiting.lock().unwrap_or_else(|e| e.into_inner());
@@ -332,11 +320,8 @@ pub(super) fn supervise(
         let exited = CancellationToken::new();
         let (forgotten, leader_exited) = (stop.clone(), exited.clone());
         tokio::spawn(async move {
-            tokio::select! {
-                () = forgotten.cancelled() => {}
-                // Gone by itself: what it started goes when its session does.
-                () = leader_exited.cancelled() => forgotten.cancelled().await,
-            }
+            // Gone by itself or not, what it started goes when its session does.
+            forgotten.cancelled().await;
             child::stop_after(pid, true, STOP_GRACE, leader_exited).await;
         });
         let status = process.wait().await;

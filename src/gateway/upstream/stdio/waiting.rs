@@ -4,6 +4,7 @@
 use super::Requester;
 use crate::mcp;
 use crate::ops::lines::Line;
+use crate::ops::tally::Tally;
 use std::collections::VecDeque;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -82,43 +83,33 @@ impl Waiting {
         (sender, lines)
     }
 
+    /// Holds a message no stream took (`head`, its envelope's head) for the next stream: an
+    /// answer is dropped instead, its client gone (it is not followed, so it is not relayed).
+    pub(super) fn hold(&mut self, line: Line, head: &mcp::MessageHead, route: &str) {
+        if head.is_answer(mcp::Direction::ToClient) {
+            return;
+        }
+        let request = head
+            .id
+            .clone()
+            .filter(|_| head.is_request(mcp::Direction::ToClient));
+        self.queue(line, request, route);
+    }
+
     /// The ids of the server's requests held longer than `timeout`, taken out of the queue.
     pub(super) fn expired(&mut self, timeout: Duration) -> Vec<String> {
         let mut ids = Vec::new();
-        let mut kept = VecDeque::with_capacity(self.queued.len());
-        for held in self.queued.drain(..) {
-            match &held.request {
-                Some(id) if held.at.elapsed() >= timeout => {
-                    self.queued_bytes -= line_bytes(&held.line);
-                    ids.push(id.clone());
-                }
-                _ => kept.push_back(held),
+        let mut bytes = 0;
+        self.queued.retain(|held| match &held.request {
+            Some(id) if held.at.elapsed() >= timeout => {
+                bytes += line_bytes(&held.line);
+                ids.push(id.clone());
+                false
             }
-        }
-        self.queued = kept;
+            _ => true,
+        });
+        self.queued_bytes -= bytes;
         ids
-    }
-}
-
-/// Events counted between log lines: a log line is due at most once a second, and says how many
-/// came since the last, so that a server flooding its stdout costs a log line a second.
-#[derive(Default)]
-pub(super) struct Tally {
-    since: u64,
-    logged: Option<std::time::Instant>,
-}
-
-impl Tally {
-    /// Counts one event: when a log line is due, how many to report (counting starts again).
-    pub(super) fn count(&mut self) -> Option<u64> {
-        self.since += 1;
-        let due = self
-            .logged
-            .is_none_or(|at| at.elapsed() >= Duration::from_secs(1));
-        due.then(|| {
-            self.logged = Some(std::time::Instant::now());
-            std::mem::take(&mut self.since)
-        })
     }
 }
 
