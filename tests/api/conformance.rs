@@ -4,7 +4,6 @@
 //! route to the reference server and on a stdio route running it.
 
 use crate::helpers::gateway::InProcess;
-use crate::helpers::mcp::free_port;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -58,12 +57,12 @@ fn reference_command(dir: &std::path::Path) -> Vec<String> {
 
 /// The reference server on Streamable HTTP, and its MCP endpoint.
 async fn serve_http(dir: &PathBuf) -> (Child, String) {
-    let port = free_port();
     let command = reference_command(dir);
     let mut server = Command::new(&command[0])
         .args(&command[1..])
         .current_dir(dir)
-        .env("PORT", port.to_string())
+        // A port of its own choosing, none probed and raced for: it prints the one it bound.
+        .env("PORT", "0")
         .stdout(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
@@ -71,17 +70,19 @@ async fn serve_http(dir: &PathBuf) -> (Child, String) {
     let mut lines = BufReader::new(server.stdout.take().expect("stdout")).lines();
     let started = tokio::time::timeout(Duration::from_secs(30), async {
         while let Ok(Some(line)) = lines.next_line().await {
-            if line.contains("running on") {
-                return true;
+            if let Some((_, url)) = line.split_once("running on ") {
+                return Some(url.trim().to_owned());
             }
         }
-        false
+        None
     })
     .await;
-    assert_eq!(started, Ok(true), "the reference server did not start");
+    let Ok(Some(base)) = started else {
+        panic!("the reference server did not start");
+    };
     // Its later lines (one per session) are read and dropped, so it never blocks on stdout.
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    (server, format!("http://localhost:{port}/mcp"))
+    (server, format!("{base}/mcp"))
 }
 
 /// Each scenario of the suite (or `scenario` alone) run against `url`, and whether it passed;

@@ -1193,12 +1193,14 @@ if (process.argv.includes('--stdio')) {
   );
   await createMcpServer().connect(new StdioServerTransport());
 } else {
-  // Start server
+  // Start server (schemagate: the port printed is the one bound, so PORT=0 picks a free one)
   const PORT = process.env.PORT || 3000;
-  app.listen(PORT, () => {
+  const listening = app.listen(PORT, () => {
+    const address = listening.address();
+    const port = typeof address === 'object' && address ? address.port : PORT;
     console.log(
-      `MCP Conformance Test Server running on http://localhost:${PORT}`
+      `MCP Conformance Test Server running on http://localhost:${port}`
     );
-    console.log(`  - MCP endpoint: http://localhost:${PORT}/mcp`);
+    console.log(`  - MCP endpoint: http://localhost:${port}/mcp`);
   });
 }
