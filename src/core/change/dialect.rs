@@ -5,45 +5,29 @@
 //! `dependencies`, `$ref` beside other keywords before 2019-09...), the change is not decided here,
 //! and the reason names the keyword.
 
+use referencing::Draft;
 use serde_json::{Map, Value};
 use std::borrow::Cow;
 
-/// The dialect every other is compared in.
-const DRAFT_2020_12: &str = "https://json-schema.org/draft/2020-12/schema";
-
-/// `old` and `new` in one dialect: as they are when they name the same one; without their root
-/// `$schema` when their keywords mean the same in both; else why not.
+/// `old` and `new` in one dialect: as they are when they name the same one (none is 2020-12);
+/// without their root `$schema` when their keywords mean the same in both; else why not.
 pub fn in_one_dialect<'a>(
     old: &'a Value,
     new: &'a Value,
 ) -> Result<(Cow<'a, Value>, Cow<'a, Value>), String> {
-    let (was, is) = (dialect(old), dialect(new));
+    // As the validator reads them: the same detection compiles them.
+    let (was, is) = (Draft::default().detect(old), Draft::default().detect(new));
     if was == is {
         return Ok((Cow::Borrowed(old), Cow::Borrowed(new)));
     }
-    for (schema, named) in [(old, was), (new, is)] {
-        if let Some(keyword) = named
-            .filter(|d| !is_2020_12(d))
-            .and_then(|d| differs(schema, d))
-        {
+    for (schema, draft) in [(old, was), (new, is)] {
+        if let Some(keyword) = differs(schema, draft) {
             return Err(format!(
-                "the schemas name different dialects ({} and {}), and `{keyword}` means something else under {}",
-                was.unwrap_or("none"),
-                is.unwrap_or("none"),
-                named.unwrap_or("none")
+                "the schemas name different dialects ({was:?} and {is:?}), and `{keyword}` means something else under {draft:?}"
             ));
         }
     }
     Ok((without_dialect(old), without_dialect(new)))
-}
-
-/// The dialect a schema names at its root, if any.
-fn dialect(schema: &Value) -> Option<&str> {
-    schema.get("$schema").and_then(Value::as_str)
-}
-
-fn is_2020_12(dialect: &str) -> bool {
-    dialect.trim_end_matches('#') == DRAFT_2020_12
 }
 
 fn without_dialect(schema: &Value) -> Cow<'_, Value> {
@@ -57,37 +41,33 @@ fn without_dialect(schema: &Value) -> Cow<'_, Value> {
     }
 }
 
-/// A keyword of `schema` (anywhere in it) whose meaning under `dialect` is not its meaning under
+/// A keyword of `schema` (anywhere in it) whose meaning under `draft` is not its meaning under
 /// 2020-12, if any. Over-approximated: a property that happens to bear such a name counts too,
-/// which leaves the change undecided, never decided wrongly.
-fn differs(schema: &Value, dialect: &str) -> Option<&'static str> {
-    let before_2019 = !dialect.contains("2019-09");
+/// which leaves the change undecided, never decided wrongly. A dialect not recognised counts as
+/// one before 2019-09.
+fn differs(schema: &Value, draft: Draft) -> Option<&str> {
+    if draft == Draft::Draft202012 {
+        return None;
+    }
+    let before_2019 = draft != Draft::Draft201909;
     match schema {
-        Value::Object(map) => {
-            let found = map.iter().find_map(|(key, value)| {
-                let keyword: &'static str = match key.as_str() {
-                    "items" if value.is_array() => "items",
-                    "additionalItems" => "additionalItems",
-                    "dependencies" => "dependencies",
-                    "$recursiveRef" => "$recursiveRef",
-                    "$recursiveAnchor" => "$recursiveAnchor",
-                    "prefixItems" => "prefixItems",
-                    "$dynamicRef" => "$dynamicRef",
-                    "$dynamicAnchor" => "$dynamicAnchor",
-                    "exclusiveMinimum" if value.is_boolean() => "exclusiveMinimum",
-                    "exclusiveMaximum" if value.is_boolean() => "exclusiveMaximum",
-                    "dependentRequired" if before_2019 => "dependentRequired",
-                    "dependentSchemas" if before_2019 => "dependentSchemas",
-                    "unevaluatedProperties" if before_2019 => "unevaluatedProperties",
-                    "unevaluatedItems" if before_2019 => "unevaluatedItems",
-                    "$ref" if before_2019 && has_siblings(map) => "$ref",
-                    _ => return None,
-                };
-                Some(keyword)
-            });
-            found.or_else(|| map.values().find_map(|v| differs(v, dialect)))
-        }
-        Value::Array(items) => items.iter().find_map(|v| differs(v, dialect)),
+        Value::Object(map) => map
+            .iter()
+            .find(|(key, value)| match key.as_str() {
+                "items" => value.is_array(),
+                "exclusiveMinimum" | "exclusiveMaximum" => value.is_boolean(),
+                "additionalItems" | "dependencies" | "$recursiveRef" | "$recursiveAnchor"
+                | "prefixItems" | "$dynamicRef" | "$dynamicAnchor" => true,
+                "dependentRequired"
+                | "dependentSchemas"
+                | "unevaluatedProperties"
+                | "unevaluatedItems" => before_2019,
+                "$ref" => before_2019 && has_siblings(map),
+                _ => false,
+            })
+            .map(|(key, _)| key.as_str())
+            .or_else(|| map.values().find_map(|v| differs(v, draft))),
+        Value::Array(items) => items.iter().find_map(|v| differs(v, draft)),
         _ => None,
     }
 }
@@ -108,6 +88,8 @@ mod tests {
     use serde_json::json;
 
     const DRAFT_07: &str = "http://json-schema.org/draft-07/schema#";
+
+    const DRAFT_2020_12: &str = "https://json-schema.org/draft/2020-12/schema";
 
     #[test]
     fn schemas_whose_keywords_mean_the_same_are_compared_without_their_dialects() {
@@ -142,8 +124,11 @@ mod tests {
             let why = in_one_dialect(&schema, &other).expect_err("undecided");
             assert!(why.contains(&format!("`{keyword}`")), "{why}");
         }
-        // The same dialect on both sides: compared as they are.
+        // The same dialect on both sides, however its URI is spelled: compared as they are.
         let same = json!({"$schema": DRAFT_07, "items": [{"type": "string"}]});
         assert!(in_one_dialect(&same, &same).is_ok());
+        let spelled =
+            json!({"$schema": DRAFT_07.trim_end_matches('#'), "items": [{"type": "integer"}]});
+        assert!(in_one_dialect(&same, &spelled).is_ok());
     }
 }
