@@ -37,17 +37,6 @@ pub enum FailOn {
     Never,
 }
 
-impl FailOn {
-    fn as_str(self) -> &'static str {
-        match self {
-            FailOn::Breaking => "breaking",
-            FailOn::Unknown => "unknown",
-            FailOn::Any => "any",
-            FailOn::Never => "never",
-        }
-    }
-}
-
 /// What `schemagate diff` needs, built from its flags.
 #[derive(Debug)]
 pub struct DiffConfig {
@@ -79,7 +68,7 @@ struct Summary {
     compatible: usize,
     breaking: usize,
     unknown: usize,
-    failed_on: Vec<&'static str>,
+    failed_on: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -150,7 +139,7 @@ fn write_json(value: &impl Serialize, out: &mut dyn Write) -> std::io::Result<()
 }
 
 /// Which of `fail_on` the report's changes reach.
-fn reached(report: &Report, fail_on: &[FailOn]) -> Vec<&'static str> {
+fn reached(report: &Report, fail_on: &[FailOn]) -> Vec<String> {
     let s = &report.summary;
     fail_on
         .iter()
@@ -160,7 +149,9 @@ fn reached(report: &Report, fail_on: &[FailOn]) -> Vec<&'static str> {
             FailOn::Any => report.changes.len() > s.identical,
             FailOn::Never => false,
         })
-        .map(|f| f.as_str())
+        // The name `--fail-on` takes.
+        .filter_map(clap::ValueEnum::to_possible_value)
+        .map(|v| v.get_name().to_owned())
         .collect()
 }
 

@@ -296,13 +296,13 @@ pub(super) fn quote_within(value: &Value, max: usize) -> String {
         return text;
     }
     let mut out = String::new();
-    elide(value, max, &mut out);
+    elide(value, text, max, &mut out);
     out
 }
 
-/// Writes `value` to `out` within about `budget` characters (see [`quote`]).
-fn elide(value: &Value, budget: usize, out: &mut String) {
-    let whole = value.to_string();
+/// Writes `value` (whose JSON text is `whole`) to `out` within about `budget` characters (see
+/// [`quote`]).
+fn elide(value: &Value, whole: String, budget: usize, out: &mut String) {
     if whole.chars().count() <= budget {
         out.push_str(&whole);
         return;
@@ -350,7 +350,7 @@ fn elide(value: &Value, budget: usize, out: &mut String) {
         }
         match fits {
             true => out.push_str(&item_text),
-            false => elide(item, room, out),
+            false => elide(item, item_text, room, out),
         }
     }
     out.push(close);
