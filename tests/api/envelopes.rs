@@ -557,13 +557,7 @@ fn the_model_of_the_clients_reads_what_the_sdks_read() {
 
 #[tokio::test]
 async fn a_stdio_route_takes_an_answer_for_the_request_a_client_would() {
-    let command = crate::helpers::mcp::test_server()
-        .to_string_lossy()
-        .into_owned();
-    let route = format!(
-        "raw=stdio:{} --raw",
-        shlex::try_quote(&command).expect("a path a shell can quote")
-    );
+    let route = crate::helpers::mcp::stdio_route("raw", " --raw");
     let gateway = Gateway::start(&[route], &[]).await;
     let url = gateway.url("raw");
     let session = crate::helpers::mcp::initialize(&url).await;

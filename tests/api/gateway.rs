@@ -377,11 +377,7 @@ async fn a_pinned_contract_learned_through_the_gateway_stays_in_force() {
 
 #[tokio::test]
 async fn a_stdio_route_runs_one_server_per_session_behind_the_same_checks() {
-    let command = test_server().to_string_lossy().into_owned();
-    let route = format!(
-        "crm=stdio:{}",
-        shlex::try_quote(&command).expect("a path a shell can quote")
-    );
+    let route = stdio_route("crm", "");
     let gateway = Gateway::start(&[route], &["--stdio-max-processes", "2"]).await;
     let pid = gateway._child.id().expect("the gateway runs");
     let url = gateway.url("crm");

@@ -5,7 +5,7 @@
 
 use crate::helpers::gateway::InProcess;
 use crate::helpers::mcp::{children_of, Gateway};
-use crate::helpers::mcp::{free_port, test_server};
+use crate::helpers::mcp::{free_port, stdio_route};
 use crate::helpers::spawn_app;
 use serde_json::Value;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -49,11 +49,7 @@ fn error_message(body: &str) -> String {
 
 #[tokio::test]
 async fn the_gateway_answers_only_its_own_hosts_and_origins() {
-    let command = test_server().to_string_lossy().into_owned();
-    let stdio = format!(
-        "files=stdio:{}",
-        shlex::try_quote(&command).expect("a path a shell can quote")
-    );
+    let stdio = stdio_route("files", "");
     let gateway = Gateway::start(&[stdio], &["--allowed-origins", "https://app.example.com"]).await;
     let pid = gateway.pid();
     let url = gateway.url("files");
@@ -415,11 +411,7 @@ async fn the_conformance_suites_dns_rebinding_scenario_passes_through_the_gatewa
         return;
     }
     let (_server, upstream) = crate::helpers::mcp::upstream(true).await;
-    let command = test_server().to_string_lossy().into_owned();
-    let stdio = format!(
-        "files=stdio:{}",
-        shlex::try_quote(&command).expect("a path a shell can quote")
-    );
+    let stdio = stdio_route("files", "");
     let gateway = InProcess::start(&[format!("crm={upstream}"), stdio], &[]).await;
     for route in ["crm", "files"] {
         let results = tempfile::tempdir().expect("a directory");

@@ -5,8 +5,8 @@
 //! offered different tools are each judged by their own listing.
 
 use crate::helpers::mcp::{
-    call, children_of, client_as, initialize, messages, metrics_text, post_in, test_server,
-    text_of, until_children, upstream, verdict_of, Gateway, Host,
+    call, children_of, client_as, initialize, messages, metrics_text, post_in, stdio_route,
+    test_server, text_of, until_children, upstream, verdict_of, Gateway, Host,
 };
 use crate::helpers::metric;
 use serde_json::json;
@@ -27,10 +27,17 @@ fn launched(name: &str, prefix: &str, args: &str) -> String {
     )
 }
 
+/// The gateway with route `files` running the raw test server (`args` after `--raw`) through a
+/// launcher shell, and `flags`; with the route's URL.
+async fn files_gateway(args: &str, flags: &[&str]) -> (Gateway, String) {
+    let gateway = Gateway::start(&[launched("files", "", &format!("--raw{args}"))], flags).await;
+    let url = gateway.url("files");
+    (gateway, url)
+}
+
 #[tokio::test]
 async fn a_session_nobody_was_issued_costs_nothing() {
-    let gateway = Gateway::start(&[launched("files", "", "--raw")], &[]).await;
-    let url = gateway.url("files");
+    let (gateway, url) = files_gateway("", &[]).await;
     let before = metrics_text(gateway.metrics_port).await;
     let call = r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"made_up_tool","arguments":{}}}"#;
     let (status, _, body) = post_in(&url, Some("made-up-session"), call).await;
@@ -54,12 +61,7 @@ const INITIALIZE: &str = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","param
 
 #[tokio::test]
 async fn the_process_cap_holds_under_concurrent_initializes() {
-    let gateway = Gateway::start(
-        &[launched("files", "", "--raw")],
-        &["--stdio-max-processes", "3"],
-    )
-    .await;
-    let url = gateway.url("files");
+    let (gateway, url) = files_gateway("", &["--stdio-max-processes", "3"]).await;
     let attempts = (0..6).map(|_| post_in(&url, None, INITIALIZE));
     let statuses: Vec<u16> = futures_util::future::join_all(attempts)
         .await
@@ -81,12 +83,7 @@ async fn the_process_cap_holds_under_concurrent_initializes() {
 
 #[tokio::test]
 async fn clients_that_left_without_delete_make_room_and_those_still_there_keep_theirs() {
-    let gateway = Gateway::start(
-        &[launched("files", "", "--raw")],
-        &["--stdio-max-processes", "2"],
-    )
-    .await;
-    let url = gateway.url("files");
+    let (gateway, url) = files_gateway("", &["--stdio-max-processes", "2"]).await;
     // Three clients come and go without DELETE (as the TypeScript SDK's close() does): each
     // initialize past the cap ends the session idle longest.
     let mut sessions = Vec::new();
@@ -100,16 +97,7 @@ async fn clients_that_left_without_delete_make_room_and_those_still_there_keep_t
     // The two sessions left hold a stream open: they are in use, and the next client is refused.
     let mut held = Vec::new();
     for session in &sessions[1..] {
-        let response = reqwest::Client::new()
-            .get(&url)
-            .header("accept", "text/event-stream")
-            .header("mcp-session-id", session)
-            .header("mcp-protocol-version", "2025-11-25")
-            .send()
-            .await
-            .expect("GET");
-        assert_eq!(response.status(), 200);
-        held.push(response);
+        held.push(listen(&url, session).await);
     }
     let before = metrics_text(gateway.metrics_port).await;
     let (status, _, body) = post_in(&url, None, INITIALIZE).await;
@@ -131,12 +119,7 @@ async fn clients_that_left_without_delete_make_room_and_those_still_there_keep_t
 
 #[tokio::test]
 async fn a_session_with_no_stream_is_ended_when_idle() {
-    let gateway = Gateway::start(
-        &[launched("files", "", "--raw")],
-        &["--stdio-idle-secs", "1"],
-    )
-    .await;
-    let url = gateway.url("files");
+    let (gateway, url) = files_gateway("", &["--stdio-idle-secs", "1"]).await;
     let _session = initialize(&url).await;
     until_children(gateway.pid(), 1).await;
     // Past the idle time and the 5 s sweep.
@@ -255,8 +238,7 @@ async fn read_until(mut response: reqwest::Response, needle: &str) -> Vec<String
 
 #[tokio::test]
 async fn a_server_request_sent_before_any_stream_waits_for_the_first_one() {
-    let gateway = Gateway::start(&[launched("files", "", "--raw --asks-roots")], &[]).await;
-    let url = gateway.url("files");
+    let (_gateway, url) = files_gateway(" --asks-roots", &[]).await;
     // initialize, then notifications/initialized: the server asks for roots at once, while the
     // client has no stream open.
     let session = initialize(&url).await;
@@ -283,12 +265,8 @@ async fn a_server_request_sent_before_any_stream_waits_for_the_first_one() {
 
 #[tokio::test]
 async fn a_server_request_no_stream_takes_is_answered_to_the_server() {
-    let gateway = Gateway::start(
-        &[launched("files", "", "--raw --asks-roots")],
-        &["--server-request-timeout-secs", "1"],
-    )
-    .await;
-    let url = gateway.url("files");
+    let (_gateway, url) =
+        files_gateway(" --asks-roots", &["--server-request-timeout-secs", "1"]).await;
     let session = initialize(&url).await;
     // No stream for longer than the timeout (and the 5 s sweep): the server got an error for its
     // request, and says so on the first stream the client opens.
@@ -490,11 +468,7 @@ async fn each_session_is_judged_by_its_own_listing(url: &str) {
 
 #[tokio::test]
 async fn sessions_offered_different_tools_keep_their_own_contracts_on_a_stdio_route() {
-    let server = test_server().to_string_lossy().into_owned();
-    let route = format!(
-        "crm=stdio:{}",
-        shlex::try_quote(&server).expect("a path a shell can quote")
-    );
+    let route = stdio_route("crm", "");
     let gateway = Gateway::start(&[route], &[]).await;
     each_session_is_judged_by_its_own_listing(&gateway.url("crm")).await;
 }

@@ -33,6 +33,13 @@ pub(crate) fn test_server() -> PathBuf {
         .clone()
 }
 
+/// A `--route` running the test server on stdio as route `name`, with `args` after it.
+pub(crate) fn stdio_route(name: &str, args: &str) -> String {
+    let server = test_server().to_string_lossy().into_owned();
+    let server = shlex::try_quote(&server).expect("a path a shell can quote");
+    format!("{name}=stdio:{server}{args}")
+}
+
 pub(crate) fn schemagate() -> &'static str {
     env!("CARGO_BIN_EXE_schemagate")
 }
