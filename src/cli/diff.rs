@@ -31,6 +31,8 @@ pub enum FailOn {
     Breaking,
     /// A change the analysis could not decide (never guessed safe).
     Unknown,
+    /// A change to a text the model reads (a description, a title), for a person to read.
+    Review,
     /// Any change (a tool added counts).
     Any,
     /// None: report only.
@@ -68,6 +70,7 @@ struct Summary {
     compatible: usize,
     breaking: usize,
     unknown: usize,
+    review: usize,
     failed_on: Vec<String>,
 }
 
@@ -146,6 +149,7 @@ fn reached(report: &Report, fail_on: &[FailOn]) -> Vec<String> {
         .filter(|f| match f {
             FailOn::Breaking => s.breaking > 0,
             FailOn::Unknown => s.unknown > 0,
+            FailOn::Review => s.review > 0,
             FailOn::Any => report.changes.len() > s.identical,
             FailOn::Never => false,
         })
@@ -194,6 +198,7 @@ fn diff(config: DiffConfig) -> anyhow::Result<Report> {
             Class::Unknown => summary.unknown += 1,
             Class::Identical => summary.identical += 1,
             Class::Compatible => summary.compatible += 1,
+            Class::Review => summary.review += 1,
         }
     }
     Ok(Report { changes, summary })
@@ -216,25 +221,31 @@ fn write_text(report: &Report, out: &mut dyn Write) -> std::io::Result<()> {
             None => change.tool.clone(),
             Some(server) => format!("{server}/{}", change.tool),
         };
-        writeln!(out, "{tool}: {kind}, {}", change.class.as_str())?;
-        for part in &change.schemas {
+        let rename = change
+            .likely_rename
+            .as_deref()
+            .map(|other| match change.change {
+                ChangeKind::Removed => format!(" (likely renamed to {other:?})"),
+                _ => format!(" (likely renamed from {other:?})"),
+            })
+            .unwrap_or_default();
+        writeln!(out, "{tool}: {kind}, {}{rename}", change.class.as_str())?;
+        // Each part under its own class; a part rewritten with the same meaning is left out.
+        for part in change
+            .schemas
+            .iter()
+            .filter(|p| p.class != Class::Identical)
+        {
+            writeln!(out, "    {}: {}", part.schema.as_str(), part.class.as_str())?;
             for reason in &part.reasons {
-                writeln!(
-                    out,
-                    "    {} {}: {reason}",
-                    part.schema.as_str(),
-                    part.class.as_str()
-                )?;
-            }
-            if part.reasons.is_empty() {
-                writeln!(out, "    {} {}", part.schema.as_str(), part.class.as_str())?;
+                writeln!(out, "        {reason}")?;
             }
         }
     }
     let s = &report.summary;
     writeln!(
         out,
-        "{} tools changed ({} added, {} removed, {} changed): {} compatible, {} breaking, {} unknown; {} rewritten with the same meaning (identical)",
+        "{} tools changed ({} added, {} removed, {} changed): {} compatible, {} breaking, {} unknown, {} to review; {} rewritten with the same meaning (identical)",
         report.changes.len() - s.identical,
         s.added,
         s.removed,
@@ -242,6 +253,7 @@ fn write_text(report: &Report, out: &mut dyn Write) -> std::io::Result<()> {
         s.compatible,
         s.breaking,
         s.unknown,
+        s.review,
         s.identical
     )?;
     match s.failed_on.is_empty() {

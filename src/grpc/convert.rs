@@ -143,6 +143,7 @@ fn tool_change(c: ToolChange) -> proto::ToolChange {
         change: change_kind(c.change).to_owned(),
         class: c.class.as_str().to_owned(),
         schemas: c.schemas.into_iter().map(part_change).collect(),
+        likely_rename: c.likely_rename.unwrap_or_default(),
     }
 }
 
@@ -172,6 +173,8 @@ pub fn tool_version(v: Version) -> proto::ToolVersion {
         output_schema_hash: v.output_schema_hash.unwrap_or_default(),
         annotations_json: json(v.annotations),
         execution_json: json(v.execution),
+        title: v.title.unwrap_or_default(),
+        description: v.description.unwrap_or_default(),
         change: change_kind(v.change).to_owned(),
         class: v.class.as_str().to_owned(),
         schemas: v.schemas.into_iter().map(part_change).collect(),

@@ -52,7 +52,12 @@ fn the_table_of_changes_is_classed_as_a_registration_classes_it() {
                     Value::Null,
                     "a lone listing names no server"
                 );
-                assert_eq!(change["schemas"][0]["schema"], case.part.as_str());
+                let parts = change["schemas"].as_array().expect("parts");
+                assert!(
+                    parts.iter().any(|p| p["schema"] == case.part.as_str()),
+                    "{}: {parts:?}",
+                    case.name
+                );
             }
             (_, change) => wrong.push(format!(
                 "{}: expected {}, got {change:?}",
@@ -66,6 +71,14 @@ fn the_table_of_changes_is_classed_as_a_registration_classes_it() {
         .filter(|c| changes_anything(c) && c.class == "breaking")
         .count();
     assert_eq!(report["summary"]["breaking"], breaking);
+    let review = table
+        .iter()
+        .filter(|c| changes_anything(c) && c.class == "review")
+        .count();
+    assert!(review >= 3, "the table has texts changed");
+    assert_eq!(report["summary"]["review"], review);
+    // Texts to review fail the run only when asked.
+    assert_eq!(diff(&[&old, &new, "--fail-on", "review"]).0, 1);
 }
 
 #[test]
@@ -170,11 +183,11 @@ fn the_report_serves_a_ci_job_as_it_is() {
     let (_, text, _) = diff(&[&strict, &loose]);
     assert!(text.contains("failed on: breaking"), "{text}");
 
-    // Key order and a description rewritten: identical, not a changed tool, even for `any`.
+    // Key order and a schema's title rewritten: identical, not a changed tool, even for `any`.
     let reordered = write(
         dir.path(),
         "reordered.json",
-        &json!({"tools": [{"outputSchema": {"required": ["email"], "properties": {"email": {"description": "where to write", "type": "string"}}, "type": "object"}, "name": "get_customer"}]}),
+        &json!({"tools": [{"outputSchema": {"required": ["email"], "properties": {"email": {"title": "Email", "type": "string"}}, "type": "object"}, "name": "get_customer"}]}),
     );
     let (code, out, err) = diff(&[&strict, &reordered, "--fail-on", "any", "--output", "json"]);
     assert_eq!(code, 0, "{out}{err}");
@@ -190,6 +203,33 @@ fn the_report_serves_a_ci_job_as_it_is() {
     let (code, text, _) = diff(&[&strict, &reordered, "--fail-on", "any"]);
     assert_eq!(code, 0);
     assert!(text.starts_with("0 tools changed"), "{text}");
+
+    // A description the model reads, edited: a change to review, shown as a word diff. It fails
+    // the run only when review is asked for.
+    let described = write(
+        dir.path(),
+        "described.json",
+        &json!({"tools": [{"name": "get_customer", "outputSchema": {"type": "object", "properties": {"email": {"type": "string", "description": "where to write"}}, "required": ["email"]}}]}),
+    );
+    let (code, text, _) = diff(&[&strict, &described]);
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains("get_customer: changed, review\n    description: review\n        /outputSchema/properties/email/description: added \"where to write\"\n"),
+        "{text}"
+    );
+    assert!(text.contains("1 to review"), "{text}");
+    let (code, out, _) = diff(&[
+        &strict,
+        &described,
+        "--fail-on",
+        "review",
+        "--output",
+        "json",
+    ]);
+    assert_eq!(code, 1, "{out}");
+    let report: Value = serde_json::from_str(&out).expect("a JSON report");
+    assert_eq!(report["summary"]["failed_on"], json!(["review"]));
+    assert_eq!(report["summary"]["review"], 1);
 
     // --fail-on takes a list of classes: a breaking change passes a run that fails on unknown.
     let (code, out, _) = diff(&[&strict, &loose, "--fail-on", "unknown", "--output", "json"]);

@@ -34,13 +34,22 @@ pub(crate) fn tools_lists(table: &[Case]) -> (Value, Value) {
             .map(|(i, case)| {
                 let mut tool = json!({"name": format!("t{i}")});
                 let schema = if new { &case.new } else { &case.old };
-                if let Some(schema) = schema {
-                    let key = match case.part.as_str() {
-                        "input" => "inputSchema",
-                        "annotations" => "annotations",
-                        _ => "outputSchema",
-                    };
-                    tool[key] = schema.clone();
+                match (schema, case.part.as_str()) {
+                    (None, _) => {}
+                    // A tool fragment: its texts, and the schemas that hold texts.
+                    (Some(Value::Object(fragment)), "description") => {
+                        for (key, value) in fragment {
+                            tool[key.as_str()] = value.clone();
+                        }
+                    }
+                    (Some(schema), part) => {
+                        let key = match part {
+                            "input" => "inputSchema",
+                            "annotations" => "annotations",
+                            _ => "outputSchema",
+                        };
+                        tool[key] = schema.clone();
+                    }
                 }
                 tool
             })
@@ -86,7 +95,11 @@ async fn the_table_of_changes_is_classed_the_same_over_rest() {
             wrong.push(format!("{}: not listed", case.name));
             continue;
         };
-        let part = &change["schemas"][0];
+        // The case's part (a text edited inside a schema also lists that schema, `identical`).
+        let part = change["schemas"]
+            .as_array()
+            .and_then(|parts| parts.iter().find(|p| p["schema"] == case.part.as_str()))
+            .unwrap_or(&Value::Null);
         let reasons: Vec<&str> = part["reasons"]
             .as_array()
             .map(|r| r.iter().filter_map(Value::as_str).collect())
@@ -424,9 +437,22 @@ async fn a_pinned_contract_changes_only_once_its_change_is_accepted() {
         .as_str()
         .unwrap_or("")
         .contains("tool \"renamed_customer\" added"));
-    // A title is not a contract: it passes.
+    // A title is text people and the model read: a change for review, refused until accepted.
     let retitled = customer(&["id"], json!({"title": "A customer"}));
-    assert_eq!(app.register("crm", &retitled).await.0, 200);
+    let (status, refusal) = app.register("crm", &retitled).await;
+    assert_eq!(status, 409, "{refusal}");
+    let message = refusal["error"]["message"].as_str().unwrap_or("");
+    assert!(
+        message.contains(
+            "(review; description review: /annotations/title: [-Customer-]{+A customer+})"
+        ),
+        "{message}"
+    );
+    assert_eq!(
+        app.metric(r#"schemagate_contract_changes_total{server="crm",tool="get_customer",schema="description",class="review"}"#).await,
+        1.0,
+        "a refused text change is counted"
+    );
 
     // Accepted by its hash, the change registers; then checks follow it.
     let (status, body) = accept(&app, "get_customer", "not-a-hash").await;
@@ -724,4 +750,62 @@ async fn a_shadow_schema_reports_what_it_would_block_and_changes_nothing_until_p
         .await
         .expect("promote");
     assert_eq!(promoted.status(), 400);
+}
+
+#[tokio::test]
+async fn a_rename_is_marked_and_texts_are_kept_in_history() {
+    let app = spawn_app_with(&[]).await;
+    let schema =
+        json!({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]});
+    let (status, _) = app
+        .register(
+            "calc",
+            &json!({"tools": [
+                {"name": "add", "title": "Add", "description": "Adds two numbers.", "inputSchema": schema},
+                {"name": "ping", "inputSchema": {"type": "object"}}
+            ]}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let (status, answer) = app
+        .register(
+            "calc",
+            &json!({"tools": [
+                {"name": "get-sum", "description": "Adds two numbers.", "inputSchema": schema},
+                {"name": "ping", "inputSchema": {"type": "object", "properties": {"x": {"type": "string"}}}}
+            ]}),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    let changes = answer["changes"].as_array().expect("changes");
+    let of = |tool: &str| {
+        changes
+            .iter()
+            .find(|c| c["tool"] == tool)
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    assert_eq!(
+        (
+            &of("add")["change"],
+            &of("add")["class"],
+            &of("add")["likely_rename"]
+        ),
+        (&json!("removed"), &json!("breaking"), &json!("get-sum")),
+        "{answer}"
+    );
+    assert_eq!(of("get-sum")["likely_rename"], "add", "{answer}");
+    // Another tool whose schema changed is no rename.
+    assert_eq!(of("ping")["likely_rename"], Value::Null, "{answer}");
+
+    // History keeps each version's texts.
+    let (status, text) = app.get("/v1/servers/calc/tools/add/history").await;
+    assert_eq!(status, 200, "{text}");
+    let history: Value = serde_json::from_str(&text).expect("JSON");
+    let added = &history["versions"][1];
+    assert_eq!(
+        (&added["title"], &added["description"]),
+        (&json!("Add"), &json!("Adds two numbers.")),
+        "{history}"
+    );
 }

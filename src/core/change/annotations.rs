@@ -5,9 +5,9 @@
 //! claim more safety (not read-only to read-only, destructive to not, not idempotent to
 //! idempotent, open world to closed) is `breaking`: a host may stop asking before it runs the tool,
 //! or retry it. One that claims less is `compatible`. Spelling out a default, or dropping one, is
-//! `identical`. Any other edit (a title, a value that is not a boolean) is recorded as
-//! `compatible`, not alerted: pinning tools that hashed annotations raised a "changed" on every
-//! reconnect.
+//! `identical`. Any other edit (a value that is not a boolean, a member MCP does not define) is
+//! recorded as `compatible`, not alerted: pinning tools that hashed annotations raised a "changed"
+//! on every reconnect. A `title` is text, the `description` part's (see [`super::description`]).
 
 use super::{Change, Class, Part};
 use serde_json::{Map, Value};
@@ -26,7 +26,8 @@ pub fn annotations_change(old: Option<&Value>, new: Option<&Value>) -> Change {
     keys.extend(old.keys().filter(|k| !new.contains_key(*k)));
     for key in keys {
         let (before, after) = (old.get(key), new.get(key));
-        if before == after {
+        // A title is text for people: the `description` part's.
+        if before == after || key == "title" {
             continue;
         }
         let show = |v: Option<&Value>| v.map_or_else(|| "absent".to_owned(), Value::to_string);

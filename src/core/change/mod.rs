@@ -1,6 +1,6 @@
 //! Contract changes: how a tool's new contract compares with the one in force, from the
-//! consumer's side. Each part of a tool (its output schema, its input schema, its annotations)
-//! gets a [`Class`] and the reasons for it, as JSON pointers and keywords.
+//! consumer's side. Each part of a tool (its output schema, its input schema, its annotations,
+//! its texts) gets a [`Class`] and the reasons for it, as JSON pointers and keywords.
 //!
 //! The class of a schema change is decided on canonical forms, by the validator's own
 //! experimental `canonical` module (jsonschema 0.61): two schemas that reduce to one canonical
@@ -26,11 +26,13 @@
 //! what it means.
 
 mod annotations;
+mod description;
 mod dialect;
 mod reasons;
 mod witness;
 
 pub use annotations::annotations_change;
+pub use description::{description_change, Texts};
 
 use crate::core::policy::{CompileOptions, RegexEngine};
 use jsonschema::canonical::{CanonicalSchema, Containment, Satisfiability};
@@ -53,6 +55,9 @@ pub enum Class {
     Breaking,
     /// The analysis could not decide (never guessed).
     Unknown,
+    /// Text the model or a person reads changed (a description, a title): no machine can judge
+    /// what it means; a person should read it.
+    Review,
 }
 
 impl Class {
@@ -63,17 +68,19 @@ impl Class {
             Class::Compatible => "compatible",
             Class::Breaking => "breaking",
             Class::Unknown => "unknown",
+            Class::Review => "review",
         }
     }
 
     /// The class of a change made of parts of these classes: the one that asks most of the
-    /// consumer (breaking, then unknown, then compatible, then identical).
+    /// consumer (breaking, then unknown, then review, then compatible, then identical).
     pub fn worst(classes: impl IntoIterator<Item = Class>) -> Class {
         let rank = |class: Class| match class {
             Class::Identical => 0,
             Class::Compatible => 1,
-            Class::Unknown => 2,
-            Class::Breaking => 3,
+            Class::Review => 2,
+            Class::Unknown => 3,
+            Class::Breaking => 4,
         };
         classes
             .into_iter()
@@ -89,6 +96,9 @@ pub enum Part {
     Output,
     Input,
     Annotations,
+    /// The texts: the tool's `title` and `description`, its annotations' `title`, and the
+    /// `description`s inside its schemas.
+    Description,
 }
 
 impl Part {
@@ -98,6 +108,7 @@ impl Part {
             Part::Output => "output",
             Part::Input => "input",
             Part::Annotations => "annotations",
+            Part::Description => "description",
         }
     }
 }
@@ -139,7 +150,7 @@ pub fn schema_change(
     // Who must still be served: an output's consumer reads what the new schema admits; an
     // input's callers send what the old one admitted.
     let (outer, inner) = match part {
-        Part::Output | Part::Annotations => (old, new),
+        Part::Output | Part::Annotations | Part::Description => (old, new),
         Part::Input => (new, old),
     };
     let class = if old == new {
@@ -179,7 +190,7 @@ fn example_reason(part: Part, value: &Value) -> String {
     let text = reasons::quote_within(value, 120);
     match part {
         Part::Input => format!("(for example, arguments {text}: valid before, refused now)"),
-        Part::Output | Part::Annotations => {
+        Part::Output | Part::Annotations | Part::Description => {
             format!("(for example, a result {text}: refused before, admitted now)")
         }
     }

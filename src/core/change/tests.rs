@@ -36,6 +36,26 @@ fn schema_changes_get_their_class_and_reasons() {
     for case in &cases {
         let change = match case.part {
             Part::Annotations => annotations_change(case.old.as_ref(), case.new.as_ref()),
+            // Tool fragments: their texts.
+            Part::Description => {
+                fn texts(tool: Option<&Value>) -> Texts<'_> {
+                    let get = |key: &str| tool.and_then(|t| t.get(key));
+                    Texts {
+                        title: get("title").and_then(Value::as_str),
+                        description: get("description").and_then(Value::as_str),
+                        annotations: get("annotations"),
+                        input: get("inputSchema"),
+                        output: get("outputSchema"),
+                    }
+                }
+                description_change(&texts(case.old.as_ref()), &texts(case.new.as_ref())).unwrap_or(
+                    Change {
+                        schema: Part::Description,
+                        class: Class::Identical,
+                        reasons: Vec::new(),
+                    },
+                )
+            }
             part => schema_change(case.old.as_ref(), case.new.as_ref(), part, options),
         };
         let missing: Vec<&String> = case
@@ -135,12 +155,6 @@ fn annotation_changes_are_read_against_mcps_defaults() {
             "/readOnlyHint: true -> absent (false)".to_owned(),
         ),
         (
-            json!({"title": "Get"}),
-            json!({"title": "Get a customer"}),
-            Compatible,
-            "/title: \"Get\" -> \"Get a customer\"".to_owned(),
-        ),
-        (
             json!({"readOnlyHint": "yes"}),
             json!({"readOnlyHint": true}),
             Compatible,
@@ -167,6 +181,8 @@ fn annotation_changes_are_read_against_mcps_defaults() {
             json!({"readOnlyHint": true, "title": "T"}),
             json!({"title": "T", "readOnlyHint": true}),
         ),
+        // A title is text, the `description` part's.
+        (json!({"title": "Get"}), json!({"title": "Get a customer"})),
     ] {
         let change = annotations_change(Some(&old), Some(&new));
         assert_eq!(

@@ -9,7 +9,7 @@ use crate::core::check::ListedSchemas;
 use crate::core::domain::{SchemaHash, ToolName};
 use crate::core::error::CheckError;
 use crate::core::executor::Cost;
-use crate::core::registry::history::{contract_hash, ChangeKind, Refusal, ToolChange, Version};
+use crate::core::registry::history::{contract_hash, Refusal, ToolChange, Version};
 use crate::core::registry::{
     AcceptedHashes, Prepared, RegisterOptions, RegisteredSchema, Registration, ServerListing,
     ServerSummary, ToolSchemas,
@@ -234,7 +234,8 @@ impl Gate {
                 })
                 .collect();
             match change.class {
-                Class::Breaking | Class::Unknown => tracing::warn!(
+                // A text a person should read (a description that starts asking for secrets).
+                Class::Breaking | Class::Unknown | Class::Review => tracing::warn!(
                     server,
                     tool = %change.tool,
                     change = ?change.change,
@@ -476,12 +477,7 @@ impl Gate {
             .filter(|(name, _)| policy.rules_for(Some(server), Some(name)).pin)
             .filter(|(name, _)| !accepted.contains(&(name.clone(), removed_hash.clone())))
             .map(|(name, _)| Refusal {
-                change: ToolChange {
-                    tool: name.clone(),
-                    change: ChangeKind::Removed,
-                    class: Class::Breaking,
-                    schemas: Vec::new(),
-                },
+                change: ToolChange::removed(name),
                 accept: removed_hash.clone(),
             })
             .collect();
@@ -502,12 +498,7 @@ impl Gate {
         };
         let changes: Vec<ToolChange> = gone
             .iter()
-            .map(|(tool, _)| ToolChange {
-                tool: tool.clone(),
-                change: ChangeKind::Removed,
-                class: Class::Breaking,
-                schemas: Vec::new(),
-            })
+            .map(|(tool, _)| ToolChange::removed(tool))
             .collect();
         self.count_changes(server, &changes, caller.name());
         tracing::info!(

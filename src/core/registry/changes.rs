@@ -179,6 +179,15 @@ impl Registry {
                 }
             }
         }
+        let schemas = |t: &ToolSchemas| {
+            let hash = |s: &Option<RegisteredSchema>| s.as_ref().map(|s| s.hash);
+            (hash(&t.input), hash(&t.output))
+        };
+        history::mark_renames(
+            &mut changes,
+            &|name| base_tool(name).map(schemas),
+            &|name| tools.iter().find(|t| t.name.as_str() == name).map(schemas),
+        );
         (changes, versions, base.is_some())
     }
 }

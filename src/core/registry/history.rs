@@ -6,7 +6,10 @@
 //! [`super::redis`]).
 
 use super::{RegisteredSchema, ToolSchemas};
-use crate::core::change::{annotations_change, schema_change, Change, Class, Part};
+use crate::core::change::{
+    annotations_change, description_change, schema_change, Change, Class, Part, Texts,
+};
+use crate::core::domain::SchemaHash;
 use crate::core::policy::CompileOptions;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -40,6 +43,23 @@ pub struct ToolChange {
     /// one rewritten to the same canonical form.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub schemas: Vec<Change>,
+    /// For a tool added or removed in the same registration as another with the same schemas:
+    /// the other's name (a likely rename; the removal is still breaking to the old name's callers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub likely_rename: Option<String>,
+}
+
+impl ToolChange {
+    /// `tool` removed: breaking, as its callers now get `unknown_tool`.
+    pub fn removed(tool: &str) -> Self {
+        ToolChange {
+            tool: tool.to_owned(),
+            change: ChangeKind::Removed,
+            class: Class::Breaking,
+            schemas: Vec::new(),
+            likely_rename: None,
+        }
+    }
 }
 
 /// One version of a tool's contract, as registered, and how it differs from the one before.
@@ -59,6 +79,12 @@ pub struct Version {
     pub annotations: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub execution: Option<Value>,
+    /// Its `title` and `description`, as it declared them (the texts inside its schemas are in
+    /// the schemas' texts, by hash).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
     /// Against the version before it.
     pub change: ChangeKind,
     pub class: Class,
@@ -92,6 +118,10 @@ impl Version {
                 .map(|s| s.hash.to_string()),
             annotations: tool.and_then(|t| json(&t.annotations)),
             execution: tool.and_then(|t| json(&t.execution)),
+            title: tool.and_then(|t| t.title.as_deref()).map(str::to_owned),
+            description: tool
+                .and_then(|t| t.description.as_deref())
+                .map(str::to_owned),
             change: change.change,
             class: change.class,
             schemas: change.schemas.clone(),
@@ -118,7 +148,12 @@ impl Refusal {
             ChangeKind::Changed => "changed",
         };
         let mut text = format!("tool {:?} {kind} ({}", change.tool, change.class.as_str());
-        for part in &change.schemas {
+        // A part rewritten with the same meaning says nothing here.
+        for part in change
+            .schemas
+            .iter()
+            .filter(|p| p.class != Class::Identical)
+        {
             text.push_str(&format!(
                 "; {} {}: {}",
                 part.schema.as_str(),
@@ -132,20 +167,22 @@ impl Refusal {
 }
 
 /// Whether a pin stops `change`: a tool added or removed; a schema whose canonical form
-/// changed; annotations whose safety claims weakened (or could not be compared). Other
-/// annotation edits (a title) pass, as they would not be alerted.
+/// changed; annotations whose safety claims weakened (or could not be compared); a text the
+/// model reads (`review`: a person accepts it). Other annotation edits pass, as they would not
+/// be alerted.
 pub fn pin_applies(change: &ToolChange) -> bool {
     match change.change {
         ChangeKind::Added | ChangeKind::Removed => true,
         ChangeKind::Changed => change.schemas.iter().any(|part| match part.schema {
             Part::Annotations => matches!(part.class, Class::Breaking | Class::Unknown),
-            Part::Output | Part::Input => part.class != Class::Identical,
+            Part::Output | Part::Input | Part::Description => part.class != Class::Identical,
         }),
     }
 }
 
-/// A tool's contract hash: its schemas' hashes, annotations and execution, together (`None`:
-/// the tool removed). What an accept names.
+/// A tool's contract hash: its schemas' hashes, annotations and execution, and its title and
+/// description where it declares them, together (`None`: the tool removed). What an accept
+/// names.
 pub fn contract_hash(tool: Option<&ToolSchemas>) -> String {
     let mut hasher = blake3::Hasher::new();
     match tool {
@@ -162,6 +199,14 @@ pub fn contract_hash(tool: Option<&ToolSchemas>) -> String {
             ] {
                 hasher.update(part.as_deref().unwrap_or("-").as_bytes());
                 hasher.update(b"\n");
+            }
+            // Only when declared: a tool without texts keeps the hash it had before texts
+            // counted. Length-prefixed, so no text can pass for another's.
+            for (label, text) in [("title", &tool.title), ("description", &tool.description)] {
+                if let Some(text) = text {
+                    hasher.update(format!("{label} {}\n", text.len()).as_bytes());
+                    hasher.update(text.as_bytes());
+                }
             }
         }
     }
@@ -185,16 +230,10 @@ pub fn compare(
                 change: ChangeKind::Added,
                 class: Class::Compatible,
                 schemas: Vec::new(),
+                likely_rename: None,
             })
         }
-        (Some(old), None) => {
-            return Some(ToolChange {
-                tool: old.name.as_str().to_owned(),
-                change: ChangeKind::Removed,
-                class: Class::Breaking,
-                schemas: Vec::new(),
-            })
-        }
+        (Some(old), None) => return Some(ToolChange::removed(old.name.as_str())),
         (Some(old), Some(new)) => (old, new),
     };
     let hash = |s: &Option<RegisteredSchema>| s.as_ref().map(|s| s.hash);
@@ -204,6 +243,8 @@ pub fn compare(
         && same_output
         && old.annotations == new.annotations
         && old.execution == new.execution
+        && old.title == new.title
+        && old.description == new.description
     {
         return None;
     }
@@ -234,16 +275,102 @@ pub fn compare(
     if !same_input {
         schemas.push(part(&old.input, &new.input, Part::Input));
     }
-    if old.annotations != new.annotations || old.execution != new.execution {
+    // Annotations whose only edit is their title: that is the `description` part's.
+    if old.execution != new.execution || untitled(old) != untitled(new) {
         schemas.push(behaviour_change(old, new));
     }
+    schemas.extend(texts_change(old, new, (same_input, same_output)));
     let class = Class::worst(schemas.iter().map(|c| c.class));
     Some(ToolChange {
         tool: new.name.as_str().to_owned(),
         change: ChangeKind::Changed,
         class,
         schemas,
+        likely_rename: None,
     })
+}
+
+/// A tool's annotations without their `title` (`None` for none, or text that is no JSON object).
+fn untitled(tool: &ToolSchemas) -> Option<serde_json::Map<String, Value>> {
+    let text = tool.annotations.as_deref()?;
+    let mut map = serde_json::from_str::<serde_json::Map<String, Value>>(text).ok()?;
+    map.remove("title");
+    Some(map)
+}
+
+/// A tool's input and output schemas, by hash.
+pub type SchemaPair = (Option<SchemaHash>, Option<SchemaHash>);
+
+/// Marks each tool removed whose schemas (input and output, by hash) are those of a tool added in
+/// the same registration as a likely rename of it, one to one, in the order they come.
+pub fn mark_renames(
+    changes: &mut [ToolChange],
+    old: &dyn Fn(&str) -> Option<SchemaPair>,
+    new: &dyn Fn(&str) -> Option<SchemaPair>,
+) {
+    let mut taken = vec![false; changes.len()];
+    for i in 0..changes.len() {
+        if changes[i].change != ChangeKind::Removed {
+            continue;
+        }
+        let Some(schemas) = old(&changes[i].tool) else {
+            continue;
+        };
+        let added = (0..changes.len()).find(|&j| {
+            !taken[j]
+                && changes[j].change == ChangeKind::Added
+                && new(&changes[j].tool) == Some(schemas)
+        });
+        if let Some(j) = added {
+            taken[j] = true;
+            changes[i].likely_rename = Some(changes[j].tool.clone());
+            changes[j].likely_rename = Some(changes[i].tool.clone());
+        }
+    }
+}
+
+/// The change of the texts a tool shows the model and people (`review`), if any. The texts inside
+/// a schema are read only where the schema changed and is within the analysed size.
+fn texts_change(
+    old: &ToolSchemas,
+    new: &ToolSchemas,
+    (same_input, same_output): (bool, bool),
+) -> Option<Change> {
+    let read = |text: Option<&[u8]>| {
+        text.filter(|t| t.len() <= MAX_ANALYSED_BYTES)
+            .and_then(|t| serde_json::from_slice::<Value>(t).ok())
+    };
+    let schema = |s: &Option<RegisteredSchema>, same: bool| {
+        (!same)
+            .then(|| read(s.as_ref().map(|s| &s.text[..])))
+            .flatten()
+    };
+    let annotations = |t: &ToolSchemas| read(t.annotations.as_deref().map(str::as_bytes));
+    let (old_input, new_input) = (
+        schema(&old.input, same_input),
+        schema(&new.input, same_input),
+    );
+    let (old_output, new_output) = (
+        schema(&old.output, same_output),
+        schema(&new.output, same_output),
+    );
+    let (old_annotations, new_annotations) = (annotations(old), annotations(new));
+    description_change(
+        &Texts {
+            title: old.title.as_deref(),
+            description: old.description.as_deref(),
+            annotations: old_annotations.as_ref(),
+            input: old_input.as_ref(),
+            output: old_output.as_ref(),
+        },
+        &Texts {
+            title: new.title.as_deref(),
+            description: new.description.as_deref(),
+            annotations: new_annotations.as_ref(),
+            input: new_input.as_ref(),
+            output: new_output.as_ref(),
+        },
+    )
 }
 
 /// The change of a tool's annotations (classed) and of how it runs (2025-11-25's

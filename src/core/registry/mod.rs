@@ -113,6 +113,10 @@ pub struct ToolSchemas {
     /// for its history and to class their changes.
     pub annotations: Option<Arc<str>>,
     pub execution: Option<Arc<str>>,
+    /// The tool's `title` and `description`, when it declares them: kept for its history and
+    /// the `description` part of its changes (what the model reads).
+    pub title: Option<Arc<str>>,
+    pub description: Option<Arc<str>>,
     /// Candidate schemas judged beside the enforced ones and only reported (`?shadow=true`).
     pub shadow_input: Option<RegisteredSchema>,
     pub shadow_output: Option<RegisteredSchema>,

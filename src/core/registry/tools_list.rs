@@ -8,7 +8,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::sync::Arc;
 
-/// Longest `annotations` (or `execution`) of a tool that is kept.
+/// Longest `annotations`, `execution`, `title` or `description` of a tool that is kept.
 const MAX_METADATA_BYTES: usize = 16 * 1024;
 
 /// One `tools/list` result: its tools, and its `nextCursor` when it is one page of several.
@@ -20,7 +20,7 @@ pub struct ToolsList {
 
 /// Reads the body of an MCP `tools/list` result for `server`:
 /// `{"tools": [{"name", "inputSchema", "outputSchema"}], "nextCursor"}`. Other fields (`_meta`,
-/// 2026-07-28's `ttlMs` and `cacheScope`, a tool's `title`, `annotations`, ...) are read through.
+/// 2026-07-28's `ttlMs` and `cacheScope`, ...) are read through.
 pub fn parse_tools_list(
     server: &ServerId,
     body: &Bytes,
@@ -46,6 +46,10 @@ pub fn parse_tools_list(
         annotations: Option<&'a RawValue>,
         #[serde(borrow, default)]
         execution: Option<&'a RawValue>,
+        #[serde(borrow, default)]
+        title: Option<&'a RawValue>,
+        #[serde(borrow, default)]
+        description: Option<&'a RawValue>,
     }
     let list: WireList<'_> =
         serde_json::from_slice(body).map_err(|e| from_json_error(&e, depth_limit, None))?;
@@ -73,11 +77,19 @@ pub fn parse_tools_list(
                 raw.filter(|r| r.get() != "null" && r.get().len() <= MAX_METADATA_BYTES)
                     .map(|r| Arc::from(r.get()))
             };
+            // A text that is not a string is no text a client shows; read through.
+            let words = |raw: Option<&RawValue>| {
+                raw.filter(|r| r.get().len() <= MAX_METADATA_BYTES)
+                    .and_then(|r| serde_json::from_str::<String>(r.get()).ok())
+                    .map(Arc::from)
+            };
             Ok(ToolSchemas {
                 input: schema(t.input),
                 output: schema(t.output),
                 annotations: text(t.annotations),
                 execution: text(t.execution),
+                title: words(t.title),
+                description: words(t.description),
                 shadow_input: None,
                 shadow_output: None,
                 name,

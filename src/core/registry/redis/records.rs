@@ -65,6 +65,10 @@ pub(super) struct ToolRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     execution: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) shadow_input: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) shadow_output: Option<String>,
@@ -80,6 +84,8 @@ impl ToolRecord {
             by: tool.provenance.by.as_deref().map(str::to_owned),
             annotations: tool.annotations.as_deref().map(str::to_owned),
             execution: tool.execution.as_deref().map(str::to_owned),
+            title: tool.title.as_deref().map(str::to_owned),
+            description: tool.description.as_deref().map(str::to_owned),
             shadow_input: tool.shadow_input.as_ref().map(|s| s.hash.to_string()),
             shadow_output: tool.shadow_output.as_ref().map(|s| s.hash.to_string()),
         }
@@ -135,6 +141,8 @@ pub(super) fn build(
                 },
                 annotations: record.annotations.as_deref().map(Arc::from),
                 execution: record.execution.as_deref().map(Arc::from),
+                title: record.title.as_deref().map(Arc::from),
+                description: record.description.as_deref().map(Arc::from),
                 shadow_input,
                 shadow_output,
             },
