@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Command;
 
 /// Runs `schemagate diff` with `args`: exit code, stdout, stderr.
-fn diff(args: &[&str]) -> (i32, String, String) {
+pub(crate) fn diff(args: &[&str]) -> (i32, String, String) {
     let output = Command::new(schemagate())
         .arg("diff")
         .args(args)

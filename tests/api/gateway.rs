@@ -229,7 +229,7 @@ async fn events_pass_in_order_as_sent_and_delete_ends_the_session() {
 }
 
 /// A 2026-07-28 request (no session; revision and capabilities in `_meta`).
-fn request_26(id: u32, method: &str, params: Value) -> String {
+pub(crate) fn request_26(id: u32, method: &str, params: Value) -> String {
     let mut params = params;
     params["_meta"] = json!({
         "io.modelcontextprotocol/protocolVersion": "2026-07-28",

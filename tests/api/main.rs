@@ -27,5 +27,6 @@ mod openapi;
 mod prometheus_e2e;
 mod proxy;
 mod registry;
+mod releases;
 mod shutdown;
 mod tls;

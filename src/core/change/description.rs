@@ -186,10 +186,21 @@ fn word_diff(old: &str, new: &str) -> String {
         let word = change.value();
         let in_edit = matches!(segments.last(), Some(Segment::Edit { .. }));
         match (change.tag(), segments.last_mut()) {
-            // Space between edited words: held, and given to the edit if it goes on.
-            (ChangeTag::Equal, Some(Segment::Edit { gap, .. }))
-                if in_edit && word.trim().is_empty() =>
-            {
+            // Space between edited words: the edit's (each side that has words), and held for
+            // the unchanged text after it if the edit ends.
+            (
+                ChangeTag::Equal,
+                Some(Segment::Edit {
+                    removed,
+                    added,
+                    gap,
+                }),
+            ) if in_edit && word.trim().is_empty() => {
+                for side in [removed, added] {
+                    if !side.is_empty() {
+                        side.push_str(word);
+                    }
+                }
                 gap.push_str(word)
             }
             (ChangeTag::Equal, Some(Segment::Equal(text))) => text.push_str(word),
@@ -208,16 +219,11 @@ fn word_diff(old: &str, new: &str) -> String {
                     gap,
                 }),
             ) => {
-                let side = if tag == ChangeTag::Delete {
-                    removed
-                } else {
-                    added
-                };
-                if !side.is_empty() {
-                    side.push_str(gap);
-                }
                 gap.clear();
-                side.push_str(word);
+                match tag {
+                    ChangeTag::Delete => removed.push_str(word),
+                    _ => added.push_str(word),
+                }
             }
             (tag, _) => {
                 let (mut removed, mut added) = (String::new(), String::new());
@@ -257,11 +263,12 @@ fn word_diff(old: &str, new: &str) -> String {
                 {
                     space(&mut out);
                 }
+                let words = |side: &str| side.split_whitespace().collect::<Vec<_>>().join(" ");
                 if !removed.trim().is_empty() {
-                    out.push_str(&format!("[-{}-]", removed.trim()));
+                    out.push_str(&format!("[-{}-]", words(removed)));
                 }
                 if !added.trim().is_empty() {
-                    out.push_str(&format!("{{+{}+}}", added.trim()));
+                    out.push_str(&format!("{{+{}+}}", words(added)));
                 }
                 if (removed.ends_with(char::is_whitespace) || added.ends_with(char::is_whitespace))
                     && i != last
@@ -370,6 +377,17 @@ mod tests {
                 "/annotations/title: removed \"Read\"".to_owned(),
                 "/title: removed \"Read file\"".to_owned(),
             ]
+        );
+    }
+
+    #[test]
+    fn words_edited_in_turn_keep_their_spaces() {
+        assert_eq!(
+            word_diff(
+                "Read an image or audio file. Only works within allowed directories.",
+                "Read a file and return it as a content block. Only works within allowed directories."
+            ),
+            "Read [-an image or audio file.-]{+a file and return it as a content block.+} Only works within allowed directories."
         );
     }
 

@@ -12,7 +12,7 @@ use serde_json::{json, Map, Value};
 /// Most candidates built from one schema.
 const MAX_CANDIDATES: usize = 256;
 /// Deepest nesting a candidate is built to.
-const MAX_DEPTH: usize = 3;
+const MAX_DEPTH: usize = 6;
 /// Most members of a keyword's list or map read for candidates (enum values, properties,
 /// required names, combinator members).
 const MAX_MEMBERS: usize = 32;
@@ -113,36 +113,48 @@ fn build(schema: &Value, depth: usize, out: &mut Vec<Value>) {
 }
 
 /// Objects: with the required properties (each its first candidate), then with each declared
-/// property added, then with one not declared (of each plain value).
+/// property added, then with one not declared (of each plain value). Each property's candidates
+/// are built once.
 fn objects(schema: &Map<String, Value>, depth: usize, out: &mut Vec<Value>) {
     let empty = Map::new();
     let properties = schema
         .get("properties")
         .and_then(Value::as_object)
         .unwrap_or(&empty);
-    let first = |name: &str| {
-        let property = properties.get(name).unwrap_or(&Value::Bool(true));
-        let mut values = Vec::new();
-        build(property, depth + 1, &mut values);
-        // A value its own schema plausibly admits first: a required member that no schema
-        // admits (a `null` for an integer) would make every object built on it useless.
-        if let Some(at) = values.iter().position(|v| plausible(v, property)) {
-            let value = values.remove(at);
-            values.insert(0, value);
-        }
-        values
-    };
-    let mut base = Map::new();
-    for name in schema
+    let required: Vec<&str> = schema
         .get("required")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
         .filter_map(Value::as_str)
         .take(MAX_MEMBERS)
-    {
-        if let Some(value) = first(name).into_iter().next() {
-            base.insert(name.to_owned(), value);
+        .collect();
+    let mut built: Vec<(&str, Vec<Value>)> = Vec::new();
+    let mut candidates = |name: &str| -> Vec<Value> {
+        if let Some((_, values)) = built.iter().find(|(n, _)| *n == name) {
+            return values.clone();
+        }
+        let property = properties.get(name).unwrap_or(&Value::Bool(true));
+        let mut values = Vec::new();
+        build(property, depth + 1, &mut values);
+        // Values their own schema plausibly admits first, those built from its keywords before
+        // the plain ones: a required member that no schema admits (a `null` for an integer)
+        // would make every object built on it useless, and an empty array hides what its items
+        // can be.
+        let plain = plain_values();
+        values.sort_by_cached_key(|v| (!plausible(v, property, 0), plain.contains(v)));
+        let name = properties
+            .get_key_value(name)
+            .map_or("", |(k, _)| k.as_str());
+        if !name.is_empty() {
+            built.push((name, values.clone()));
+        }
+        values
+    };
+    let mut base = Map::new();
+    for name in &required {
+        if let Some(value) = candidates(name).into_iter().next() {
+            base.insert((*name).to_owned(), value);
         }
     }
     let add = |object: Map<String, Value>, out: &mut Vec<Value>| {
@@ -153,7 +165,7 @@ fn objects(schema: &Map<String, Value>, depth: usize, out: &mut Vec<Value>) {
     };
     add(base.clone(), out);
     for name in properties.keys().take(MAX_MEMBERS) {
-        for value in first(name).into_iter().take(8) {
+        for value in candidates(name).into_iter().take(8) {
             let mut object = base.clone();
             object.insert(name.clone(), value);
             add(object, out);
@@ -167,11 +179,15 @@ fn objects(schema: &Map<String, Value>, depth: usize, out: &mut Vec<Value>) {
 }
 
 /// Whether `schema` plausibly admits `value`, by its simplest keywords (`type`, `enum`, `const`,
-/// numeric bounds, string lengths): a cheap choice among candidates, not a check.
-fn plausible(value: &Value, schema: &Value) -> bool {
+/// numeric bounds, string lengths, an object's `required` and closed members, an array's
+/// items, a combinator's members): a cheap choice among candidates, not a check.
+fn plausible(value: &Value, schema: &Value, depth: usize) -> bool {
     let Value::Object(schema) = schema else {
         return schema != &Value::Bool(false);
     };
+    if depth > MAX_DEPTH * 2 {
+        return true;
+    }
     let typed = |t: &str| match t {
         "integer" => value.as_i64().is_some() || value.as_u64().is_some(),
         "number" => value.is_number(),
@@ -204,7 +220,47 @@ fn plausible(value: &Value, schema: &Value) -> bool {
         let len = text.chars().count() as u64;
         length("minLength").is_none_or(|m| len >= m) && length("maxLength").is_none_or(|m| len <= m)
     });
-    type_ok && enum_ok && const_ok && number_ok && string_ok
+    let object_ok = value.as_object().is_none_or(|object| {
+        let properties = schema.get("properties").and_then(Value::as_object);
+        let required = schema
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .all(|name| object.contains_key(name));
+        let closed = schema.get("additionalProperties") == Some(&Value::Bool(false));
+        let members =
+            object.iter().all(
+                |(name, member)| match properties.and_then(|p| p.get(name)) {
+                    Some(property) => plausible(member, property, depth + 1),
+                    None => !closed,
+                },
+            );
+        required && members
+    });
+    let array_ok = value
+        .as_array()
+        .is_none_or(|items| match schema.get("items") {
+            Some(item) if item.is_object() || item.is_boolean() => {
+                items.iter().all(|v| plausible(v, item, depth + 1))
+            }
+            _ => true,
+        });
+    let combinators_ok = ["anyOf", "oneOf"].iter().all(|combinator| {
+        schema
+            .get(*combinator)
+            .and_then(Value::as_array)
+            .is_none_or(|members| members.iter().any(|m| plausible(value, m, depth + 1)))
+    });
+    type_ok
+        && enum_ok
+        && const_ok
+        && number_ok
+        && string_ok
+        && object_ok
+        && array_ok
+        && combinators_ok
 }
 
 /// Arrays: empty, of one of each item candidate, and a tuple of the first candidates.
