@@ -8,6 +8,7 @@
 use crate::core::policy::{CompileOptions, RegexEngine};
 use jsonschema::{PatternOptions, Validator};
 use serde_json::{json, Map, Value};
+use std::cell::Cell;
 
 /// Most candidates built from one schema.
 const MAX_CANDIDATES: usize = 256;
@@ -18,6 +19,53 @@ const MAX_DEPTH: usize = 6;
 const MAX_MEMBERS: usize = 32;
 /// The name of a property no schema declares, in candidates that try an undeclared one.
 const UNDECLARED: &str = "x-schemagate-undeclared";
+/// Most JSON nodes all the candidates of one search hold together: nested objects with many
+/// required members would otherwise grow as the product of their widths.
+const MAX_NODES: usize = 100_000;
+
+/// What is left of [`MAX_NODES`] in one search.
+struct Budget(Cell<usize>);
+
+impl Budget {
+    fn left(&self) -> usize {
+        self.0.get()
+    }
+
+    /// Takes `value`'s nodes from the budget, if they fit.
+    fn take(&self, value: &Value) -> bool {
+        let cost = nodes(value, self.left().saturating_add(1));
+        let fits = cost <= self.left();
+        if fits {
+            self.0.set(self.left() - cost);
+        }
+        fits
+    }
+}
+
+/// How many nodes `value` has, counted up to `limit`.
+fn nodes(value: &Value, limit: usize) -> usize {
+    let mut count = 0;
+    let mut stack = vec![value];
+    while let Some(value) = stack.pop() {
+        count += 1;
+        if count >= limit {
+            return count;
+        }
+        match value {
+            Value::Array(items) => stack.extend(items),
+            Value::Object(map) => stack.extend(map.values()),
+            _ => {}
+        }
+    }
+    count
+}
+
+/// Adds `value` to `out` unless `out` is full, holds it already, or the budget is spent.
+fn offer(out: &mut Vec<Value>, value: Value, budget: &Budget) {
+    if out.len() < MAX_CANDIDATES && !out.contains(&value) && budget.take(&value) {
+        out.push(value);
+    }
+}
 
 /// A value `inner` admits and `outer` refuses, if one of the candidates is; `Err` when either
 /// schema does not compile.
@@ -28,8 +76,9 @@ pub fn find(
 ) -> Result<Option<Value>, String> {
     let (outer_check, inner_check) = (compile(outer, options)?, compile(inner, options)?);
     let mut candidates = Vec::new();
-    build(inner, 0, &mut candidates);
-    build(outer, 0, &mut candidates);
+    let budget = Budget(Cell::new(MAX_NODES));
+    build(inner, 0, &mut candidates, &budget);
+    build(outer, 0, &mut candidates, &budget);
     Ok(candidates
         .into_iter()
         .find(|value| inner_check.is_valid(value) && !outer_check.is_valid(value)))
@@ -47,12 +96,8 @@ fn compile(schema: &Value, options: CompileOptions) -> Result<Validator, String>
 }
 
 /// Adds candidates for `schema` to `out`.
-fn build(schema: &Value, depth: usize, out: &mut Vec<Value>) {
-    let push = |value: Value, out: &mut Vec<Value>| {
-        if out.len() < MAX_CANDIDATES && !out.contains(&value) {
-            out.push(value);
-        }
-    };
+fn build(schema: &Value, depth: usize, out: &mut Vec<Value>, budget: &Budget) {
+    let push = |value: Value, out: &mut Vec<Value>| offer(out, value, budget);
     let Value::Object(schema) = schema else {
         for value in plain_values() {
             push(value, out);
@@ -105,17 +150,17 @@ fn build(schema: &Value, depth: usize, out: &mut Vec<Value>) {
             .flatten()
             .take(MAX_MEMBERS)
         {
-            build(member, depth + 1, out);
+            build(member, depth + 1, out, budget);
         }
     }
-    objects(schema, depth, out);
-    arrays(schema, depth, out);
+    objects(schema, depth, out, budget);
+    arrays(schema, depth, out, budget);
 }
 
 /// Objects: with the required properties (each its first candidate), then with each declared
 /// property added, then with one not declared (of each plain value). Each property's candidates
 /// are built once.
-fn objects(schema: &Map<String, Value>, depth: usize, out: &mut Vec<Value>) {
+fn objects(schema: &Map<String, Value>, depth: usize, out: &mut Vec<Value>, budget: &Budget) {
     let empty = Map::new();
     let properties = schema
         .get("properties")
@@ -136,7 +181,7 @@ fn objects(schema: &Map<String, Value>, depth: usize, out: &mut Vec<Value>) {
         }
         let property = properties.get(name).unwrap_or(&Value::Bool(true));
         let mut values = Vec::new();
-        build(property, depth + 1, &mut values);
+        build(property, depth + 1, &mut values, budget);
         // Values their own schema plausibly admits first, those built from its keywords before
         // the plain ones: a required member that no schema admits (a `null` for an integer)
         // would make every object built on it useless, and an empty array hides what its items
@@ -157,21 +202,26 @@ fn objects(schema: &Map<String, Value>, depth: usize, out: &mut Vec<Value>) {
             base.insert((*name).to_owned(), value);
         }
     }
+    let base_nodes = nodes(&Value::Object(base.clone()), usize::MAX);
+    // An object is cloned from the base only while the budget can still hold one.
     let add = |object: Map<String, Value>, out: &mut Vec<Value>| {
-        let value = Value::Object(object);
-        if out.len() < MAX_CANDIDATES && !out.contains(&value) {
-            out.push(value);
-        }
+        offer(out, Value::Object(object), budget)
     };
     add(base.clone(), out);
     for name in properties.keys().take(MAX_MEMBERS) {
         for value in candidates(name).into_iter().take(8) {
+            if budget.left() <= base_nodes {
+                return;
+            }
             let mut object = base.clone();
             object.insert(name.clone(), value);
             add(object, out);
         }
     }
     for value in plain_values() {
+        if budget.left() <= base_nodes {
+            return;
+        }
         let mut object = base.clone();
         object.insert(UNDECLARED.to_owned(), value);
         add(object, out);
@@ -264,31 +314,27 @@ fn plausible(value: &Value, schema: &Value, depth: usize) -> bool {
 }
 
 /// Arrays: empty, of one of each item candidate, and a tuple of the first candidates.
-fn arrays(schema: &Map<String, Value>, depth: usize, out: &mut Vec<Value>) {
+fn arrays(schema: &Map<String, Value>, depth: usize, out: &mut Vec<Value>, budget: &Budget) {
     let mut items = Vec::new();
     build(
         schema.get("items").unwrap_or(&Value::Bool(true)),
         depth + 1,
         &mut items,
+        budget,
     );
     for item in items.into_iter().take(64) {
-        let value = json!([item]);
-        if out.len() < MAX_CANDIDATES && !out.contains(&value) {
-            out.push(value);
-        }
+        offer(out, json!([item]), budget);
     }
     if let Some(prefix) = schema.get("prefixItems").and_then(Value::as_array) {
         let tuple: Vec<Value> = prefix
             .iter()
             .filter_map(|item| {
                 let mut values = Vec::new();
-                build(item, depth + 1, &mut values);
+                build(item, depth + 1, &mut values, budget);
                 values.into_iter().next()
             })
             .collect();
-        if out.len() < MAX_CANDIDATES {
-            out.push(Value::Array(tuple));
-        }
+        offer(out, Value::Array(tuple), budget);
     }
 }
 
@@ -313,5 +359,70 @@ fn number(n: f64) -> Value {
         json!(n as i64)
     } else {
         json!(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An object schema `depth` levels deep, each level requiring `width` members of the next.
+    fn nested(width: usize, depth: usize) -> Value {
+        if depth == 0 {
+            return json!({"type": "string"});
+        }
+        let names: Vec<String> = (0..width).map(|i| format!("p{i}")).collect();
+        let properties: Map<String, Value> = names
+            .iter()
+            .map(|n| (n.clone(), nested(width, depth - 1)))
+            .collect();
+        json!({"type": "object", "required": names, "properties": properties})
+    }
+
+    #[test]
+    fn wide_nested_required_members_stay_within_the_budget() {
+        // Unbounded, the candidates would hold 5^6 members in each of hundreds of values.
+        let outer = nested(5, 6);
+        let mut inner = outer.clone();
+        inner["properties"]["p0"] = json!({"type": ["object", "null"]});
+        let options = CompileOptions {
+            assert_formats: false,
+            regex_engine: RegexEngine::Linear,
+        };
+        let mut candidates = Vec::new();
+        let budget = Budget(Cell::new(MAX_NODES));
+        build(&inner, 0, &mut candidates, &budget);
+        let held: usize = candidates.iter().map(|c| nodes(c, usize::MAX)).sum();
+        assert!(held <= MAX_NODES, "{held} nodes");
+        // The search ends, with an answer that is proved if it is one.
+        if let Some(value) = find(&outer, &inner, options).expect("both compile") {
+            assert!(compile(&inner, options).expect("inner").is_valid(&value));
+            assert!(!compile(&outer, options).expect("outer").is_valid(&value));
+        }
+    }
+
+    #[test]
+    fn a_branch_added_inside_array_items_is_shown_by_a_value() {
+        let item = |branches: Value| {
+            json!({"type": "object", "required": ["content"], "additionalProperties": false,
+                "properties": {"content": {"type": "array", "items": branches}}})
+        };
+        let image = json!({"type": "object", "required": ["type", "data"], "additionalProperties": false,
+            "properties": {"type": {"enum": ["image"]}, "data": {"type": "string"}}});
+        let resource = json!({"type": "object", "required": ["type", "resource"], "additionalProperties": false,
+            "properties": {"type": {"const": "resource"}, "resource": {"type": "object", "required": ["uri"],
+                "properties": {"uri": {"type": "string"}}}}});
+        let (old, new) = (
+            item(image.clone()),
+            item(json!({"anyOf": [image, resource]})),
+        );
+        let options = CompileOptions {
+            assert_formats: false,
+            regex_engine: RegexEngine::Linear,
+        };
+        let value = find(&old, &new, options)
+            .expect("both compile")
+            .expect("a value");
+        assert_eq!(value["content"][0]["type"], "resource", "{value}");
     }
 }
