@@ -133,26 +133,37 @@ pub fn schema_change(
 ) -> Change {
     let anything = Value::Bool(true);
     let (old, new) = (old.unwrap_or(&anything), new.unwrap_or(&anything));
-    let (old, new) = match dialect::in_one_dialect(old, new) {
+    // Who must still be served: an output's consumer reads what the new schema admits; an
+    // input's callers send what the old one admitted.
+    let sides = |old, new| match part {
+        Part::Output | Part::Annotations | Part::Description => (old, new),
+        Part::Input => (new, old),
+    };
+    let both = match dialect::in_one_dialect(old, new) {
         Ok(both) => both,
         Err(why) => {
+            // Not in one dialect: each schema is still judged under its own, so a value one
+            // admits and the other refuses still proves the change breaking.
             let mut reasons = reasons::between(old, new);
-            reasons.push(format!("(undecided: {why})"));
+            let (outer, inner) = sides(old, new);
+            let class = match witness::find(outer, inner, options).ok().flatten() {
+                Some(value) => {
+                    reasons.push(example_reason(part, &value));
+                    Class::Breaking
+                }
+                None => Class::Unknown,
+            };
+            reasons.push(format!("(undecided in one dialect: {why})"));
             return Change {
                 schema: part,
-                class: Class::Unknown,
+                class,
                 reasons,
             };
         }
     };
-    let (old, new) = (old.as_ref(), new.as_ref());
+    let (old, new) = (both.old.as_ref(), both.new.as_ref());
     let mut reasons = reasons::between(old, new);
-    // Who must still be served: an output's consumer reads what the new schema admits; an
-    // input's callers send what the old one admitted.
-    let (outer, inner) = match part {
-        Part::Output | Part::Annotations | Part::Description => (old, new),
-        Part::Input => (new, old),
-    };
+    let (outer, inner) = sides(old, new);
     let class = if old == new {
         Class::Identical
     } else {
@@ -175,8 +186,16 @@ pub fn schema_change(
         }
     };
     if class == Class::Identical {
-        // Spelling and annotations only (key order, `description`, `title`): nothing to report.
+        // Spelling and annotations only (key order, `description`, `title`, the dialect):
+        // nothing to report.
         reasons.clear();
+    } else {
+        // How the two were read in one dialect.
+        reasons.extend(
+            both.notes
+                .iter()
+                .map(|note| format!("(compared in 2020-12: {note})")),
+        );
     }
     Change {
         schema: part,
