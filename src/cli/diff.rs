@@ -237,8 +237,10 @@ fn write_text(report: &Report, out: &mut dyn Write) -> std::io::Result<()> {
             .filter(|p| p.class != Class::Identical)
         {
             writeln!(out, "    {}: {}", part.schema.as_str(), part.class.as_str())?;
-            for reason in &part.reasons {
-                writeln!(out, "        {reason}")?;
+            // Each reason under its own class.
+            for (i, reason) in part.reasons.iter().enumerate() {
+                let own = part.reason_classes.get(i).copied().unwrap_or(part.class);
+                writeln!(out, "        [{}] {reason}", own.as_str())?;
             }
         }
     }

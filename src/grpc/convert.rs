@@ -152,6 +152,11 @@ fn part_change(c: Change) -> proto::PartChange {
         schema: c.schema.as_str().to_owned(),
         class: c.class.as_str().to_owned(),
         reasons: c.reasons,
+        reason_classes: c
+            .reason_classes
+            .iter()
+            .map(|class| class.as_str().to_owned())
+            .collect(),
     }
 }
 

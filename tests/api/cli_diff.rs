@@ -214,7 +214,7 @@ fn the_report_serves_a_ci_job_as_it_is() {
     let (code, text, _) = diff(&[&strict, &described]);
     assert_eq!(code, 0, "{text}");
     assert!(
-        text.contains("get_customer: changed, review\n    description: review\n        /outputSchema/properties/email/description: added \"where to write\"\n"),
+        text.contains("get_customer: changed, review\n    description: review\n        [review] /outputSchema/properties/email/description: added \"where to write\"\n"),
         "{text}"
     );
     assert!(text.contains("1 to review"), "{text}");
@@ -230,6 +230,34 @@ fn the_report_serves_a_ci_job_as_it_is() {
     let report: Value = serde_json::from_str(&out).expect("a JSON report");
     assert_eq!(report["summary"]["failed_on"], json!(["review"]));
     assert_eq!(report["summary"]["review"], 1);
+
+    // Each reason under its own class: a field no longer promised is breaking, one now promised
+    // compatible, though the part as a whole is breaking.
+    let swapped = write(
+        dir.path(),
+        "swapped.json",
+        &json!({"tools": [{"name": "get_customer", "outputSchema": {"type": "object", "properties": {"email": {"type": "string"}, "id": {"type": "integer"}}, "required": ["id"]}}]}),
+    );
+    let (code, text, _) = diff(&[&strict, &swapped]);
+    assert_eq!(code, 1, "{text}");
+    for line in [
+        "    output: breaking\n",
+        "        [compatible] /properties/id: added to required\n",
+        "        [breaking] /properties/email: removed from required\n",
+    ] {
+        assert!(text.contains(line), "{line:?} in {text}");
+    }
+    let (_, out, _) = diff(&[&strict, &swapped, "--output", "json"]);
+    let report: Value = serde_json::from_str(&out).expect("a JSON report");
+    let part = &report["changes"][0]["schemas"][0];
+    let reasons = part["reasons"].as_array().expect("reasons");
+    let classes = part["reason_classes"].as_array().expect("reason_classes");
+    assert_eq!(reasons.len(), classes.len(), "{part}");
+    let at = reasons
+        .iter()
+        .position(|r| r == "/properties/id: added to required")
+        .expect("the reason");
+    assert_eq!(classes[at], "compatible", "{part}");
 
     // --fail-on takes a list of classes: a breaking change passes a run that fails on unknown.
     let (code, out, _) = diff(&[&strict, &loose, "--fail-on", "unknown", "--output", "json"]);

@@ -21,6 +21,7 @@ pub fn annotations_change(old: Option<&Value>, new: Option<&Value>) -> Change {
         new.and_then(Value::as_object).unwrap_or(&empty),
     );
     let mut reasons = Vec::new();
+    let mut classes = Vec::new();
     let mut claims_more = false;
     let mut keys: Vec<&String> = new.keys().collect();
     keys.extend(old.keys().filter(|k| !new.contains_key(*k)));
@@ -33,6 +34,7 @@ pub fn annotations_change(old: Option<&Value>, new: Option<&Value>) -> Change {
         let show = |v: Option<&Value>| v.map_or_else(|| "absent".to_owned(), Value::to_string);
         let Some(hint) = Hint::of(key) else {
             reasons.push(format!("/{key}: {} -> {}", show(before), show(after)));
+            classes.push(Class::Compatible);
             continue;
         };
         let (was, is) = (hint.claim(before), hint.claim(after));
@@ -43,6 +45,10 @@ pub fn annotations_change(old: Option<&Value>, new: Option<&Value>) -> Change {
         let more_safety =
             matches!((was, is), (Some(was), Some(is)) if is == hint.safe && was != hint.safe);
         claims_more |= more_safety;
+        classes.push(match more_safety {
+            true => Class::Breaking,
+            false => Class::Compatible,
+        });
         let read = |v: Option<&Value>, claim: Option<bool>| match (v, claim) {
             (None, Some(default)) => format!("absent ({default})"),
             _ => show(v),
@@ -69,6 +75,7 @@ pub fn annotations_change(old: Option<&Value>, new: Option<&Value>) -> Change {
         schema: Part::Annotations,
         class,
         reasons,
+        reason_classes: classes,
     }
 }
 

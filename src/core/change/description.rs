@@ -146,11 +146,7 @@ pub fn description_change(old: &Texts<'_>, new: &Texts<'_>) -> Option<Change> {
             "(texts past the first {MAX_TEXTS} of a tool were not compared)"
         ));
     }
-    Some(Change {
-        schema: Part::Description,
-        class: Class::Review,
-        reasons,
-    })
+    Some(Change::uniform(Part::Description, Class::Review, reasons))
 }
 
 /// `text` quoted, cut at a word to fit a reason.

@@ -37,6 +37,7 @@ pub use description::{description_change, Texts};
 use crate::core::policy::{CompileOptions, RegexEngine};
 use jsonschema::canonical::{CanonicalSchema, Containment, Satisfiability};
 use jsonschema::PatternOptions;
+use reasons::Effect;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -120,6 +121,31 @@ pub struct Change {
     pub class: Class,
     /// Each difference found, as `POINTER: what` (`/properties/email: removed from required`).
     pub reasons: Vec<String>,
+    /// Each reason's own class, in the order of `reasons`: what that difference alone means to
+    /// the consumer (a field no longer required in an output: `breaking`; one now required:
+    /// `compatible`), read from its keyword and where it sits. Where that cannot be told (under
+    /// `if` or `oneOf`, a reference changed, a value that shows the change), the part's class.
+    /// The part's `class` is the analysis of the whole, and is what decides.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reason_classes: Vec<Class>,
+}
+
+impl Change {
+    /// A part's change each of whose reasons has the part's class.
+    pub fn uniform(schema: Part, class: Class, reasons: Vec<String>) -> Self {
+        Change {
+            schema,
+            class,
+            reason_classes: vec![class; reasons.len()],
+            reasons,
+        }
+    }
+
+    /// Adds a reason with its own class.
+    pub fn push(&mut self, reason: String, class: Class) {
+        self.reasons.push(reason);
+        self.reason_classes.push(class);
+    }
 }
 
 /// Compares the schema in force (`old`) with the new one (`new`) for `part` (input or output),
@@ -144,43 +170,52 @@ pub fn schema_change(
         Err(why) => {
             // Not in one dialect: each schema is still judged under its own, so a value one
             // admits and the other refuses still proves the change breaking.
-            let mut reasons = reasons::between(old, new);
+            let mut reasons = reasons::walk(old, new);
             let (outer, inner) = sides(old, new);
-            let class = match witness::find(outer, inner, options).ok().flatten() {
+            let class = match witness::find(outer, inner, None, options).ok().flatten() {
                 Some(value) => {
-                    reasons.push(example_reason(part, &value));
+                    reasons.push((example_reason(part, &value), Effect::Unclear));
                     Class::Breaking
                 }
                 None => Class::Unknown,
             };
-            reasons.push(format!("(undecided in one dialect: {why})"));
-            return Change {
-                schema: part,
-                class,
-                reasons,
-            };
+            reasons.push((
+                format!("(undecided in one dialect: {why})"),
+                Effect::Unclear,
+            ));
+            return classed(part, class, reasons);
         }
     };
     let (old, new) = (both.old.as_ref(), both.new.as_ref());
-    let mut reasons = reasons::between(old, new);
+    let mut reasons = reasons::walk(old, new);
     let (outer, inner) = sides(old, new);
     let class = if old == new {
         Class::Identical
     } else {
-        let decided = classify(outer, inner, options);
+        let (decided, difference) = classify(outer, inner, options);
         // A value one side admits and the other refuses proves the change breaking, and shows how.
         let example = match decided {
             Ok(Class::Identical | Class::Compatible) => None,
-            _ => witness::find(outer, inner, options).ok().flatten(),
+            _ => witness::find(outer, inner, difference.as_ref(), options)
+                .ok()
+                .flatten(),
         };
         match (decided, example) {
             (_, Some(value)) => {
-                reasons.push(example_reason(part, &value));
+                reasons.push((example_reason(part, &value), Effect::Unclear));
+                Class::Breaking
+            }
+            (Ok(Class::Breaking), None) => {
+                reasons.push((
+                    "(proved by the analysis; no example value could be built to show it)"
+                        .to_owned(),
+                    Effect::Unclear,
+                ));
                 Class::Breaking
             }
             (Ok(class), None) => class,
             (Err(why), None) => {
-                reasons.push(format!("(undecided: {why})"));
+                reasons.push((format!("(undecided: {why})"), Effect::Unclear));
                 Class::Unknown
             }
         }
@@ -189,18 +224,40 @@ pub fn schema_change(
         // Spelling and annotations only (key order, `description`, `title`, the dialect):
         // nothing to report.
         reasons.clear();
-    } else {
-        // How the two were read in one dialect.
-        reasons.extend(
-            both.notes
-                .iter()
-                .map(|note| format!("(compared in 2020-12: {note})")),
-        );
     }
+    let mut change = classed(part, class, reasons);
+    if class != Class::Identical {
+        // How the two were read in one dialect: a reading, which changes nothing itself.
+        for note in &both.notes {
+            change.push(format!("(compared in 2020-12: {note})"), Class::Identical);
+        }
+    }
+    change
+}
+
+/// A part's change whose reasons are classed by their effects: for an output (what results may
+/// be), admitting more is breaking and less compatible; for an input (what arguments may be), the
+/// other way round. A reason whose effect cannot be told has the part's class.
+fn classed(part: Part, class: Class, reasons: Vec<(String, Effect)>) -> Change {
+    let (reasons, reason_classes) = reasons
+        .into_iter()
+        .map(|(reason, effect)| {
+            let own = match (part, effect) {
+                (_, Effect::Unclear) => class,
+                (Part::Input, Effect::Widens) | (Part::Output, Effect::Narrows) => {
+                    Class::Compatible
+                }
+                (Part::Input, Effect::Narrows) | (Part::Output, Effect::Widens) => Class::Breaking,
+                _ => class,
+            };
+            (reason, own)
+        })
+        .unzip();
     Change {
         schema: part,
         class,
         reasons,
+        reason_classes,
     }
 }
 
@@ -217,31 +274,47 @@ fn example_reason(part: Part, value: &Value) -> String {
 
 /// The class of a change between two different schema documents, from the side that must
 /// still be served (`outer`: every value `inner` admits must be admitted by it), or why it is
-/// undecided.
-fn classify(outer: &Value, inner: &Value, options: CompileOptions) -> Result<Class, String> {
-    let outer = canonical(outer, options)?;
-    let inner = canonical(inner, options)?;
+/// undecided; and, for a change that is not compatible, the difference (the values `inner`
+/// admits and `outer` refuses) as a schema, where it can be expressed: counterexamples are built
+/// from it.
+fn classify(
+    outer: &Value,
+    inner: &Value,
+    options: CompileOptions,
+) -> (Result<Class, String>, Option<Value>) {
+    let (outer, inner) = match (canonical(outer, options), canonical(inner, options)) {
+        (Ok(outer), Ok(inner)) => (outer, inner),
+        (Err(why), _) | (_, Err(why)) => return (Err(why), None),
+    };
     if outer.to_json_schema() == inner.to_json_schema() {
-        return Ok(Class::Identical);
+        return (Ok(Class::Identical), None);
     }
     let (outer, inner) = (&outer, &inner);
-    match outer.covers(inner) {
-        Ok(Containment::Yes) => return Ok(Class::Compatible),
-        Ok(Containment::No) => return Ok(Class::Breaking),
-        Ok(Containment::Unknown) | Err(_) => {}
+    let contained = outer.covers(inner);
+    if let Ok(Containment::Yes) = contained {
+        return (Ok(Class::Compatible), None);
     }
-    // Undecided by containment: the values the inner side admits and the outer one refuses, as
-    // a schema. Empty proves the change compatible; a value in it proves it breaking.
-    let difference = inner
-        .subtract(outer)
-        .map_err(|e| format!("the difference cannot be expressed ({e})"))?;
-    match difference.satisfiability() {
-        Satisfiability::No => Ok(Class::Compatible),
-        Satisfiability::Yes => Ok(Class::Breaking),
-        Satisfiability::Unknown => {
-            Err("neither containment nor a value in the difference was established".to_owned())
-        }
+    // The values the inner side admits and the outer one refuses, as a schema. Empty proves the
+    // change compatible; a value in it proves it breaking.
+    let difference = inner.subtract(outer);
+    let shown = difference
+        .as_ref()
+        .ok()
+        .map(CanonicalSchema::to_json_schema);
+    if let Ok(Containment::No) = contained {
+        return (Ok(Class::Breaking), shown);
     }
+    let decided = match difference {
+        Err(e) => Err(format!("the difference cannot be expressed ({e})")),
+        Ok(difference) => match difference.satisfiability() {
+            Satisfiability::No => return (Ok(Class::Compatible), None),
+            Satisfiability::Yes => Ok(Class::Breaking),
+            Satisfiability::Unknown => {
+                Err("neither containment nor a value in the difference was established".to_owned())
+            }
+        },
+    };
+    (decided, shown)
 }
 
 /// `schema`'s canonical form under `options`, never fetching a reference.

@@ -54,29 +54,69 @@ const NAMED: [&str; 5] = [
 /// Keywords whose value lists subschemas.
 const LISTS: [&str; 4] = ["anyOf", "oneOf", "allOf", "prefixItems"];
 
+/// What one difference does to the values the whole schema admits, were it the only one: read
+/// from the keyword (a type added widens, a bound raised narrows...) and where it sits (under
+/// `not` the effect turns; under `if`, `oneOf`, a definition or an unknown keyword it cannot be
+/// told).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effect {
+    Widens,
+    Narrows,
+    Unclear,
+}
+
 /// The differences between `old` and `new`, in document order of `new` (then what `old` alone
 /// had).
+#[cfg(test)]
 pub fn between(old: &Value, new: &Value) -> Vec<String> {
-    let mut walk = Walk::default();
+    walk(old, new).into_iter().map(|(text, _)| text).collect()
+}
+
+/// [`between`], each difference with its [`Effect`].
+pub fn walk(old: &Value, new: &Value) -> Vec<(String, Effect)> {
+    let mut walk = Walk {
+        out: Vec::new(),
+        more: 0,
+        polarity: Polarity::Kept,
+    };
     walk.schema("", old, new, 0);
     if walk.more > 0 {
-        walk.out
-            .push(format!("... and {} more differences", walk.more));
+        walk.out.push((
+            format!("... and {} more differences", walk.more),
+            Effect::Unclear,
+        ));
     }
     walk.out
 }
 
-#[derive(Default)]
+/// How an edit at the current place acts on the whole schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Polarity {
+    /// As on the place (a property's schema, an `anyOf` member).
+    Kept,
+    /// The other way (under `not`).
+    Turned,
+    /// Cannot be told (under `if`, `oneOf`, a definition reached by reference).
+    Lost,
+}
+
 struct Walk {
-    out: Vec<String>,
+    out: Vec<(String, Effect)>,
     more: usize,
+    polarity: Polarity,
 }
 
 impl Walk {
-    fn say(&mut self, at: &str, what: impl FnOnce() -> String) {
+    fn say(&mut self, at: &str, effect: Effect, what: impl FnOnce() -> String) {
         if self.out.len() < MAX_REASONS {
             let at = if at.is_empty() { "(root)" } else { at };
-            self.out.push(format!("{at}: {}", what()));
+            let effect = match (self.polarity, effect) {
+                (Polarity::Kept, effect) => effect,
+                (Polarity::Turned, Effect::Widens) => Effect::Narrows,
+                (Polarity::Turned, Effect::Narrows) => Effect::Widens,
+                _ => Effect::Unclear,
+            };
+            self.out.push((format!("{at}: {}", what()), effect));
         } else {
             self.more += 1;
         }
@@ -87,15 +127,37 @@ impl Walk {
             return;
         }
         if depth >= MAX_DEPTH {
-            self.say(at, || {
+            self.say(at, Effect::Unclear, || {
                 "changed (nested too deeply to compare further)".to_owned()
             });
             return;
         }
+        // A schema that is `true` (or `{}`) admits everything; `false`, nothing.
+        let effect = match (everything(old), everything(new)) {
+            (Some(was), Some(is)) if was == is => Effect::Unclear,
+            (Some(true), _) | (_, Some(false)) => Effect::Narrows,
+            (_, Some(true)) | (Some(false), _) => Effect::Widens,
+            _ => Effect::Unclear,
+        };
         match (old, new) {
             (Value::Object(old), Value::Object(new)) => self.object(at, old, new, depth),
-            _ => self.say(at, || format!("{} -> {}", quote(old), quote(new))),
+            _ => self.say(at, effect, || format!("{} -> {}", quote(old), quote(new))),
         }
+    }
+
+    /// Walks a subschema under `keyword`, with the polarity that keyword gives it.
+    fn under(&mut self, keyword: &str, at: &str, old: &Value, new: &Value, depth: usize) {
+        let saved = self.polarity;
+        self.polarity = match (keyword, saved) {
+            ("not", Polarity::Kept) => Polarity::Turned,
+            ("not", Polarity::Turned) => Polarity::Kept,
+            ("if" | "oneOf" | "$defs" | "definitions" | "$recursiveRef" | "contentSchema", _) => {
+                Polarity::Lost
+            }
+            (_, polarity) => polarity,
+        };
+        self.schema(at, old, new, depth);
+        self.polarity = saved;
     }
 
     fn object(
@@ -117,10 +179,29 @@ impl Walk {
                 "type" => self.types(&here, before, after),
                 "required" => self.required(at, before, after),
                 "enum" => self.values(&here, before, after),
-                k if NAMED.contains(&k) => self.named(&here, before, after, depth),
-                k if LISTS.contains(&k) => self.list(&here, before, after, depth),
+                "properties" => {
+                    // A property declared on an open object constrains it (narrows); on a
+                    // closed one, admits it (widens).
+                    let closed = |m: &Map<String, Value>| {
+                        m.get("additionalProperties") == Some(&Value::Bool(false))
+                    };
+                    let open = |m: &Map<String, Value>| {
+                        m.get("additionalProperties")
+                            .is_none_or(|a| everything(a) == Some(true))
+                    };
+                    let added = match (closed(old) && closed(new), open(old) && open(new)) {
+                        (true, _) => Effect::Widens,
+                        (_, true) => Effect::Narrows,
+                        _ => Effect::Unclear,
+                    };
+                    self.named(&here, keyword, before, after, depth, added)
+                }
+                k if NAMED.contains(&k) => {
+                    self.named(&here, keyword, before, after, depth, Effect::Unclear)
+                }
+                k if LISTS.contains(&k) => self.list(&here, keyword, before, after, depth),
                 k if SUBSCHEMA.contains(&k) => match (before, after) {
-                    (Some(b), Some(a)) => self.schema(&here, b, a, depth + 1),
+                    (Some(b), Some(a)) => self.under(keyword, &here, b, a, depth + 1),
                     _ => self.scalar(&here, keyword, before, after),
                 },
                 _ => self.scalar(&here, keyword, before, after),
@@ -132,16 +213,20 @@ impl Walk {
     fn types(&mut self, at: &str, old: Option<&Value>, new: Option<&Value>) {
         let (Some(old), Some(new)) = (types(old), types(new)) else {
             match new {
-                None => self.say(at, || "removed (any type now)".to_owned()),
-                Some(new) => self.say(at, || format!("now {} (was any type)", quote(new))),
+                None => self.say(at, Effect::Widens, || "removed (any type now)".to_owned()),
+                Some(new) => self.say(at, Effect::Narrows, || {
+                    format!("now {} (was any type)", quote(new))
+                }),
             }
             return;
         };
         for added in new.iter().filter(|t| !old.contains(t)) {
-            self.say(at, || format!("added {}", quote(added)));
+            self.say(at, Effect::Widens, || format!("added {}", quote(added)));
         }
         for removed in old.iter().filter(|t| !new.contains(t)) {
-            self.say(at, || format!("removed {}", quote(removed)));
+            self.say(at, Effect::Narrows, || {
+                format!("removed {}", quote(removed))
+            });
         }
     }
 
@@ -161,14 +246,18 @@ impl Walk {
         let (old_set, new_set): (HashSet<&String>, HashSet<&String>) =
             (old.iter().collect(), new.iter().collect());
         for name in new.iter().filter(|n| !old_set.contains(n)) {
-            self.say(&format!("{at}/properties/{}", escape(name)), || {
-                "added to required".to_owned()
-            });
+            self.say(
+                &format!("{at}/properties/{}", escape(name)),
+                Effect::Narrows,
+                || "added to required".to_owned(),
+            );
         }
         for name in old.iter().filter(|n| !new_set.contains(n)) {
-            self.say(&format!("{at}/properties/{}", escape(name)), || {
-                "removed from required".to_owned()
-            });
+            self.say(
+                &format!("{at}/properties/{}", escape(name)),
+                Effect::Widens,
+                || "removed from required".to_owned(),
+            );
         }
     }
 
@@ -178,10 +267,12 @@ impl Walk {
             (Some(old), Some(new)) => {
                 let (old_set, new_set) = (texts(old), texts(new));
                 for added in new.iter().filter(|v| !old_set.contains(&v.to_string())) {
-                    self.say(at, || format!("added {}", quote(added)));
+                    self.say(at, Effect::Widens, || format!("added {}", quote(added)));
                 }
                 for removed in old.iter().filter(|v| !new_set.contains(&v.to_string())) {
-                    self.say(at, || format!("removed {}", quote(removed)));
+                    self.say(at, Effect::Narrows, || {
+                        format!("removed {}", quote(removed))
+                    });
                 }
             }
             _ => self.scalar(at, "enum", old, new),
@@ -189,44 +280,87 @@ impl Walk {
     }
 
     /// A map of named subschemas: each name added or removed, the common ones followed.
-    fn named(&mut self, at: &str, old: Option<&Value>, new: Option<&Value>, depth: usize) {
+    /// `added`: what a name added does (its removal, the contrary).
+    fn named(
+        &mut self,
+        at: &str,
+        keyword: &str,
+        old: Option<&Value>,
+        new: Option<&Value>,
+        depth: usize,
+        added: Effect,
+    ) {
         let empty = Map::new();
         let (old, new) = (
             old.and_then(Value::as_object).unwrap_or(&empty),
             new.and_then(Value::as_object).unwrap_or(&empty),
         );
+        let removed = match added {
+            Effect::Widens => Effect::Narrows,
+            Effect::Narrows => Effect::Widens,
+            Effect::Unclear => Effect::Unclear,
+        };
         for (name, after) in new {
             let here = format!("{at}/{}", escape(name));
             match old.get(name) {
-                Some(before) => self.schema(&here, before, after, depth + 1),
-                None => self.say(&here, || "added".to_owned()),
+                Some(before) => self.under(keyword, &here, before, after, depth + 1),
+                None => self.say(&here, added, || "added".to_owned()),
             }
         }
         for name in old.keys().filter(|n| !new.contains_key(*n)) {
-            self.say(&format!("{at}/{}", escape(name)), || "removed".to_owned());
+            self.say(&format!("{at}/{}", escape(name)), removed, || {
+                "removed".to_owned()
+            });
         }
     }
 
     /// A list of subschemas. `prefixItems` by position; the combinators by member: equal members
     /// pair first, the rest in order; a member left over was added or removed.
-    fn list(&mut self, at: &str, old: Option<&Value>, new: Option<&Value>, depth: usize) {
+    fn list(
+        &mut self,
+        at: &str,
+        keyword: &str,
+        old: Option<&Value>,
+        new: Option<&Value>,
+        depth: usize,
+    ) {
         let none = Vec::new();
+        let (old_present, new_present) = (old.is_some(), new.is_some());
         let (old, new) = (
             old.and_then(Value::as_array).unwrap_or(&none),
             new.and_then(Value::as_array).unwrap_or(&none),
         );
-        if at.ends_with("/prefixItems") {
+        if keyword == "prefixItems" {
             for (i, after) in new.iter().enumerate() {
                 match old.get(i) {
-                    Some(before) => self.schema(&format!("{at}/{i}"), before, after, depth + 1),
-                    None => self.say(&format!("{at}/{i}"), || "added".to_owned()),
+                    Some(before) => {
+                        self.under(keyword, &format!("{at}/{i}"), before, after, depth + 1)
+                    }
+                    None => self.say(&format!("{at}/{i}"), Effect::Unclear, || "added".to_owned()),
                 }
             }
             for i in new.len()..old.len() {
-                self.say(&format!("{at}/{i}"), || "removed".to_owned());
+                self.say(&format!("{at}/{i}"), Effect::Unclear, || {
+                    "removed".to_owned()
+                });
             }
             return;
         }
+        // A member added to `anyOf` admits more; to `allOf`, less; to `oneOf`, cannot be told. A
+        // combinator that was not there at all is a new constraint (and one gone, a lifted one).
+        let (was, is) = (old_present, new_present);
+        let added = match keyword {
+            _ if !was => Effect::Narrows,
+            _ if !is => Effect::Widens,
+            "anyOf" => Effect::Widens,
+            "allOf" => Effect::Narrows,
+            _ => Effect::Unclear,
+        };
+        let removed = match added {
+            Effect::Widens => Effect::Narrows,
+            Effect::Narrows => Effect::Widens,
+            Effect::Unclear => Effect::Unclear,
+        };
         let (old_set, new_set) = (texts(old), texts(new));
         let mut unmatched_old: Vec<usize> = (0..old.len())
             .filter(|&i| !new_set.contains(&old[i].to_string()))
@@ -237,12 +371,14 @@ impl Walk {
         let mut left_old = unmatched_old.drain(..);
         for j in unmatched_new {
             match left_old.next() {
-                Some(i) => self.schema(&format!("{at}/{j}"), &old[i], &new[j], depth + 1),
-                None => self.say(&format!("{at}/{j}"), || "member added".to_owned()),
+                Some(i) => self.under(keyword, &format!("{at}/{j}"), &old[i], &new[j], depth + 1),
+                None => self.say(&format!("{at}/{j}"), added, || "member added".to_owned()),
             }
         }
         for i in left_old {
-            self.say(at, || format!("member {i} of the old schema removed"));
+            self.say(at, removed, || {
+                format!("member {i} of the old schema removed")
+            });
         }
     }
 
@@ -253,14 +389,122 @@ impl Walk {
         } else {
             ""
         };
+        let (added, changed) = constraint(keyword, old, new);
+        let removed = match added {
+            Effect::Narrows => Effect::Widens,
+            _ => Effect::Unclear,
+        };
         match (old, new) {
-            (None, Some(new)) => self.say(at, || format!("added {}{note}", quote(new))),
-            (Some(old), None) => self.say(at, || format!("removed (was {}){note}", quote(old))),
+            (None, Some(new)) => self.say(at, added, || format!("added {}{note}", quote(new))),
+            (Some(old), None) => self.say(at, removed, || {
+                format!("removed (was {}){note}", quote(old))
+            }),
             (Some(old), Some(new)) => {
-                self.say(at, || format!("{} -> {}{note}", quote(old), quote(new)));
+                self.say(at, changed, || {
+                    format!("{} -> {}{note}", quote(old), quote(new))
+                });
             }
             (None, None) => {}
         }
+    }
+}
+
+/// What a keyword that is not walked does: added (`Narrows` for a constraint, `Unclear` for what
+/// is not one), and changed from `old` to `new` (a bound raised or lowered, `uniqueItems` turned).
+fn constraint(keyword: &str, old: Option<&Value>, new: Option<&Value>) -> (Effect, Effect) {
+    let number = |v: Option<&Value>| v.and_then(Value::as_f64);
+    let (lower, upper) = (
+        matches!(
+            keyword,
+            "minimum"
+                | "exclusiveMinimum"
+                | "minLength"
+                | "minItems"
+                | "minProperties"
+                | "minContains"
+        ),
+        matches!(
+            keyword,
+            "maximum"
+                | "exclusiveMaximum"
+                | "maxLength"
+                | "maxItems"
+                | "maxProperties"
+                | "maxContains"
+        ),
+    );
+    let changed = match (number(old), number(new)) {
+        (Some(was), Some(is)) if lower => {
+            if is > was {
+                Effect::Narrows
+            } else {
+                Effect::Widens
+            }
+        }
+        (Some(was), Some(is)) if upper => {
+            if is < was {
+                Effect::Narrows
+            } else {
+                Effect::Widens
+            }
+        }
+        _ => match (keyword, new) {
+            ("uniqueItems", Some(Value::Bool(true))) => Effect::Narrows,
+            ("uniqueItems", Some(Value::Bool(false))) => Effect::Widens,
+            (
+                "additionalProperties"
+                | "items"
+                | "additionalItems"
+                | "unevaluatedProperties"
+                | "unevaluatedItems",
+                Some(new),
+            ) => match everything(new) {
+                Some(true) => Effect::Widens,
+                Some(false) => Effect::Narrows,
+                None => Effect::Unclear,
+            },
+            _ => Effect::Unclear,
+        },
+    };
+    let is_constraint = lower
+        || upper
+        || matches!(
+            keyword,
+            "multipleOf"
+                | "pattern"
+                | "format"
+                | "const"
+                | "enum"
+                | "uniqueItems"
+                | "required"
+                | "dependentRequired"
+                | "additionalProperties"
+                | "items"
+                | "additionalItems"
+                | "contains"
+                | "propertyNames"
+                | "not"
+                | "unevaluatedProperties"
+                | "unevaluatedItems"
+        );
+    let added = match (keyword, new) {
+        // A schema that admits everything, added, constrains nothing.
+        (_, Some(value)) if SUBSCHEMA.contains(&keyword) && everything(value) == Some(true) => {
+            Effect::Unclear
+        }
+        ("uniqueItems", Some(Value::Bool(false))) => Effect::Unclear,
+        _ if is_constraint => Effect::Narrows,
+        _ => Effect::Unclear,
+    };
+    (added, changed)
+}
+
+/// Whether a schema admits every value (`true`, `{}`) or none (`false`); `None` otherwise.
+fn everything(schema: &Value) -> Option<bool> {
+    match schema {
+        Value::Bool(all) => Some(*all),
+        Value::Object(map) if map.keys().all(|k| ANNOTATIONS.contains(&k.as_str())) => Some(true),
+        _ => None,
     }
 }
 

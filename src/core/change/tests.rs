@@ -49,11 +49,7 @@ fn schema_changes_get_their_class_and_reasons() {
                     }
                 }
                 description_change(&texts(case.old.as_ref()), &texts(case.new.as_ref())).unwrap_or(
-                    Change {
-                        schema: Part::Description,
-                        class: Class::Identical,
-                        reasons: Vec::new(),
-                    },
+                    Change::uniform(Part::Description, Class::Identical, Vec::new()),
                 )
             }
             part => schema_change(case.old.as_ref(), case.new.as_ref(), part, options),
@@ -67,6 +63,17 @@ fn schema_changes_get_their_class_and_reasons() {
             wrong.push(format!(
                 "{}: expected {:?} with {:?}, got {:?} with {:?}",
                 case.name, case.class, missing, change.class, change.reasons
+            ));
+        }
+        // Every breaking schema change shows a value that proves it.
+        let schema = matches!(case.part, Part::Input | Part::Output);
+        if schema
+            && change.class == Class::Breaking
+            && !change.reasons.iter().any(|r| r.starts_with("(for example"))
+        {
+            wrong.push(format!(
+                "{}: breaking without a counterexample: {:?}",
+                case.name, change.reasons
             ));
         }
         if case.class == Class::Identical {
@@ -260,4 +267,64 @@ fn reasons_are_bounded_and_pointers_escaped() {
     }
     let given = reasons::between(&deep, &json!({"items": {}}));
     assert!(!given.is_empty());
+}
+
+#[test]
+fn each_reason_has_the_class_of_what_it_alone_does() {
+    let options = CompileOptions {
+        assert_formats: true,
+        regex_engine: RegexEngine::BoundedBacktracking,
+    };
+    let classes = |old: Value, new: Value, part: Part| {
+        let change = schema_change(Some(&old), Some(&new), part, options);
+        assert_eq!(change.reasons.len(), change.reason_classes.len());
+        change
+            .reasons
+            .into_iter()
+            .zip(change.reason_classes)
+            .filter(|(r, _)| !r.starts_with('('))
+            .collect::<Vec<_>>()
+    };
+    use Class::*;
+    let object = |required: &[&str], max: u64| {
+        json!({"type": "object", "required": required,
+            "properties": {"a": {"type": "string", "maxLength": max}, "b": {"type": "string"}}})
+    };
+    // An output: admitting more is breaking, less compatible; for an input, the other way.
+    assert_eq!(
+        classes(object(&["a"], 5), object(&["b"], 3), Part::Output),
+        vec![
+            ("/properties/a/maxLength: 5 -> 3".to_owned(), Compatible),
+            ("/properties/b: added to required".to_owned(), Compatible),
+            ("/properties/a: removed from required".to_owned(), Breaking),
+        ]
+    );
+    assert_eq!(
+        classes(object(&["a"], 5), object(&["b"], 3), Part::Input),
+        vec![
+            ("/properties/a/maxLength: 5 -> 3".to_owned(), Breaking),
+            ("/properties/b: added to required".to_owned(), Breaking),
+            (
+                "/properties/a: removed from required".to_owned(),
+                Compatible
+            ),
+        ]
+    );
+    // Under `not`, an edit does the contrary; under `oneOf`, it cannot be told (the part's class).
+    let change = classes(
+        json!({"not": {"type": "string", "maxLength": 5}}),
+        json!({"not": {"type": "string", "maxLength": 3}}),
+        Part::Output,
+    );
+    assert_eq!(
+        change,
+        vec![("/not/maxLength: 5 -> 3".to_owned(), Breaking)]
+    );
+    let old = json!({"oneOf": [{"type": "string", "maxLength": 5}, {"type": "integer"}]});
+    let new = json!({"oneOf": [{"type": "string", "maxLength": 3}, {"type": "integer"}]});
+    let whole = schema_change(Some(&old), Some(&new), Part::Output, options).class;
+    assert_eq!(
+        classes(old, new, Part::Output),
+        vec![("/oneOf/0/maxLength: 5 -> 3".to_owned(), whole)]
+    );
 }

@@ -68,19 +68,25 @@ fn offer(out: &mut Vec<Value>, value: Value, budget: &Budget) {
 }
 
 /// A value `inner` admits and `outer` refuses, if one of the candidates is; `Err` when either
-/// schema does not compile.
+/// schema does not compile. `difference`, where the analysis could express it, is a schema of
+/// exactly such values (in canonical form: references resolved, bounds merged), and its
+/// candidates come first.
 pub fn find(
     outer: &Value,
     inner: &Value,
+    difference: Option<&Value>,
     options: CompileOptions,
 ) -> Result<Option<Value>, String> {
     let (outer_check, inner_check) = (compile(outer, options)?, compile(inner, options)?);
-    let mut candidates = Vec::new();
     let budget = Budget(Cell::new(MAX_NODES));
-    build(inner, 0, &mut candidates, &budget);
-    build(outer, 0, &mut candidates, &budget);
-    Ok(candidates
-        .into_iter()
+    // Each source's candidates apart, so that one cannot crowd out another's.
+    let sources = difference.into_iter().chain([inner, outer]);
+    Ok(sources
+        .flat_map(|schema| {
+            let mut candidates = Vec::new();
+            build(schema, 0, &mut candidates, &budget);
+            candidates
+        })
         .find(|value| inner_check.is_valid(value) && !outer_check.is_valid(value)))
 }
 
@@ -208,7 +214,19 @@ fn objects(schema: &Map<String, Value>, depth: usize, out: &mut Vec<Value>, budg
         offer(out, Value::Object(object), budget)
     };
     add(base.clone(), out);
-    for name in properties.keys().take(MAX_MEMBERS) {
+    // Declared members, then members another depends on (`dependentRequired`, `dependencies`).
+    let mut names: Vec<&String> = properties.keys().take(MAX_MEMBERS).collect();
+    for keyword in ["dependentRequired", "dependentSchemas", "dependencies"] {
+        if let Some(Value::Object(dependents)) = schema.get(keyword) {
+            names.extend(
+                dependents
+                    .keys()
+                    .filter(|name| !properties.contains_key(*name))
+                    .take(MAX_MEMBERS),
+            );
+        }
+    }
+    for name in names {
         for value in candidates(name).into_iter().take(8) {
             if budget.left() <= base_nodes {
                 return;
@@ -322,6 +340,20 @@ fn arrays(schema: &Map<String, Value>, depth: usize, out: &mut Vec<Value>, budge
         &mut items,
         budget,
     );
+    // Lengths at and past each bound, of the first item candidate.
+    if let Some(first) = items.first() {
+        for bound in ["minItems", "maxItems"] {
+            if let Some(n) = schema
+                .get(bound)
+                .and_then(Value::as_u64)
+                .filter(|n| *n <= 64)
+            {
+                for len in [n.saturating_sub(1), n, n + 1] {
+                    offer(out, Value::Array(vec![first.clone(); len as usize]), budget);
+                }
+            }
+        }
+    }
     for item in items.into_iter().take(64) {
         offer(out, json!([item]), budget);
     }
@@ -395,7 +427,7 @@ mod tests {
         let held: usize = candidates.iter().map(|c| nodes(c, usize::MAX)).sum();
         assert!(held <= MAX_NODES, "{held} nodes");
         // The search ends, with an answer that is proved if it is one.
-        if let Some(value) = find(&outer, &inner, options).expect("both compile") {
+        if let Some(value) = find(&outer, &inner, None, options).expect("both compile") {
             assert!(compile(&inner, options).expect("inner").is_valid(&value));
             assert!(!compile(&outer, options).expect("outer").is_valid(&value));
         }
@@ -420,7 +452,7 @@ mod tests {
             assert_formats: false,
             regex_engine: RegexEngine::Linear,
         };
-        let value = find(&old, &new, options)
+        let value = find(&old, &new, None, options)
             .expect("both compile")
             .expect("a value");
         assert_eq!(value["content"][0]["type"], "resource", "{value}");

@@ -262,11 +262,7 @@ pub fn compare(
         } else {
             return schema_change(json(old).as_ref(), json(new).as_ref(), part, options);
         };
-        Change {
-            schema: part,
-            class: Class::Unknown,
-            reasons: vec![format!("(undecided: {why})")],
-        }
+        Change::uniform(part, Class::Unknown, vec![format!("(undecided: {why})")])
     };
     let mut schemas = Vec::new();
     if !same_output {
@@ -390,9 +386,10 @@ fn behaviour_change(old: &ToolSchemas, new: &ToolSchemas) -> Change {
             v.as_ref()
                 .map_or_else(|| "absent".to_owned(), Value::to_string)
         };
-        change
-            .reasons
-            .push(format!("/execution: {} -> {}", show(&before), show(&after)));
+        change.push(
+            format!("/execution: {} -> {}", show(&before), show(&after)),
+            Class::Compatible,
+        );
         if change.class == Class::Identical {
             change.class = Class::Compatible;
         }
