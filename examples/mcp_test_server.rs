@@ -36,7 +36,7 @@
 //! answer inside a JSON-RPC batch (`batched`), a `roots/list` asked for as soon as the client is
 //! initialized (`--asks-roots`), any line the client spells (`emit`, whose
 //! `line` argument is written as the answer), and results of a given size
-//! (`--result-bytes N`, the benchmark's).
+//! (`--result-bytes N`, the benchmark's); `--tools-sequence FILE` as for `--raw --http`.
 
 // Sampling is deprecated by SEP-2577 (2026-07-28 has no server-to-client requests), yet it is how
 // a 2025-06-18 or 2025-11-25 server asks its client for something: what the proxy must relay.
@@ -342,7 +342,8 @@ fn sized_result(bytes: usize) -> String {
 }
 
 /// The raw server: one canned answer per request, written as exact bytes.
-fn serve_raw(result_bytes: usize, asks_roots: bool) -> std::io::Result<()> {
+fn serve_raw(result_bytes: usize, asks_roots: bool, sequence: Vec<String>) -> std::io::Result<()> {
+    let mut turn = 0;
     let sized = sized_result(result_bytes);
     let tools = r#"{"tools":[
         {"name":"big","inputSchema":{"type":"object"},"outputSchema":{"type":"object","properties":{"n":{"type":"integer"}},"required":["n"]}},
@@ -434,6 +435,10 @@ fn serve_raw(result_bytes: usize, asks_roots: bool) -> std::io::Result<()> {
                 format!(
                     r#"{{"protocolVersion":"{version}","capabilities":{{"tools":{{}}}},"serverInfo":{{"name":"raw","version":"1"}}}}"#
                 )
+            }
+            "tools/list" if !sequence.is_empty() => {
+                turn += 1;
+                sequence[(turn - 1).min(sequence.len() - 1)].clone()
             }
             "tools/list" => tools.clone(),
             "tools/call" => match request["params"]["name"].as_str().unwrap_or("") {
@@ -827,15 +832,7 @@ async fn main() -> anyhow::Result<()> {
             sse: flag("--sse"),
             list_once: flag("--list-once"),
             require_auth: flag("--require-auth"),
-            tools_sequence: args
-                .iter()
-                .position(|a| a == "--tools-sequence")
-                .and_then(|i| args.get(i + 1))
-                .map(|path| -> anyhow::Result<Vec<String>> {
-                    let lists: Vec<Value> = serde_json::from_slice(&std::fs::read(path)?)?;
-                    Ok(lists.iter().map(Value::to_string).collect())
-                })
-                .transpose()?,
+            tools_sequence: tools_sequence(&args)?,
         };
         return serve_raw_http(addr, options).await;
     }
@@ -846,7 +843,12 @@ async fn main() -> anyhow::Result<()> {
             .and_then(|i| args.get(i + 1))
             .and_then(|n| n.parse().ok())
             .unwrap_or(1024);
-        return match serve_raw(result_bytes, args.iter().any(|a| a == "--asks-roots")) {
+        let sequence = tools_sequence(&args)?.unwrap_or_default();
+        return match serve_raw(
+            result_bytes,
+            args.iter().any(|a| a == "--asks-roots"),
+            sequence,
+        ) {
             // The client went away mid-answer: the session is over.
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
             other => Ok(other?),
@@ -864,4 +866,16 @@ async fn main() -> anyhow::Result<()> {
         .await?;
     service.waiting().await?;
     Ok(())
+}
+
+/// `--tools-sequence FILE`: the file's tools/list results, each as one JSON text, in turn.
+fn tools_sequence(args: &[String]) -> anyhow::Result<Option<Vec<String>>> {
+    args.iter()
+        .position(|a| a == "--tools-sequence")
+        .and_then(|i| args.get(i + 1))
+        .map(|path| -> anyhow::Result<Vec<String>> {
+            let lists: Vec<Value> = serde_json::from_slice(&std::fs::read(path)?)?;
+            Ok(lists.iter().map(Value::to_string).collect())
+        })
+        .transpose()
 }

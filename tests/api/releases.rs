@@ -1,12 +1,14 @@
 //! Real release histories: the `tools/list` of consecutive published releases of six MCP servers
 //! (three TypeScript from npm, three Python from PyPI: tests/data/releases/), each change judged
-//! by hand (tests/data/release_changes.json). REST registration, the gateway's learning from the
-//! wire and `schemagate diff` must each class every change as judged: the tools changed, how, and
+//! by hand (tests/data/release_changes.json). REST registration, the gateway's and the stdio
+//! proxy's learning from the wire and `schemagate diff` must each class every change as judged: the tools changed, how, and
 //! each part's class; and every breaking schema change shows its counterexample.
 
 use crate::cli_diff::diff;
 use crate::gateway::request_26;
-use crate::helpers::mcp::{metrics_text, post, raw_upstream_with, Gateway};
+use crate::helpers::mcp::{
+    free_port, metrics_text, post, proxy_command, raw_upstream_with, Gateway, Raw,
+};
 use crate::helpers::{metric, spawn_app_with};
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -269,16 +271,9 @@ async fn each_release_learned_through_the_gateway_is_classed_as_judged() {
     let judged = judged();
     for server in index().servers {
         // The upstream answers each release's listing in turn; the client lists once per release.
-        let lists: Vec<Value> = server
-            .versions
-            .iter()
-            .map(|v| read(&listing(&server.slug, v)))
-            .collect();
         let dir = tempfile::tempdir().expect("a directory");
-        let file = dir.path().join("lists.json");
-        std::fs::write(&file, Value::Array(lists).to_string()).expect("write");
-        let (_upstream, url) =
-            raw_upstream_with(&["--tools-sequence", file.to_str().expect("UTF-8")]).await;
+        let file = sequence_file(dir.path(), &server);
+        let (_upstream, url) = raw_upstream_with(&["--tools-sequence", &file]).await;
         let gateway = Gateway::start(&[format!("{}={url}", server.slug)], &[]).await;
         for id in 0..server.versions.len() {
             let (status, _, body) = post(
@@ -288,42 +283,88 @@ async fn each_release_learned_through_the_gateway_is_classed_as_judged() {
             .await;
             assert_eq!(status, 200, "{body}");
         }
-        // Each changed part is counted under its class: as many times as judged.
-        let mut counts: BTreeMap<(String, String, String), f64> = BTreeMap::new();
-        for j in judged.iter().filter(|j| j.server == server.slug) {
-            for (part, class) in j.parts.iter().filter(|(_, c)| *c != "identical") {
-                *counts
-                    .entry((j.tool.clone(), part.clone(), class.clone()))
-                    .or_default() += 1.0;
-            }
-        }
         let text = metrics_text(gateway.metrics_port).await;
-        let mut wrong = Vec::new();
-        for ((tool, part, class), count) in &counts {
-            let series = format!(
-                r#"schemagate_contract_changes_total{{server="{}",tool="{tool}",schema="{part}",class="{class}"}}"#,
-                server.slug
-            );
-            if metric(&text, &series) != *count {
-                wrong.push(format!("{series}: {} != {count}", metric(&text, &series)));
-            }
+        let wrong = counted_as_judged(&text, &server.slug, &server.slug, &judged);
+        assert!(wrong.is_empty(), "{}: {}", server.slug, wrong.join("\n"));
+    }
+}
+
+/// What differs between the changes counted in `text` (Prometheus, for the server labelled
+/// `label`) and the judged changes of `slug`'s releases, learned one after another: each changed
+/// part counted under its class as many times as judged, and nothing else but `identical`.
+fn counted_as_judged(text: &str, label: &str, slug: &str, judged: &[Judgement]) -> Vec<String> {
+    let mut counts: BTreeMap<(String, String, String), f64> = BTreeMap::new();
+    for j in judged.iter().filter(|j| j.server == slug) {
+        for (part, class) in j.parts.iter().filter(|(_, c)| *c != "identical") {
+            *counts
+                .entry((j.tool.clone(), part.clone(), class.clone()))
+                .or_default() += 1.0;
         }
-        // No change the judgements do not hold.
-        let prefix = format!(
-            r#"schemagate_contract_changes_total{{server="{}","#,
-            server.slug
+    }
+    let mut wrong = Vec::new();
+    for ((tool, part, class), count) in &counts {
+        let series = format!(
+            r#"schemagate_contract_changes_total{{server="{label}",tool="{tool}",schema="{part}",class="{class}"}}"#
         );
-        for line in text.lines().filter(|l| l.starts_with(&prefix)) {
-            if line.contains(r#"class="identical""#) {
-                continue;
-            }
-            let known = counts.keys().any(|(tool, part, class)| {
-                line.contains(&format!(r#"tool="{tool}",schema="{part}",class="{class}""#))
-            });
-            if !known {
-                wrong.push(format!("not judged: {line}"));
-            }
+        if metric(text, &series) != *count {
+            wrong.push(format!("{series}: {} != {count}", metric(text, &series)));
         }
+    }
+    let prefix = format!(r#"schemagate_contract_changes_total{{server="{label}","#);
+    for line in text.lines().filter(|l| l.starts_with(&prefix)) {
+        if line.contains(r#"class="identical""#) {
+            continue;
+        }
+        let known = counts.keys().any(|(tool, part, class)| {
+            line.contains(&format!(r#"tool="{tool}",schema="{part}",class="{class}""#))
+        });
+        if !known {
+            wrong.push(format!("not judged: {line}"));
+        }
+    }
+    wrong
+}
+
+/// One release list per turn, as the test server's `--tools-sequence` answers them.
+fn sequence_file(dir: &std::path::Path, server: &Server) -> String {
+    let lists: Vec<Value> = server
+        .versions
+        .iter()
+        .map(|v| read(&listing(&server.slug, v)))
+        .collect();
+    let file = dir.join("lists.json");
+    std::fs::write(&file, Value::Array(lists).to_string()).expect("write");
+    file.to_str().expect("UTF-8").to_owned()
+}
+
+#[tokio::test]
+async fn each_release_learned_through_the_stdio_proxy_is_classed_as_judged() {
+    let judged = judged();
+    for server in index().servers {
+        let dir = tempfile::tempdir().expect("a directory");
+        let file = sequence_file(dir.path(), &server);
+        let port = free_port();
+        let listen = format!("127.0.0.1:{port}");
+        let mut proxy = Raw::spawn(&mut proxy_command(
+            &["--metrics-listen", &listen],
+            &["--raw", "--tools-sequence", &file],
+        ));
+        let initialize = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "releases", "version": "1"}}});
+        let answer = proxy.ask(&initialize.to_string()).await;
+        assert!(answer.contains("serverInfo"), "{answer}");
+        proxy
+            .send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#)
+            .await;
+        for id in 1..=server.versions.len() {
+            let list = json!({"jsonrpc": "2.0", "id": id, "method": "tools/list", "params": {}});
+            let answer = proxy.ask(&list.to_string()).await;
+            assert!(answer.contains("\"tools\""), "{answer}");
+        }
+        let text = metrics_text(port).await;
+        // proxy_command names the server `crm`.
+        let wrong = counted_as_judged(&text, "crm", &server.slug, &judged);
         assert!(wrong.is_empty(), "{}: {}", server.slug, wrong.join("\n"));
     }
 }
