@@ -72,7 +72,8 @@ pub fn between(old: &Value, new: &Value) -> Vec<String> {
     walk(old, new).into_iter().map(|(text, _)| text).collect()
 }
 
-/// [`between`], each difference with its [`Effect`].
+/// The differences between `old` and `new` (in document order of `new`, then what `old` alone
+/// had), each with its [`Effect`].
 pub fn walk(old: &Value, new: &Value) -> Vec<(String, Effect)> {
     let mut walk = Walk {
         out: Vec::new(),
