@@ -86,13 +86,11 @@ async fn run(Cli { command }: Cli) -> anyhow::Result<()> {
                     std::process::exit(schemagate::cli::check::BAD_INPUT);
                 }
             };
-            // stderr unlocked: the progress bar draws on it from another thread.
-            let code = schemagate::cli::check::run(
-                config,
-                &mut std::io::stdout().lock(),
-                &mut std::io::stderr(),
-            )
-            .await;
+            // Neither locked: the progress bar draws on stderr from another thread, and with
+            // `--verdicts -` the verdicts go to stdout from another.
+            let code =
+                schemagate::cli::check::run(config, &mut std::io::stdout(), &mut std::io::stderr())
+                    .await;
             std::process::exit(code)
         }
         Command::Serve(args) => {

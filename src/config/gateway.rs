@@ -118,6 +118,8 @@ pub struct GatewayArgs {
     /// Connections: their number, timeouts and HTTP/2 settings, as for `serve`.
     #[command(flatten)]
     pub connections: ConnectionArgs,
+    #[command(flatten)]
+    pub record: RecordArgs,
     /// The limits a check and its schema are held to, as for `serve`.
     #[command(flatten)]
     pub limits: CheckLimitArgs,
@@ -226,6 +228,7 @@ impl GatewayArgs {
             poll_secs: self.policy_poll_interval,
             drain_delay: Duration::from_secs(self.drain_delay_secs),
             shutdown_grace: Duration::from_secs(self.shutdown_grace_secs),
+            record: self.record.settings()?,
         })
     }
 }

@@ -8,6 +8,7 @@ mod connections;
 mod diff;
 mod gateway;
 mod proxy;
+mod record;
 mod registry;
 mod serve;
 
@@ -17,6 +18,7 @@ pub use connections::ConnectionArgs;
 pub use diff::DiffArgs;
 pub use gateway::GatewayArgs;
 pub use proxy::ProxyArgs;
+pub use record::RecordArgs;
 pub use registry::RegistryArgs;
 pub use serve::ServeArgs;
 

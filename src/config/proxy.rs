@@ -50,6 +50,8 @@ pub struct ProxyArgs {
     pub worker_threads: usize,
     #[command(flatten)]
     pub log: LogArgs,
+    #[command(flatten)]
+    pub record: RecordArgs,
     /// The MCP server to run, and its arguments (after `--`).
     #[arg(last = true, required = true, value_name = "COMMAND")]
     pub command: Vec<String>,
@@ -73,6 +75,7 @@ impl ProxyArgs {
             metrics_listen: self.metrics_listen,
             admin_limits: default_connection_limits(),
             poll_secs: self.policy_poll_interval,
+            record: self.record.settings()?,
         })
     }
 

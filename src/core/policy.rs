@@ -84,6 +84,19 @@ impl ArgumentsMode {
     }
 }
 
+/// What happens on the MCP wire to a call of a tool that neither the session's listing nor the
+/// server's contract names (a model inventing a tool name, or a tool the server keeps from this
+/// client): the `unknown_tools` switch. Unset, the tier decides: `reject` for untrusted (what a
+/// session was not offered is not sent on), `pass` otherwise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UnknownTools {
+    /// Relayed to the server, which answers it; counted `unchecked`.
+    Pass,
+    /// Answered by schemagate with a tool execution error; never relayed.
+    Reject,
+}
+
 /// What the policy says for one check.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Rules {
@@ -96,6 +109,8 @@ pub struct Rules {
     pub require_object_root: Option<bool>,
     /// What failing tool-call arguments lead to.
     pub arguments: ArgumentsMode,
+    /// What a call of a tool no listing names leads to, on the MCP wire.
+    pub unknown_tools: UnknownTools,
     /// The tool's contract is pinned: a registration that changes it (or, for a server pinned
     /// as a whole, adds or removes tools) is refused until the new contract is accepted.
     pub pin: bool,
@@ -131,6 +146,7 @@ struct Switches {
     require_object_root: Option<bool>,
     regex_engine: Option<RegexEngine>,
     arguments: Option<ArgumentsMode>,
+    unknown_tools: Option<UnknownTools>,
     pin: Option<bool>,
 }
 
@@ -143,6 +159,7 @@ impl Switches {
             require_object_root: over.require_object_root.or(self.require_object_root),
             regex_engine: over.regex_engine.or(self.regex_engine),
             arguments: over.arguments.or(self.arguments),
+            unknown_tools: over.unknown_tools.or(self.unknown_tools),
             pin: over.pin.or(self.pin),
         }
     }
@@ -362,6 +379,10 @@ impl Policy {
             arguments: switches
                 .arguments
                 .unwrap_or_else(|| ArgumentsMode::of_tier(tier)),
+            unknown_tools: switches.unknown_tools.unwrap_or(match tier {
+                Tier::Untrusted => UnknownTools::Reject,
+                _ => UnknownTools::Pass,
+            }),
             pin: switches.pin.unwrap_or(false),
         }
     }

@@ -22,6 +22,7 @@ pub use upstream::UpstreamConfig;
 use crate::core::auth::Caller;
 use crate::core::gate::{Gate, GateConfig};
 use crate::core::metrics::Transport;
+use crate::mcp::record::{session_name, RecordSettings, SessionRecorder};
 use crate::mcp::{Boundary, BoundaryConfig};
 use crate::net::admin;
 use crate::net::drain;
@@ -30,6 +31,7 @@ use crate::net::origins::{AllowedPeers, Origins};
 use crate::net::tls::{Tls, TlsFiles};
 use crate::net::Protocols;
 use crate::ops::reload;
+use anyhow::Context;
 use arc_swap::ArcSwap;
 use routes::{all_routes, RouteState, RouteTable};
 use sessions::Sessions;
@@ -81,6 +83,8 @@ pub struct GatewayConfig {
     pub drain_delay: Duration,
     /// How long requests in flight get to finish once the listener closes.
     pub shutdown_grace: Duration,
+    /// Where sessions are recorded, if they are (`--record`).
+    pub record: Option<RecordSettings>,
 }
 
 /// The gateway's state, shared by every request.
@@ -94,22 +98,37 @@ pub(crate) struct Gateway {
     public_url: Option<String>,
     /// The listener serves TLS.
     tls: bool,
+    /// Where sessions are recorded, if they are (`--record`).
+    recorder: Option<SessionRecorder>,
 }
 
 impl Gateway {
     /// The rules of a new session on `route`, for `caller`: a session's own (`session`: the
     /// request begins or names one), or a request's alone, sharing the route's contract status.
+    /// Recorded (`--record`): a session in a file of its own; requests of no session, in the
+    /// route's one file for them.
     fn boundary(&self, route: &RouteState, caller: &Arc<Caller>, session: bool) -> Arc<Boundary> {
         let make = match session {
             true => Boundary::session_of,
             false => Boundary::sharing,
         };
-        Arc::new(make(
-            Arc::clone(&self.gate),
-            Arc::clone(caller),
-            route.config.clone(),
-            Arc::clone(&route.shared),
-        ))
+        let name = &route.route.name;
+        let recording = self.recorder.as_ref().and_then(|recorder| match session {
+            true => recorder.session(name, &session_name()),
+            false => route
+                .sessionless
+                .get_or_init(|| recorder.session(name, "sessionless"))
+                .clone(),
+        });
+        Arc::new(
+            make(
+                Arc::clone(&self.gate),
+                Arc::clone(caller),
+                route.config.clone(),
+                Arc::clone(&route.shared),
+            )
+            .recorded(recording),
+        )
     }
 }
 
@@ -157,7 +176,17 @@ pub async fn run(
         tracing::info!(route = %route.route.name, upstream = %route.route.target.public(), "route");
         tracing::debug!(route = %route.route.name, upstream = %route.route.target.redacted(), "route");
     }
+    let recorder = match config.record {
+        Some(settings) => {
+            let dir = settings.config.dir.display().to_string();
+            let recorder = SessionRecorder::start(settings, gate, Transport::Gateway)
+                .with_context(|| format!("--record {dir}: cannot record there"))?;
+            Some(recorder)
+        }
+        None => None,
+    };
     let gateway = Arc::new(Gateway {
+        recorder: recorder.clone(),
         upstream: HttpClient::new(&config.upstream)?,
         sessions: Sessions::new(config.sessions),
         routes: ArcSwap::from_pointee(table),
@@ -192,6 +221,10 @@ pub async fn run(
         .await;
     started.stop.cancel();
     let _ = stopped.await;
+    // What the sessions left queued reaches their files before the process exits.
+    if let Some(recorder) = recorder {
+        let _ = tokio::task::spawn_blocking(move || recorder.flush()).await;
+    }
     result
 }
 

@@ -253,6 +253,9 @@ pub(crate) struct RouteState {
     pub(super) config: BoundaryConfig,
     pub(super) shared: Arc<Shared>,
     pub(super) upstream: RouteUpstream,
+    /// The recording of the route's requests that belong to no session (`--record`): one file
+    /// for all of them, made at the first.
+    pub(super) sessionless: std::sync::OnceLock<Option<Arc<crate::mcp::record::Recording>>>,
 }
 
 /// The routes in force, by name, and who may reach them from a browser.
@@ -298,6 +301,7 @@ impl RouteTable {
                         ..boundary.clone()
                     },
                     shared: Arc::new(Shared::new(gate, Transport::Gateway)),
+                    sessionless: std::sync::OnceLock::new(),
                     upstream: match &route.target {
                         Target::Http(url) => RouteUpstream::Http(url.clone()),
                         Target::Stdio(command) => RouteUpstream::Stdio(Servers::new(

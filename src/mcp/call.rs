@@ -12,6 +12,7 @@ use crate::core::check::{Check, Payload, PayloadKind, SchemaSource};
 use crate::core::domain::{ProtocolVersion, Tier};
 use crate::core::error::CheckError;
 use crate::core::metrics::Attempt;
+use crate::core::policy::UnknownTools;
 use crate::core::verdict::{Action, Outcome, Verdict};
 use bytes::Bytes;
 use serde::Deserialize;
@@ -280,8 +281,16 @@ impl Boundary {
                     false => SchemaSource::Listed(schemas),
                 })
             }
+            // Not in this session's listing: a tool of the server's contract not offered to this
+            // session is withheld under untrusted; one no contract names either (a name the model
+            // made up, a tool kept from this client) as `unknown_tools` says.
             Offered::Absent => {
-                (self.rules(Some(tool)).tier != Tier::Untrusted).then_some(SchemaSource::Registered)
+                let rules = self.rules(Some(tool));
+                let passes = match self.gate.has_tool(server, tool) {
+                    true => rules.tier != Tier::Untrusted,
+                    false => rules.unknown_tools == UnknownTools::Pass,
+                };
+                passes.then_some(SchemaSource::Registered)
             }
         }
     }
@@ -355,7 +364,9 @@ impl Boundary {
                 Outcome::Unchecked,
             );
         let withheld = match why {
-            Unchecked::NotOffered => rules.tier == Tier::Untrusted,
+            Unchecked::NotOffered => {
+                rules.tier == Tier::Untrusted || rules.unknown_tools == UnknownTools::Reject
+            }
             Unchecked::Failed => {
                 !unlisted
                     && match payload {

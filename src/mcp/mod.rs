@@ -21,6 +21,7 @@ mod envelope;
 pub mod ids;
 mod learn;
 mod metrics;
+pub mod record;
 mod reply;
 mod scan;
 mod session;
@@ -192,6 +193,7 @@ pub struct Boundary {
     session: Session,
     shared: Arc<Shared>,
     observer: Option<Arc<dyn Observer>>,
+    recording: Option<Arc<record::Recording>>,
 }
 
 impl Boundary {
@@ -253,7 +255,14 @@ impl Boundary {
             caller,
             config,
             observer: None,
+            recording: None,
         }
+    }
+
+    /// These rules, recording the session (see [`record`]).
+    pub fn recorded(mut self, recording: Option<Arc<record::Recording>>) -> Self {
+        self.recording = recording;
+        self
     }
 
     /// These rules, telling `observer` of every payload they judge.
@@ -297,6 +306,41 @@ impl Boundary {
         }
     }
 
+    /// A listing the rules of a recorded session sent the server themselves (a replay reads it
+    /// from the recording, marked): followed as this boundary's own, so the server's answer,
+    /// which comes later in the recording, is read as the live session read it (registered, not
+    /// forwarded). Anything else is passed over.
+    pub fn adopt_own_request(&self, request: &[u8]) {
+        let Some(Message::Request { id, method, params }) =
+            envelope::message(request, Direction::ToServer)
+        else {
+            return;
+        };
+        if method != "tools/list" {
+            return;
+        }
+        #[derive(Deserialize)]
+        struct Params<'a> {
+            #[serde(default, borrow)]
+            cursor: Option<&'a RawValue>,
+            #[serde(default, borrow, rename = "_meta")]
+            meta: Option<&'a RawValue>,
+        }
+        let params = params
+            .and_then(|p| p.parse::<Params<'_>>())
+            .unwrap_or(Params {
+                cursor: None,
+                meta: None,
+            });
+        let pending = Pending::ToolsList(ListPage {
+            first_page: params.cursor.is_none(),
+            ours: true,
+            protocol: self.session.protocol(),
+            meta: params.meta.map(|m| m.get().into()),
+        });
+        let _ = self.session.track(id.get(), pending);
+    }
+
     /// Whether the answer to `request`, sent to the server, is still awaited (followed and not
     /// yet come).
     pub fn awaits_answer(&self, request: &[u8]) -> bool {
@@ -337,8 +381,24 @@ impl Boundary {
 
     /// One whole message (or JSON-RPC batch) read in `direction`: a message is handled, a batch
     /// (not MCP since 2025-06-18) holding something the boundary acts on is handled one message
-    /// at a time (so nothing in it passes unchecked), anything else is forwarded as it came.
+    /// at a time (so nothing in it passes unchecked), anything else is forwarded as it came. A
+    /// recorded session records it once it is handled, and what schemagate wrote meanwhile.
     pub async fn relay(
+        &self,
+        link: &impl Link,
+        direction: Direction,
+        line: &Bytes,
+    ) -> io::Result<()> {
+        let Some(recording) = &self.recording else {
+            return self.relay_one(link, direction, line).await;
+        };
+        let taped = Taped { link, recording };
+        let relayed = self.relay_one(&taped, direction, line).await;
+        recording.received(line);
+        relayed
+    }
+
+    async fn relay_one(
         &self,
         link: &impl Link,
         direction: Direction,
@@ -443,6 +503,22 @@ impl Boundary {
         head: &[u8],
         len: usize,
     ) -> io::Result<()> {
+        match &self.recording {
+            Some(recording) => {
+                let taped = Taped { link, recording };
+                self.refuse_oversized(&taped, direction, head, len).await
+            }
+            None => self.refuse_oversized(link, direction, head, len).await,
+        }
+    }
+
+    async fn refuse_oversized(
+        &self,
+        link: &impl Link,
+        direction: Direction,
+        head: &[u8],
+        len: usize,
+    ) -> io::Result<()> {
         self.shared.counts.count(direction, Relayed::Oversized);
         let head = envelope::head(head);
         let limit = self.config.max_message_bytes;
@@ -483,6 +559,22 @@ impl Boundary {
         } else {
             link.send(Direction::ToServer, Outgoing::Own(&answer)).await
         }
+    }
+}
+
+/// A session's link with its recording: what schemagate writes itself is recorded, marked, as
+/// it is sent.
+struct Taped<'a, L> {
+    link: &'a L,
+    recording: &'a record::Recording,
+}
+
+impl<L: Link> Link for Taped<'_, L> {
+    async fn send(&self, direction: Direction, message: Outgoing<'_>) -> io::Result<()> {
+        if let Outgoing::Own(bytes) = message {
+            self.recording.wrote(direction, bytes);
+        }
+        self.link.send(direction, message).await
     }
 }
 

@@ -1,12 +1,14 @@
 //! Process plumbing that knows nothing of checks: memory given back to the operating system
 //! ([`memory`]), the shutdown signal ([`shutdown`]), the one file-watch helper that reloads
 //! configuration files ([`reload`]), an MCP server run as a child process ([`child`]) and the
-//! newline-delimited framing of its stdio ([`lines`]), and the count of a flood between log
-//! lines ([`tally`]). Every layer may use it; it uses none.
+//! newline-delimited framing of its stdio ([`lines`]), the count of a flood between log lines
+//! ([`tally`]), and sessions written to files line by line ([`record`]). Every layer may use it;
+//! it uses none.
 
 pub mod child;
 pub mod lines;
 pub mod memory;
+pub mod record;
 pub(crate) mod reload;
 pub mod shutdown;
 pub mod tally;

@@ -9,6 +9,7 @@ mod pipes;
 use crate::core::auth::Caller;
 use crate::core::gate::{Gate, GateConfig};
 use crate::core::metrics::Transport;
+use crate::mcp::record::{session_name, RecordSettings, SessionRecorder};
 use crate::mcp::{Boundary, BoundaryConfig, Direction};
 use crate::net::listen::ConnectionLimits;
 use crate::net::{admin, drain};
@@ -46,6 +47,8 @@ pub struct ProxyConfig {
     pub admin_limits: ConnectionLimits,
     /// How often the policy file is polled for changes (0: only on SIGHUP).
     pub poll_secs: u64,
+    /// Where the session is recorded, if it is (`--record`).
+    pub record: Option<RecordSettings>,
 }
 
 /// Runs `schemagate proxy`: the core, the metrics listener if asked for, and the relay between
@@ -67,17 +70,30 @@ pub async fn run(
         )
         .await?;
     }
+    let recording = match config.record {
+        Some(settings) => {
+            let dir = settings.config.dir.display().to_string();
+            let recorder = SessionRecorder::start(settings, &started.gate, Transport::Proxy)
+                .with_context(|| format!("--record {dir}: cannot record there"))?;
+            Some(recorder)
+        }
+        None => None,
+    };
     let (client_in, client_out) = client_stdio()?;
     let status = relay(
         Arc::clone(&started.gate),
         config.boundary,
+        recording.as_ref(),
         &config.command,
         config.shutdown_grace,
-        client_in,
-        client_out,
+        (client_in, client_out),
         stop,
     )
     .await?;
+    // What the session's last messages left queued reaches the file before the process exits.
+    if let Some(recording) = &recording {
+        recording.flush();
+    }
     Ok(child::exit_code(status))
 }
 
@@ -111,17 +127,21 @@ fn client_stdio() -> io::Result<(
 pub async fn relay(
     gate: Arc<Gate>,
     config: BoundaryConfig,
+    recorder: Option<&SessionRecorder>,
     command: &[String],
     shutdown_grace: Duration,
-    client_in: impl AsyncRead + Send + Unpin + 'static,
-    client_out: impl AsyncWrite + Send + Unpin + 'static,
+    (client_in, client_out): (
+        impl AsyncRead + Send + Unpin + 'static,
+        impl AsyncWrite + Send + Unpin + 'static,
+    ),
     stop: impl Future<Output = ()> + Send + 'static,
 ) -> anyhow::Result<ExitStatus> {
     let (mut child, server_in, server_out) = child::spawn(command, false).context(
         "give the MCP server's command after --, as in `schemagate proxy --server-name crm -- npx crm-mcp-server`",
     )?;
     tracing::info!(server = %config.server, ?command, pid = child.id(), "relaying");
-    let boundary = Arc::new(Boundary::new(gate, Caller::open(), config));
+    let recording = recorder.and_then(|r| r.session(&config.server, &session_name()));
+    let boundary = Arc::new(Boundary::new(gate, Caller::open(), config).recorded(recording));
     let pipes = Arc::new(Pipes {
         to_client: Out::new(Box::new(client_out)),
         to_server: Out::new(Box::new(server_in)),

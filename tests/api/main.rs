@@ -26,6 +26,7 @@ mod observability;
 mod openapi;
 mod prometheus_e2e;
 mod proxy;
+mod recording;
 mod registry;
 mod releases;
 mod shutdown;

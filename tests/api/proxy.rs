@@ -20,7 +20,7 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
-async fn sdk_client(
+pub(crate) async fn sdk_client(
     flags: &[&str],
     lifecycle: Option<ClientLifecycleMode>,
 ) -> RunningService<RoleClient, Host> {

@@ -95,11 +95,16 @@ struct Run {
 }
 
 /// Runs the check; answers the exit code, having written the summary to `out` and the input
-/// errors to `err`.
+/// errors to `err`. With `--verdicts -`, the verdicts go to standard output and the summary to
+/// `err`.
 pub async fn run(config: CheckConfig, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    let verdicts_out = config.verdicts.as_deref() == Some(Path::new(STDIN));
     match check(config, err).await {
         Ok(finished) => {
-            let written = finished.write(out);
+            let written = match verdicts_out {
+                true => finished.write(err),
+                false => finished.write(out),
+            };
             if let Err(e) = written {
                 let _ = writeln!(err, "schemagate check: {e:#}");
                 return BAD_INPUT;
@@ -160,6 +165,9 @@ async fn check(config: CheckConfig, err: &mut dyn Write) -> anyhow::Result<Finis
     register(&gate, &contracts, Some((&file, &mut kept.errors)));
     tally.input_errors += kept.errors.len() as u64;
     let verdicts: Option<Box<dyn Write + Send>> = match &config.verdicts {
+        Some(path) if path == Path::new(STDIN) => Some(Box::new(
+            std::io::BufWriter::with_capacity(64 << 10, std::io::stdout()),
+        )),
         // Small: a check-line batch (about 100 KB of verdicts) is written as it is, not copied.
         Some(path) => Some(Box::new(std::io::BufWriter::with_capacity(
             64 << 10,
@@ -178,7 +186,8 @@ async fn check(config: CheckConfig, err: &mut dyn Write) -> anyhow::Result<Finis
     let sink = Sink {
         verdicts,
         progress: progress_bar(&config.logs, config.progress),
-        ordered: config.format == Format::Checks,
+        ordered: true,
+        by_file: config.format == Format::Jsonrpc,
         freed: None,
         kept,
     };
@@ -292,10 +301,8 @@ fn contracts(
         (None, Format::Jsonrpc) if snapshot.len() == 1 => {
             snapshot.keys().next().cloned().unwrap_or_default()
         }
-        (None, Format::Jsonrpc) => anyhow::bail!(
-            "name the server the transcripts speak to with --server NAME (the tools file has {} servers)",
-            snapshot.len()
-        ),
+        // Each transcript names its own: its recording's file name, or its initialize answer.
+        (None, Format::Jsonrpc) => String::new(),
     };
     let contracts = snapshot
         .into_iter()

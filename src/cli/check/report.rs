@@ -95,7 +95,11 @@ pub struct Report {
     pub top_fields: Vec<Field>,
     /// Lines (and tools-file entries) that could not be checked.
     pub input_errors: u64,
-    /// The first of them.
+    /// Transcript lines that are no JSON-RPC message, passed over as the proxy relays them.
+    pub passed_over: u64,
+    /// Payloads of calls (on the MCP wire) to tools no listing and no tools file names.
+    pub unknown_tools: u64,
+    /// The first input errors.
     pub errors: Vec<InputError>,
     #[serde(skip)]
     notes: HashMap<(String, String), Vec<Note>>,
@@ -138,6 +142,8 @@ impl Report {
             tools,
             top_fields,
             input_errors: tally.input_errors,
+            passed_over: tally.passed_over,
+            unknown_tools: tally.unknown_tools,
             errors: kept.errors,
             notes: kept.notes,
         }
@@ -151,25 +157,40 @@ impl Report {
         } else {
             String::new()
         };
-        let logs = match self.logs.len() {
-            1 => "1 log".to_owned(),
-            n => format!("{n} logs"),
-        };
+        let logs = plural(self.logs.len() as u64, "log");
         writeln!(
             out,
-            "{} checks from {logs} in {:.2} s{rate}",
-            t.checks, self.seconds
+            "{} from {logs} in {:.2} s{rate}",
+            plural(t.checks, "check"),
+            self.seconds
         )?;
         writeln!(out)?;
         self.write_outcomes(out)?;
         self.write_tools(out)?;
         self.write_top_fields(out)?;
         writeln!(out)?;
-        writeln!(
+        write!(
             out,
-            "{} of {} checks would be rejected under the policy; {} lines could not be checked",
-            t.rejected, t.checks, self.input_errors
-        )
+            "{} of {} would be rejected under the policy; {} could not be checked",
+            t.rejected,
+            plural(t.checks, "check"),
+            plural(self.input_errors, "line")
+        )?;
+        if self.unknown_tools > 0 {
+            write!(
+                out,
+                "; {} of tools no listing names (unknown_tool: the server answers them)",
+                plural(self.unknown_tools, "payload")
+            )?;
+        }
+        if self.passed_over > 0 {
+            write!(
+                out,
+                "; {} passed over (not JSON-RPC, relayed unjudged as the proxy relays them)",
+                plural(self.passed_over, "line")
+            )?;
+        }
+        writeln!(out)
     }
 
     /// The outcomes table, and the run's compliance and resolution.
@@ -454,6 +475,14 @@ fn xml(text: &str) -> String {
         }
     }
     out
+}
+
+/// `n` and `noun`, plural unless `n` is 1: "1 line", "2 lines".
+fn plural(n: u64, noun: &str) -> String {
+    match n {
+        1 => format!("1 {noun}"),
+        _ => format!("{n} {noun}s"),
+    }
 }
 
 #[cfg(test)]

@@ -35,6 +35,9 @@ pub struct Position {
     pub line: u64,
 }
 
+/// The error code of a call to a tool no listing or tools file names.
+const UNKNOWN_TOOL: &str = "unknown_tool";
+
 /// A line (or a tools-file entry) that could not be checked.
 #[derive(Debug, Clone, Serialize)]
 pub struct InputError {
@@ -70,8 +73,12 @@ pub struct Note {
 /// What one judging step produced, for the sink.
 #[derive(Debug, Default)]
 pub struct Batch {
-    /// Its place in the log's order (ordered sinks write batches in it).
+    /// Its place in the log's order (ordered sinks write batches in it); for a transcript, in
+    /// the transcript's.
     pub seq: u64,
+    /// The transcript it is of (the index of its file), and whether it is the transcript's last.
+    pub file: usize,
+    pub last: bool,
     /// Log bytes it covers (the progress bar's unit).
     pub bytes: u64,
     /// Checks made.
@@ -153,7 +160,6 @@ impl Recorder {
         on_the_wire: Option<bool>,
     ) {
         let rejected = on_the_wire.unwrap_or(verdict.action == Action::Reject);
-        let withheld = on_the_wire.unwrap_or(false);
         batch.checks += 1;
         tally.count(Seen {
             subject,
@@ -162,7 +168,7 @@ impl Recorder {
             verdict: Some(verdict),
         });
         if self.verdicts {
-            self.head(batch, at, Some(subject), withheld);
+            self.head(batch, at, Some(subject), on_the_wire);
             batch.verdicts.extend_from_slice(b",\"verdict\":");
             if verdict.write_json(&mut batch.verdicts).is_err() {
                 batch.verdicts.extend_from_slice(b"null");
@@ -221,7 +227,14 @@ impl Recorder {
         (code, message): (&'static str, String),
         wire: Option<Wire>,
     ) {
-        tally.input_errors += 1;
+        // On the MCP wire, a payload that could not be checked is an outcome, as the relay
+        // counted it (`unchecked`), not a fault of the transcript.
+        let on_the_wire = wire.is_some();
+        if !on_the_wire {
+            tally.input_errors += 1;
+        } else if code == UNKNOWN_TOOL {
+            tally.unknown_tools += 1;
+        }
         // Messages may quote the line (an unknown field's name, a tool's).
         let message = clip(message, MAX_FEEDBACK_BYTES);
         let withheld = wire.is_some_and(|w| w.withheld);
@@ -240,7 +253,7 @@ impl Recorder {
             }
         }
         if self.verdicts {
-            self.head(batch, at, subject, withheld);
+            self.head(batch, at, subject, wire.map(|w| w.withheld));
             batch.verdicts.extend_from_slice(b",\"error\":");
             let detail = ErrorDetail {
                 code,
@@ -251,12 +264,14 @@ impl Recorder {
             }
             batch.verdicts.extend_from_slice(b"}\n");
         }
-        batch.errors.push(InputError {
-            file: self.files[at.file].clone(),
-            line: Some(at.line),
-            code: Some(code),
-            message,
-        });
+        if !on_the_wire {
+            batch.errors.push(InputError {
+                file: self.files[at.file].clone(),
+                line: Some(at.line),
+                code: Some(code),
+                message,
+            });
+        }
     }
 
     /// A line at `at` that is not a check at all (`message` says why).
@@ -296,7 +311,14 @@ impl Recorder {
 
     /// A verdict line's head, left open for the verdict or error to follow. Written by hand
     /// (each file's part once, in [`Recorder::new`]): it is most of what a verdict line adds.
-    fn head(&self, batch: &mut Batch, at: Position, subject: Option<Subject<'_>>, withheld: bool) {
+    /// `withheld` is known (and written, true or false) for what was read on the MCP wire.
+    fn head(
+        &self,
+        batch: &mut Batch,
+        at: Position,
+        subject: Option<Subject<'_>>,
+        withheld: Option<bool>,
+    ) {
         let out = &mut batch.verdicts;
         out.extend_from_slice(self.heads[at.file].as_bytes());
         let _ = write!(out, "{}", at.line);
@@ -318,8 +340,8 @@ impl Recorder {
                 string(out, call_id);
             }
         }
-        if withheld {
-            out.extend_from_slice(b",\"withheld\":true");
+        if let Some(withheld) = withheld {
+            let _ = write!(out, ",\"withheld\":{withheld}");
         }
     }
 }
@@ -346,8 +368,11 @@ pub struct Kept {
 pub struct Sink {
     pub verdicts: Option<Box<dyn Write + Send>>,
     pub progress: ProgressBar,
-    /// Write in `seq` order (the check-lines format); otherwise as batches come.
+    /// Write in `seq` order (the check-lines format), or with `by_file`, transcript by
+    /// transcript in the order given and each in its own order: the reports are the same
+    /// whatever `--jobs`. Otherwise as batches come.
     pub ordered: bool,
+    pub by_file: bool,
     /// Where a written batch frees its slot, when the readers take one per batch.
     pub freed: Option<Receiver<()>>,
     /// Input errors found before the logs were read (the tools file's).
@@ -358,17 +383,21 @@ impl Sink {
     /// Writes every batch `batches` brings, until it closes; answers what was kept, or the
     /// error that stopped the verdicts file being written.
     pub fn drain(mut self, batches: Receiver<Batch>) -> (Kept, Option<std::io::Error>) {
-        let mut waiting: BTreeMap<u64, Batch> = BTreeMap::new();
-        let mut next = 0u64;
+        // Keyed by (transcript, place in it); check lines are all of transcript 0.
+        let mut waiting: BTreeMap<(usize, u64), Batch> = BTreeMap::new();
+        let mut next = (0usize, 0u64);
         let mut failed: Option<std::io::Error> = None;
         for batch in batches {
             if !self.ordered {
                 self.write(batch, &mut failed);
                 continue;
             }
-            waiting.insert(batch.seq, batch);
+            waiting.insert((batch.file, batch.seq), batch);
             while let Some(batch) = waiting.remove(&next) {
-                next += 1;
+                next = match (self.by_file, batch.last) {
+                    (true, true) => (next.0 + 1, 0),
+                    _ => (next.0, next.1 + 1),
+                };
                 self.write(batch, &mut failed);
             }
         }

@@ -88,6 +88,12 @@ pub struct Tally {
     pub fields: HashMap<FieldKey, u64>,
     /// Lines (or tools-file entries) that could not be checked.
     pub input_errors: u64,
+    /// Transcript lines that are no JSON-RPC message (a server's banner, say): passed over, as
+    /// the proxy relays them unjudged.
+    pub passed_over: u64,
+    /// Calls (on the MCP wire) to a tool no listing and no tools file names: the server answers
+    /// them itself, as the relay relays them.
+    pub unknown_tools: u64,
 }
 
 impl Tally {
@@ -142,6 +148,8 @@ impl Tally {
             *bounded(&mut self.fields, key, MAX_FIELDS, fold_field) += n;
         }
         self.input_errors += other.input_errors;
+        self.passed_over += other.passed_over;
+        self.unknown_tools += other.unknown_tools;
     }
 
     /// All rows added up.

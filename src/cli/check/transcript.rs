@@ -74,7 +74,9 @@ pub(super) async fn run(
     };
     let jobs = run.jobs;
     let run = Arc::new(run);
-    // Each session a task of its own: sessions run on every runtime thread at once.
+    // Each session a task of its own: sessions run on every runtime thread at once, at most
+    // `jobs` from the oldest unfinished one on (the sink writes their verdicts in the order the
+    // files were given, so it holds at most that many sessions' verdicts back).
     let sessions = futures_util::stream::iter(logs.iter().cloned().enumerate())
         .map(|(index, path)| {
             let (run, config, done) = (Arc::clone(&run), config.clone(), done.clone());
@@ -82,7 +84,7 @@ pub(super) async fn run(
             let task = tokio::spawn(async move { replay(&run, index, &path, config, done).await });
             async move { (name, task.await) }
         })
-        .buffer_unordered(jobs);
+        .buffered(jobs);
     let replayed: Vec<_> = sessions.collect().await;
     drop(done);
     let mut tally = Tally::default();
@@ -109,15 +111,89 @@ pub(super) async fn run(
     Ok((tally, kept, written))
 }
 
+/// Lines of a transcript read for its server's name, at most.
+const NAMING_LINES: usize = 64;
+
+/// The server a transcript speaks to, when `--server` does not say: its recording's file name
+/// (`SERVER-START-SESSION.jsonl`), else the `serverInfo.name` of the `initialize` answer among
+/// its first lines.
+async fn server_of(path: &std::path::Path, max_line_bytes: usize) -> Result<String, String> {
+    if let Some(server) = crate::ops::record::server_of(path) {
+        return Ok(server);
+    }
+    let unnamed = || {
+        format!(
+            "name its server with --server NAME: it is no recording named SERVER-START-SESSION.jsonl, and no initialize answer with serverInfo.name is among its first {NAMING_LINES} lines"
+        )
+    };
+    if path.to_str() == Some(STDIN) {
+        return Err(unnamed());
+    }
+    let input = tokio::fs::File::open(path)
+        .await
+        .map_err(|e| format!("cannot read it: {e}"))?;
+    let mut lines = Lines::new(input, max_line_bytes);
+    for _ in 0..NAMING_LINES {
+        let Ok(Some(Line::Message(text))) = lines.next().await else {
+            break;
+        };
+        #[derive(serde::Deserialize)]
+        struct Info<'a> {
+            #[serde(borrow)]
+            name: std::borrow::Cow<'a, str>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Initialized<'a> {
+            #[serde(borrow, rename = "serverInfo")]
+            server_info: Info<'a>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Answer<'a> {
+            #[serde(borrow)]
+            result: Initialized<'a>,
+        }
+        if let Ok(answer) = serde_json::from_slice::<Answer<'_>>(&text) {
+            let name = answer.result.server_info.name;
+            if !name.is_empty() {
+                return Ok(name.into_owned());
+            }
+        }
+    }
+    Err(unnamed())
+}
+
 /// One transcript, replayed as one session on a core of its own (with the tools file's
 /// contracts): what it lists is its own.
 async fn replay(
     run: &Run,
     file: usize,
     path: &std::path::Path,
-    config: BoundaryConfig,
+    mut config: BoundaryConfig,
     done: SyncSender<Batch>,
 ) -> Tally {
+    if config.server.is_empty() {
+        match server_of(path, run.max_line_bytes).await {
+            Ok(server) => config.server = server,
+            Err(message) => {
+                let batch = Batch {
+                    file,
+                    last: true,
+                    errors: vec![InputError {
+                        file: path.display().to_string(),
+                        line: None,
+                        code: None,
+                        message,
+                    }],
+                    ..Batch::default()
+                };
+                let _ = done.send(batch);
+                return Tally {
+                    input_errors: 1,
+                    ..Tally::default()
+                };
+            }
+        }
+    }
     let observer = Arc::new(Verdicts {
         recorder: run.recorder.clone(),
         server: config.server.clone(),
@@ -125,6 +201,7 @@ async fn replay(
             at: Position { file, line: 0 },
             batch: Batch::default(),
             tally: Tally::default(),
+            sent: 0,
         }),
     });
     let read = match (run.gates)().and_then(Gate::new) {
@@ -155,7 +232,11 @@ async fn replay(
             },
         );
     }
-    let _ = done.send(state.batch);
+    let mut last = state.batch;
+    last.seq = state.sent;
+    last.file = file;
+    last.last = true;
+    let _ = done.send(last);
     state.tally
 }
 
@@ -184,11 +265,20 @@ async fn session(
                 if text.iter().all(u8::is_ascii_whitespace) {
                     continue;
                 }
+                // What schemagate wrote in a recorded session: what it wrote the client, the replay
+                // writes again; what it asked the server is the rules' own request, as it was live.
+                if let Some(wrote) = crate::mcp::record::wrote(&text) {
+                    if wrote.direction == Direction::ToServer {
+                        let request = wrote.message.get().as_bytes();
+                        directions.of(request);
+                        boundary.adopt_own_request(request);
+                    }
+                    continue;
+                }
                 let Some(read) = directions.of(&text) else {
-                    observer.broken(
-                        "not a JSON-RPC message: a transcript holds one JSON-RPC message per line"
-                            .to_owned(),
-                    );
+                    // A line that is no JSON-RPC message (a server's banner): the proxy relays it
+                    // unjudged, so it is passed over and counted, not an error.
+                    observer.passed_over();
                     continue;
                 };
                 // The recording's answer to a request the rules answered themselves (a call
@@ -436,6 +526,8 @@ struct State {
     at: Position,
     batch: Batch,
     tally: Tally,
+    /// Batches sent so far.
+    sent: u64,
 }
 
 impl Verdicts {
@@ -451,9 +543,15 @@ impl Verdicts {
         });
     }
 
+    fn passed_over(&self) {
+        self.with(|state| state.tally.passed_over += 1);
+    }
+
     fn broken(&self, message: String) {
         self.with(|state| {
-            let State { at, batch, tally } = state;
+            let State {
+                at, batch, tally, ..
+            } = state;
             self.recorder.broken(batch, tally, *at, message)
         });
     }
@@ -461,8 +559,15 @@ impl Verdicts {
     /// The batch, when it holds enough to send.
     fn full(&self) -> Option<Batch> {
         self.with(|state| {
-            (state.batch.checks >= BATCH_CHECKS || state.batch.errors.len() as u64 >= BATCH_CHECKS)
-                .then(|| std::mem::take(&mut state.batch))
+            let full = state.batch.checks >= BATCH_CHECKS
+                || state.batch.errors.len() as u64 >= BATCH_CHECKS;
+            full.then(|| {
+                let mut batch = std::mem::take(&mut state.batch);
+                batch.file = state.at.file;
+                batch.seq = state.sent;
+                state.sent += 1;
+                batch
+            })
         })
         .flatten()
     }
@@ -472,11 +577,13 @@ impl Verdicts {
             at: state.at,
             batch: std::mem::take(&mut state.batch),
             tally: std::mem::take(&mut state.tally),
+            sent: state.sent,
         })
         .unwrap_or(State {
             at: Position { file: 0, line: 0 },
             batch: Batch::default(),
             tally: Tally::default(),
+            sent: 0,
         })
     }
 }
@@ -484,7 +591,9 @@ impl Verdicts {
 impl Observer for Verdicts {
     fn unjudged(&self, unjudged: &Unjudged<'_>) {
         self.with(|state| {
-            let State { at, batch, tally } = state;
+            let State {
+                at, batch, tally, ..
+            } = state;
             // Counted as the proxy counts it: a result, of no known tool.
             let subject = Subject {
                 server: Some(&self.server),
@@ -505,7 +614,9 @@ impl Observer for Verdicts {
 
     fn judged(&self, judged: &Judged<'_>) {
         self.with(|state| {
-            let State { at, batch, tally } = state;
+            let State {
+                at, batch, tally, ..
+            } = state;
             let subject = Subject {
                 server: Some(&self.server),
                 tool: Some(judged.tool),

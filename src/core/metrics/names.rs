@@ -27,6 +27,7 @@ pub const REGISTRY_RESYNCS_TOTAL: &str = "schemagate_registry_resyncs_total";
 pub const PROXY_MESSAGES_TOTAL: &str = "schemagate_proxy_messages_total";
 pub const CONTRACT_CHANGES_TOTAL: &str = "schemagate_contract_changes_total";
 pub const SHADOW_VALIDATIONS_TOTAL: &str = "schemagate_shadow_validations_total";
+pub const RECORD_LINES_TOTAL: &str = "schemagate_record_lines_total";
 
 /// The `reason` values of `schemagate_auth_failures_total`.
 pub const AUTH_FAILURE_REASONS: [&str; 4] = ["missing", "unknown", "scope", "server"];
@@ -49,7 +50,7 @@ pub struct Series {
 }
 
 /// Every series schemagate exports: the one table names, descriptions and [`ALL`] come from.
-pub const SERIES: [Series; 26] = [
+pub const SERIES: [Series; 27] = [
     Series { name: VALIDATIONS_TOTAL, kind: Kind::Counter, help: "Checks by server, tool, tier, payload (result|arguments|instance), attempt (first|retry) and outcome (valid|invalid|skipped|tool_error|unchecked)." },
     Series { name: FIELD_FAILURES_TOTAL, kind: Kind::Counter, help: "Failing fields by server, tool, payload, instance path (array indices folded to *) and keyword." },
     Series { name: VALIDATION_DURATION_SECONDS, kind: Kind::Histogram, help: "Time to answer one check, by transport." },
@@ -74,6 +75,7 @@ pub const SERIES: [Series; 26] = [
     Series { name: REGISTRY_RESYNCS_TOTAL, kind: Kind::Counter, help: "Full reads of the shared registry: one at start-up and one after each lost subscription. Only with --registry." },
     Series { name: PROXY_MESSAGES_TOTAL, kind: Kind::Counter, help: "MCP messages schemagate read on the MCP wire, by transport (proxy: schemagate proxy, stdio; gateway: schemagate gateway, Streamable HTTP), direction (to_server|to_client) and kind (forwarded: as received; not_json_rpc: forwarded as received, though not a JSON-RPC message; oversized: past --max-message-bytes, not forwarded; replaced: a tool result replaced by an isError result; answered: a request answered by schemagate, not forwarded). Only in schemagate proxy and schemagate gateway." },
     Series { name: CONTRACT_CHANGES_TOTAL, kind: Kind::Counter, help: "Changes to registered tools' contracts, by server, tool, schema (output|input|annotations) and class (identical|compatible|breaking|unknown, from the consumer's side). Counted by the replica that took the registration." },
+    Series { name: RECORD_LINES_TOTAL, kind: Kind::Counter, help: "Lines of recorded sessions (--record), by transport (proxy|gateway) and outcome (written; queue_full: the writer was behind, dropped without slowing the relay; file_full: past --record-max-bytes; dir_full: past --record-max-total-bytes with no closed recording left to remove; write_error). Only with --record." },
     Series { name: SHADOW_VALIDATIONS_TOTAL, kind: Kind::Counter, help: "Checks also judged by the tool's shadow (candidate) schema, by server, tool and outcome (valid|invalid): how the candidate would have judged live traffic. Never enforced." },
     Series { name: CONNECTIONS_CLOSED_TOTAL, kind: Kind::Counter, help: "Connections closed by schemagate, by transport and reason (idle: no request for --idle-timeout-secs; write_timeout: an answer not read for --write-timeout-secs)." },
 ];

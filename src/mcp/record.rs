@@ -1,0 +1,263 @@
+//! A session recorded as `schemagate check --format jsonrpc` replays it: each message the rules
+//! read, one JSON line each, as the peer sent it (the server's own bytes, even for a result that
+//! was replaced), written once the rules have acted on it; and each message schemagate wrote
+//! itself (a reply in the server's place, a replaced result, a request of its own), marked so a
+//! replay tells it apart: `{"schemagate_wrote": "to_client", "message": {...}}`. A replay passes
+//! over what schemagate wrote to the client (it writes the same again), and takes what it asked
+//! the server as its own request, so the answer is read as the live session read it.
+//!
+//! Values may be redacted by JSON pointer (`--record-redact /arguments/password`), applied to each
+//! message's `params` and `result`; a pointer under `/structuredContent` applies to the result's
+//! text copies that are JSON too. A redacted value becomes the string `"[redacted]"`, so a replay
+//! of a redacted recording judges what was recorded, not what was sent.
+
+use super::Direction;
+use crate::core::gate::Gate;
+use crate::core::metrics::{Transport, RECORD_LINES_TOTAL};
+use crate::ops::record::{Outcome, RecordConfig, Recorder, Tape};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::Value;
+use std::sync::Arc;
+
+/// The member that marks a line schemagate wrote.
+pub const WROTE: &str = "schemagate_wrote";
+/// What a redacted value becomes.
+const REDACTED: &str = "[redacted]";
+
+/// What `--record` asks for: where and how much, and the values left out.
+#[derive(Debug, Clone)]
+pub struct RecordSettings {
+    pub config: RecordConfig,
+    /// JSON pointers (into `params` and `result`) whose values are not recorded.
+    pub redact: Arc<[String]>,
+}
+
+/// The recorder of a proxy or a gateway: each session's [`Recording`] comes from it, and its
+/// lines are counted in `schemagate_record_lines_total`.
+#[derive(Debug, Clone)]
+pub struct SessionRecorder {
+    recorder: Arc<Recorder>,
+    redact: Arc<[String]>,
+}
+
+impl SessionRecorder {
+    /// Starts recording as `settings` say, counted under `transport`.
+    pub fn start(
+        settings: RecordSettings,
+        gate: &Gate,
+        transport: Transport,
+    ) -> std::io::Result<Self> {
+        let counters = Outcome::ALL.map(|outcome| {
+            gate.metrics().counter(
+                RECORD_LINES_TOTAL,
+                &[
+                    ("transport", transport.as_str()),
+                    ("outcome", outcome.as_str()),
+                ],
+            )
+        });
+        let on_outcome = Arc::new(move |outcome: Outcome| {
+            let at = Outcome::ALL.iter().position(|o| *o == outcome).unwrap_or(0);
+            counters[at].increment(1);
+        });
+        let recorder = Recorder::start(settings.config, on_outcome)?;
+        Ok(Self {
+            recorder,
+            redact: settings.redact,
+        })
+    }
+
+    /// A recording of a new session of `server`, named `session` in its file's name; `None`
+    /// when the session is not sampled.
+    pub fn session(&self, server: &str, session: &str) -> Option<Arc<Recording>> {
+        let tape = self.recorder.tape(server, session)?;
+        Some(Arc::new(Recording::new(tape, Arc::clone(&self.redact))))
+    }
+
+    /// Waits until every line handed over so far is written.
+    pub fn flush(&self) {
+        self.recorder.flush();
+    }
+}
+
+/// A fresh session name for a file: 64 random bits, in hex.
+pub fn session_name() -> String {
+    format!("{:016x}", getrandom::u64().unwrap_or(0))
+}
+
+/// One session's recording.
+#[derive(Debug)]
+pub struct Recording {
+    tape: Tape,
+    /// JSON pointers whose values are not recorded.
+    redact: Arc<[String]>,
+}
+
+impl Recording {
+    pub fn new(tape: Tape, redact: Arc<[String]>) -> Self {
+        Self { tape, redact }
+    }
+
+    /// A message read from a peer, as it came (redacted where asked).
+    pub(super) fn received(&self, line: &[u8]) {
+        let line = trim(line);
+        if line.is_empty() {
+            return;
+        }
+        self.tape.write(self.redacted(line));
+    }
+
+    /// A message schemagate wrote itself, sent `direction`.
+    pub(super) fn wrote(&self, direction: Direction, message: &[u8]) {
+        let message = self.redacted(trim(message));
+        let mut line = Vec::with_capacity(message.len() + 48);
+        line.extend_from_slice(b"{\"");
+        line.extend_from_slice(WROTE.as_bytes());
+        line.extend_from_slice(b"\":\"");
+        line.extend_from_slice(direction.as_str().as_bytes());
+        line.extend_from_slice(b"\",\"message\":");
+        line.extend_from_slice(&message);
+        line.push(b'}');
+        self.tape.write(line);
+    }
+
+    fn redacted(&self, line: &[u8]) -> Vec<u8> {
+        if self.redact.is_empty() {
+            return line.to_vec();
+        }
+        let Ok(mut message) = serde_json::from_slice::<Value>(line) else {
+            return line.to_vec();
+        };
+        if redact(&mut message, &self.redact) {
+            serde_json::to_vec(&message).unwrap_or_else(|_| line.to_vec())
+        } else {
+            line.to_vec()
+        }
+    }
+}
+
+/// Redacts `pointers` in a message (a JSON-RPC batch: in each of its items); whether any was.
+fn redact(message: &mut Value, pointers: &[String]) -> bool {
+    if let Value::Array(items) = message {
+        let mut any = false;
+        for item in items {
+            any |= redact(item, pointers);
+        }
+        return any;
+    }
+    let mut any = false;
+    for member in ["params", "result"] {
+        let Some(part) = message.get_mut(member) else {
+            continue;
+        };
+        for pointer in pointers {
+            if let Some(value) = part.pointer_mut(pointer) {
+                *value = Value::String(REDACTED.to_owned());
+                any = true;
+            }
+            // The text copies of structuredContent, where they are JSON.
+            let Some(inner) = pointer.strip_prefix("/structuredContent") else {
+                continue;
+            };
+            let Some(Value::Array(content)) = part.get_mut("content") else {
+                continue;
+            };
+            for block in content {
+                let Some(Value::String(text)) = block.get_mut("text") else {
+                    continue;
+                };
+                let Ok(mut copy) = serde_json::from_str::<Value>(text) else {
+                    continue;
+                };
+                let at = if inner.is_empty() { "" } else { inner };
+                if let Some(value) = copy.pointer_mut(at) {
+                    *value = Value::String(REDACTED.to_owned());
+                    *text = copy.to_string();
+                    any = true;
+                }
+            }
+        }
+    }
+    any
+}
+
+fn trim(line: &[u8]) -> &[u8] {
+    let end = line
+        .iter()
+        .rposition(|b| !b.is_ascii_whitespace())
+        .map_or(0, |i| i + 1);
+    &line[..end]
+}
+
+/// A recorded line schemagate wrote: which way it went, and the message.
+#[derive(Debug)]
+pub struct Wrote<'a> {
+    pub direction: Direction,
+    pub message: &'a RawValue,
+}
+
+/// Reads `line` as one schemagate wrote (see the module's notes); `None` for any other line.
+pub fn wrote(line: &[u8]) -> Option<Wrote<'_>> {
+    // Cheap first: most lines are messages.
+    memchr::memmem::find(line, WROTE.as_bytes())?;
+    #[derive(Deserialize)]
+    struct Marked<'a> {
+        schemagate_wrote: &'a str,
+        #[serde(borrow)]
+        message: &'a RawValue,
+    }
+    let marked: Marked<'_> = serde_json::from_slice(line).ok()?;
+    let direction = match marked.schemagate_wrote {
+        "to_client" => Direction::ToClient,
+        "to_server" => Direction::ToServer,
+        _ => return None,
+    };
+    Some(Wrote {
+        direction,
+        message: marked.message,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn pointers_redact_params_results_and_their_text_copies() {
+        let mut call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "login", "arguments": {"user": "ann", "password": "hunter2"}}});
+        assert!(redact(&mut call, &["/arguments/password".to_owned()]));
+        assert_eq!(call["params"]["arguments"]["password"], REDACTED);
+        assert_eq!(call["params"]["arguments"]["user"], "ann");
+        let mut answer = json!({"jsonrpc": "2.0", "id": 1, "result": {
+            "content": [{"type": "text", "text": "{\"token\":\"abc\",\"n\":1}"}],
+            "structuredContent": {"token": "abc", "n": 1}}});
+        assert!(redact(
+            &mut answer,
+            &["/structuredContent/token".to_owned()]
+        ));
+        assert_eq!(answer["result"]["structuredContent"]["token"], REDACTED);
+        let copy: Value = serde_json::from_str(
+            answer["result"]["content"][0]["text"]
+                .as_str()
+                .unwrap_or(""),
+        )
+        .expect("JSON");
+        assert_eq!(copy, json!({"token": REDACTED, "n": 1}));
+        let mut other = json!({"jsonrpc": "2.0", "id": 2, "result": {}});
+        assert!(!redact(&mut other, &["/arguments/password".to_owned()]));
+    }
+
+    #[test]
+    fn a_marked_line_is_read_back() {
+        let line = br#"{"schemagate_wrote":"to_server","message":{"jsonrpc":"2.0","id":"x","method":"tools/list"}}"#;
+        let wrote = wrote(line).expect("marked");
+        assert_eq!(wrote.direction, Direction::ToServer);
+        assert!(wrote.message.get().contains("tools/list"));
+        assert!(
+            super::wrote(br#"{"jsonrpc":"2.0","id":1,"result":{"schemagate_wrote":1}}"#).is_none()
+        );
+    }
+}
