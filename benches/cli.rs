@@ -7,6 +7,10 @@
 //! - `schemagate_check_N_jobs`: a whole `schemagate check` run with N jobs on the log file:
 //!   start-up (the tools registered and compiled), reading, judging, the summary.
 //! - `..._verdicts`: the same, writing every verdict to a file as well.
+//! - `transcripts_400_files` and `transcripts_one_file`: `schemagate check --format jsonrpc`
+//!   over 400 one-session transcripts of the busiest server (initialize, its listing, five calls
+//!   and results each, named by their initialize answers), and over the same lines in one file:
+//!   what a transcript costs beyond its lines.
 //!
 //! `cargo bench --bench cli`
 
@@ -60,6 +64,8 @@ fn benches(c: &mut Criterion) {
         file.flush().expect("flush");
     }
     std::fs::write(&tools, corpus.tools.to_string()).expect("tools");
+
+    let transcripts = Transcripts::write(&corpus, dir.path());
 
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -130,6 +136,120 @@ fn benches(c: &mut Criterion) {
         }
     }
     group.finish();
+
+    let mut group = c.benchmark_group("cli");
+    group.throughput(Throughput::Elements(transcripts.checks));
+    for (name, logs) in [
+        ("transcripts_400_files", &transcripts.files),
+        ("transcripts_one_file", &transcripts.one),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                let mut argv: Vec<String> = [
+                    "schemagate",
+                    "check",
+                    "--format",
+                    "jsonrpc",
+                    "--tools",
+                    &tools.display().to_string(),
+                    "--policy",
+                    &transcripts.policy.display().to_string(),
+                ]
+                .map(str::to_owned)
+                .to_vec();
+                argv.extend(logs.iter().map(|p| p.display().to_string()));
+                let Command::Check(args) = Cli::parse_from(argv).command else {
+                    unreachable!("a check command")
+                };
+                let config = args.check_config(false).expect("a configuration");
+                let code = runtime.block_on(schemagate::cli::check::run(
+                    config,
+                    &mut std::io::sink(),
+                    &mut std::io::sink(),
+                ));
+                assert!(code <= 1, "exit code {code}");
+            })
+        });
+    }
+    group.finish();
+}
+
+/// Transcripts of the corpus's busiest server: 400 one-session files, and their lines in one.
+struct Transcripts {
+    files: Vec<std::path::PathBuf>,
+    one: Vec<std::path::PathBuf>,
+    /// `arguments = "off"`: the corpus has results, not the calls' arguments.
+    policy: std::path::PathBuf,
+    /// Payloads judged in a run (each call's arguments and result).
+    checks: u64,
+}
+
+impl Transcripts {
+    const SESSIONS: usize = 400;
+    const CALLS: usize = 5;
+
+    fn write(corpus: &corpus::Corpus, dir: &std::path::Path) -> Self {
+        let mut counts = std::collections::HashMap::<&str, usize>::new();
+        for item in &corpus.items {
+            *counts.entry(item.server.as_str()).or_default() += 1;
+        }
+        let server = counts
+            .iter()
+            .max_by_key(|(name, n)| (**n, std::cmp::Reverse(**name)))
+            .map(|(name, _)| name.to_string())
+            .expect("a server");
+        let items: Vec<&corpus::Item> =
+            corpus.items.iter().filter(|i| i.server == server).collect();
+        let listing = &corpus.tools["servers"][&server];
+        let policy = dir.join("policy.toml");
+        std::fs::write(&policy, "arguments = \"off\"\n").expect("policy");
+        let sessions = dir.join("sessions");
+        std::fs::create_dir_all(&sessions).expect("a directory");
+        let mut files = Vec::new();
+        let mut all = Vec::new();
+        for session in 0..Self::SESSIONS {
+            let mut text = format!(
+                concat!(
+                    r#"{{"jsonrpc":"2.0","id":0,"method":"initialize","params":{{"protocolVersion":"2025-11-25","capabilities":{{}},"clientInfo":{{"name":"bench","version":"1"}}}}}}"#,
+                    "\n",
+                    r#"{{"jsonrpc":"2.0","id":0,"result":{{"protocolVersion":"2025-11-25","capabilities":{{"tools":{{}}}},"serverInfo":{{"name":{},"version":"1"}}}}}}"#,
+                    "\n",
+                    r#"{{"jsonrpc":"2.0","id":1,"method":"tools/list"}}"#,
+                    "\n",
+                    r#"{{"jsonrpc":"2.0","id":1,"result":{}}}"#,
+                    "\n"
+                ),
+                serde_json::Value::from(server.as_str()),
+                listing
+            );
+            for call in 0..Self::CALLS {
+                let item = items[(session * Self::CALLS + call) % items.len()];
+                let id = call + 2;
+                text.push_str(&format!(
+                    r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":{},"arguments":{{}}}}}}"#,
+                    serde_json::Value::from(item.tool.as_str())
+                ));
+                text.push('\n');
+                text.push_str(&format!(
+                    r#"{{"jsonrpc":"2.0","id":{id},"result":{}}}"#,
+                    item.result_text
+                ));
+                text.push('\n');
+            }
+            let file = sessions.join(format!("session-{session:03}.jsonl"));
+            std::fs::write(&file, &text).expect("a transcript");
+            files.push(file);
+            all.push(text);
+        }
+        let one = dir.join("one-session.jsonl");
+        std::fs::write(&one, all.concat()).expect("a transcript");
+        Transcripts {
+            files,
+            one: vec![one],
+            policy,
+            checks: (Self::SESSIONS * Self::CALLS * 2) as u64,
+        }
+    }
 }
 
 criterion_group! {

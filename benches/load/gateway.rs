@@ -195,14 +195,19 @@ pub(crate) fn gateway_leg(seconds: f64) -> anyhow::Result<()> {
     let mut worst_ratio_1kb = f64::NAN;
     // Sessionless requests (each call a request of its own), and, for 1 KB JSON, calls in a
     // session the gateway holds.
+    // The last: 1 KB JSON in a session, recorded (`--record`).
     let variants = [
-        (1024usize, false, false),
-        (1024, true, false),
-        (1024, false, true),
-        (64 * 1024, false, false),
-        (64 * 1024, true, false),
+        (1024usize, false, false, false),
+        (1024, true, false, false),
+        (1024, false, true, false),
+        (64 * 1024, false, false, false),
+        (64 * 1024, true, false, false),
+        (1024, false, true, true),
     ];
-    for (size, sse, in_session) in variants {
+    let mut in_session_rate = f64::NAN;
+    let mut recorded_ratio = f64::NAN;
+    for (size, sse, in_session, record) in variants {
+        let recordings = tempfile::tempdir()?;
         let mut upstream = Command::new(&server);
         upstream.args([
             "--raw",
@@ -218,12 +223,16 @@ pub(crate) fn gateway_leg(seconds: f64) -> anyhow::Result<()> {
         let port = std::net::TcpListener::bind("127.0.0.1:0")?
             .local_addr()?
             .port();
-        let mut gateway = Command::new(env!("CARGO_BIN_EXE_schemagate"))
+        let mut gateway = Command::new(env!("CARGO_BIN_EXE_schemagate"));
+        gateway
             .args(["gateway", "--log-level", "warn", "--listen"])
             .arg(format!("127.0.0.1:{port}"))
             .arg("--route")
-            .arg(format!("bench={url}"))
-            .spawn()?;
+            .arg(format!("bench={url}"));
+        if record {
+            gateway.arg("--record").arg(recordings.path());
+        }
+        let mut gateway = gateway.spawn()?;
         let through = format!("http://127.0.0.1:{port}/mcp/bench");
         let figures = runtime.block_on(async {
             let health = format!("http://127.0.0.1:{port}/healthz");
@@ -250,10 +259,11 @@ pub(crate) fn gateway_leg(seconds: f64) -> anyhow::Result<()> {
             g.answer.trim_end()
         );
         let kb = size / 1024;
-        let form = match (sse, in_session) {
-            (true, _) => "SSE",
-            (false, false) => "JSON",
-            (false, true) => "JSON in a session",
+        let form = match (sse, in_session, record) {
+            (true, _, _) => "SSE",
+            (false, false, _) => "JSON",
+            (false, true, false) => "JSON in a session",
+            (false, true, true) => "JSON in a session, recorded",
         };
         println!(
             "{:<44} {:>10.1} {:>10.1} {:>12.0} {:>14} {:>14}   {:.1}, -, {:.1}",
@@ -279,6 +289,11 @@ pub(crate) fn gateway_leg(seconds: f64) -> anyhow::Result<()> {
             g.cpu_us[1],
             g.cpu_us[2]
         );
+        match (in_session, record) {
+            (true, false) if size == 1024 => in_session_rate = g.rate,
+            (true, true) => recorded_ratio = g.rate / in_session_rate,
+            _ => {}
+        }
         if size == 1024 && !in_session {
             let ratio = g.rate / d.rate;
             worst_added_p50_1kb = worst_added_p50_1kb.max(added_p50);
@@ -289,6 +304,11 @@ pub(crate) fn gateway_leg(seconds: f64) -> anyhow::Result<()> {
         "the gateway adds < 150 us p50 for 1 KB results (JSON and SSE, the worse)",
         format!("{worst_added_p50_1kb:.1} us"),
         worst_added_p50_1kb < 150.0,
+    );
+    crate::verdict_line(
+        "--record keeps >= 0.9x the gateway's rate for 1 KB JSON in a session",
+        format!("{recorded_ratio:.2}x"),
+        recorded_ratio >= 0.9,
     );
     crate::verdict_line(
         "the gateway relays 1 KB results at >= 0.6x the direct rate (the worse)",

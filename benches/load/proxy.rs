@@ -188,6 +188,46 @@ fn drive(mut peer: Peer, seconds: f64) -> anyhow::Result<Figures> {
 }
 
 /// Prints the proxy's figures: direct and proxied, for each result size.
+/// The 1 KB row through a proxy that records the session (`--record`, in a directory of its
+/// own): printed, and its rate as a share of `unrecorded`'s.
+fn recorded(server: &std::path::Path, seconds: f64, unrecorded: f64) -> anyhow::Result<f64> {
+    let dir = tempfile::tempdir()?;
+    let mut proxied = Command::new(env!("CARGO_BIN_EXE_schemagate"));
+    proxied
+        .args([
+            "proxy",
+            "--server-name",
+            "bench",
+            "--log-level",
+            "warn",
+            "--record",
+        ])
+        .arg(dir.path())
+        .arg("--")
+        .arg(server)
+        .args(["--raw", "--result-bytes", "1024"]);
+    let r = drive(Peer::spawn(proxied)?, seconds)?;
+    let written: u64 = std::fs::read_dir(dir.path())?
+        .filter_map(Result::ok)
+        .filter_map(|e| e.metadata().ok())
+        .map(|m| m.len())
+        .sum();
+    println!(
+        "{:<28} {:>10.1} {:>10.1} {:>12.0} {:>14} {:>14}   {:.1}, {:.1}, {:.1}   ({} MB recorded)",
+        "1 KB through it, recorded",
+        r.p50_us,
+        r.p99_us,
+        r.rate,
+        "",
+        "",
+        r.cpu_us[0],
+        r.cpu_us[1],
+        r.cpu_us[2],
+        written / 1_000_000
+    );
+    Ok(r.rate / unrecorded)
+}
+
 pub(crate) fn proxy_leg(seconds: f64) -> anyhow::Result<()> {
     let server = crate::mcp_test_server::build()?;
     println!();
@@ -197,6 +237,7 @@ pub(crate) fn proxy_leg(seconds: f64) -> anyhow::Result<()> {
         "result size / path", "p50 us", "p99 us", "calls/s", "added p50 us", "added p99 us"
     );
     let mut ratio_1kb = f64::NAN;
+    let mut recorded_1kb = f64::NAN;
     for size in [1024usize, 64 * 1024] {
         let mut direct = Command::new(&server);
         direct.args(["--raw", "--result-bytes", &size.to_string()]);
@@ -246,9 +287,15 @@ pub(crate) fn proxy_leg(seconds: f64) -> anyhow::Result<()> {
         );
         if size == 1024 {
             ratio_1kb = p.rate / d.rate;
+            recorded_1kb = recorded(&server, seconds, p.rate)?;
         }
     }
     println!("targets: added p50 < 100 us and p99 < 1000 us for 1 KB results; at least 10,000 calls/s through the proxy");
+    crate::verdict_line(
+        "--record keeps >= 0.9x the proxy's rate at 1 KB results",
+        format!("{recorded_1kb:.2}x"),
+        recorded_1kb >= 0.9,
+    );
     crate::verdict_line(
         "the proxy relays 1 KB results at >= 0.8x the rate of the direct stdio pair",
         format!("{ratio_1kb:.2}x"),

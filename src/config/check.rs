@@ -1,11 +1,10 @@
 //! `schemagate check`'s flags.
 
 use super::*;
-use crate::cli::check::{CheckConfig, Format, GateFactory};
+use crate::cli::check::{CheckConfig, Format};
 use crate::cli::Output;
 use crate::core::auth::Auth;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 /// The most threads `--jobs` may ask for.
 const MAX_JOBS: usize = 1024;
@@ -86,23 +85,19 @@ impl CheckArgs {
             DEFAULT_MAX_BATCH_ITEMS,
             Duration::from_secs(DEFAULT_BODY_READ_TIMEOUT_SECS),
         )?;
-        let policy = self.policy;
-        let gates: GateFactory = Arc::new(move || {
-            mcp_gate_config(McpGate {
-                limits,
-                max_message_bytes: max_line_bytes,
-                policy: policy.clone(),
-                // Check lines are judged on the command's own threads; each transcript has a
-                // core of its own, whose one worker takes its large payloads.
-                worker_threads: 1,
-                registry: None,
-                auth: Auth::new(None, Vec::new())?,
-            })
-        });
-        // A policy that cannot be read is said now, once.
-        gates()?;
+        // A policy that cannot be read is said now.
+        let gate = mcp_gate_config(McpGate {
+            limits,
+            max_message_bytes: max_line_bytes,
+            policy: self.policy,
+            // Check lines are judged on the command's own threads; the transcripts, a session
+            // of the core each, share its workers (one per core) for their large payloads.
+            worker_threads: 0,
+            registry: None,
+            auth: Auth::new(None, Vec::new())?,
+        })?;
         Ok(CheckConfig {
-            gates,
+            gate,
             logs: self.logs,
             tools: self.tools,
             server: self.server,

@@ -91,8 +91,8 @@ pub async fn run(
     )
     .await?;
     // What the session's last messages left queued reaches the file before the process exits.
-    if let Some(recording) = &recording {
-        recording.flush();
+    if let Some(recording) = recording {
+        let _ = tokio::task::spawn_blocking(move || recording.flush()).await;
     }
     Ok(child::exit_code(status))
 }

@@ -50,16 +50,15 @@ pub enum Format {
     Jsonrpc,
 }
 
-/// Makes the core's configuration: policy and limits, as the service's. Each transcript is
-/// replayed on a core of its own, so the contracts one lists stay its own.
-pub type GateFactory = Arc<dyn Fn() -> anyhow::Result<GateConfig> + Send + Sync>;
-
 /// A server's `tools/list` result, by the server's name.
 type Contracts = Vec<(String, bytes::Bytes)>;
 
 /// What `schemagate check` needs, built from its flags.
 pub struct CheckConfig {
-    pub gates: GateFactory,
+    /// The core's configuration: policy and limits, as the service's. Each transcript is
+    /// replayed on a session of the core ([`Gate::session`]), so the contracts one lists stay
+    /// its own.
+    pub gate: GateConfig,
     pub logs: Vec<PathBuf>,
     /// `tools/list` results: one server's (named by `server`), or `{"servers": {...}}`.
     pub tools: Option<PathBuf>,
@@ -84,11 +83,8 @@ pub struct CheckConfig {
 /// What every part of one run shares.
 #[derive(Clone)]
 struct Run {
+    /// The core, with the tools file's contracts; each transcript gets a session of it.
     gate: Arc<Gate>,
-    /// A core for each transcript.
-    gates: GateFactory,
-    /// The tools file's contracts, registered on every core.
-    contracts: Arc<Contracts>,
     recorder: Recorder,
     jobs: usize,
     max_line_bytes: usize,
@@ -149,7 +145,7 @@ impl Finished {
 
 async fn check(config: CheckConfig, err: &mut dyn Write) -> anyhow::Result<Finished> {
     let names = refuse_clashing_files(&config)?;
-    let gate = Gate::new((config.gates)()?)?;
+    let gate = Gate::new(config.gate)?;
     let mut kept = Kept::default();
     let mut tally = Tally::default();
     let (contracts, server) = contracts(
@@ -193,8 +189,7 @@ async fn check(config: CheckConfig, err: &mut dyn Write) -> anyhow::Result<Finis
     };
     let run = Run {
         gate,
-        gates: config.gates,
-        contracts: Arc::new(contracts),
+
         recorder,
         jobs: config.jobs.max(1),
         max_line_bytes: config.max_line_bytes,

@@ -20,7 +20,6 @@ use super::tally::Tally;
 use super::{InputError, Kept, Run, STDIN};
 use crate::core::auth::Caller;
 use crate::core::check::PayloadKind;
-use crate::core::gate::Gate;
 use crate::core::metrics::Transport;
 use crate::mcp::{
     Boundary, BoundaryConfig, Direction, Framing, Judged, Link, Observer, Outgoing, Unjudged,
@@ -114,10 +113,39 @@ pub(super) async fn run(
 /// Lines of a transcript read for its server's name, at most.
 const NAMING_LINES: usize = 64;
 
+/// A transcript smaller than this is read whole at once (one read, rather than a read of the
+/// blocking pool per buffer).
+const WHOLE_FILE_BYTES: u64 = 4 << 20;
+
+/// Where a transcript's lines come from.
+enum Input {
+    Stdin,
+    /// A small file, read whole.
+    Whole(Vec<u8>),
+    File,
+}
+
+impl Input {
+    async fn open(path: &std::path::Path) -> std::io::Result<Input> {
+        if path.to_str() == Some(STDIN) {
+            return Ok(Input::Stdin);
+        }
+        let len = tokio::fs::metadata(path).await?.len();
+        match len <= WHOLE_FILE_BYTES {
+            true => Ok(Input::Whole(tokio::fs::read(path).await?)),
+            false => Ok(Input::File),
+        }
+    }
+}
+
 /// The server a transcript speaks to, when `--server` does not say: its recording's file name
 /// (`SERVER-START-SESSION.jsonl`), else the `serverInfo.name` of the `initialize` answer among
 /// its first lines.
-async fn server_of(path: &std::path::Path, max_line_bytes: usize) -> Result<String, String> {
+async fn server_of(
+    path: &std::path::Path,
+    input: &Input,
+    max_line_bytes: usize,
+) -> Result<String, String> {
     if let Some(server) = crate::ops::record::server_of(path) {
         return Ok(server);
     }
@@ -126,13 +154,23 @@ async fn server_of(path: &std::path::Path, max_line_bytes: usize) -> Result<Stri
             "name its server with --server NAME: it is no recording named SERVER-START-SESSION.jsonl, and no initialize answer with serverInfo.name is among its first {NAMING_LINES} lines"
         )
     };
-    if path.to_str() == Some(STDIN) {
-        return Err(unnamed());
-    }
-    let input = tokio::fs::File::open(path)
-        .await
-        .map_err(|e| format!("cannot read it: {e}"))?;
-    let mut lines = Lines::new(input, max_line_bytes);
+    let mut lines = match input {
+        Input::Stdin => return Err(unnamed()),
+        Input::Whole(bytes) => Lines::new(
+            Box::new(std::io::Cursor::new(bytes.as_slice()))
+                as Box<dyn tokio::io::AsyncRead + Send + Unpin + '_>,
+            max_line_bytes,
+        ),
+        Input::File => {
+            let file = tokio::fs::File::open(path)
+                .await
+                .map_err(|e| format!("cannot read it: {e}"))?;
+            Lines::new(
+                Box::new(file) as Box<dyn tokio::io::AsyncRead + Send + Unpin + '_>,
+                max_line_bytes,
+            )
+        }
+    };
     for _ in 0..NAMING_LINES {
         let Ok(Some(Line::Message(text))) = lines.next().await else {
             break;
@@ -171,27 +209,32 @@ async fn replay(
     mut config: BoundaryConfig,
     done: SyncSender<Batch>,
 ) -> Tally {
+    let unread = |message: String| {
+        let batch = Batch {
+            file,
+            last: true,
+            errors: vec![InputError {
+                file: path.display().to_string(),
+                line: None,
+                code: None,
+                message,
+            }],
+            ..Batch::default()
+        };
+        let _ = done.send(batch);
+        Tally {
+            input_errors: 1,
+            ..Tally::default()
+        }
+    };
+    let input = match Input::open(path).await {
+        Ok(input) => input,
+        Err(e) => return unread(format!("cannot read it: {e}")),
+    };
     if config.server.is_empty() {
-        match server_of(path, run.max_line_bytes).await {
+        match server_of(path, &input, run.max_line_bytes).await {
             Ok(server) => config.server = server,
-            Err(message) => {
-                let batch = Batch {
-                    file,
-                    last: true,
-                    errors: vec![InputError {
-                        file: path.display().to_string(),
-                        line: None,
-                        code: None,
-                        message,
-                    }],
-                    ..Batch::default()
-                };
-                let _ = done.send(batch);
-                return Tally {
-                    input_errors: 1,
-                    ..Tally::default()
-                };
-            }
+            Err(message) => return unread(message),
         }
     }
     let observer = Arc::new(Verdicts {
@@ -204,20 +247,19 @@ async fn replay(
             sent: 0,
         }),
     });
-    let read = match (run.gates)().and_then(Gate::new) {
-        Ok(gate) => {
-            super::register(&gate, &run.contracts, None);
-            let boundary = Boundary::new(gate, Caller::open(), config)
-                .observed(Arc::clone(&observer) as Arc<dyn Observer>);
-            match path.to_str() {
-                Some(STDIN) => session(tokio::io::stdin(), run, &boundary, &observer, &done).await,
-                _ => match tokio::fs::File::open(path).await {
-                    Ok(input) => session(input, run, &boundary, &observer, &done).await,
-                    Err(e) => Err(e),
-                },
-            }
+    // A core of the session's own, seeded with the tools file's contracts (compiled once).
+    let boundary = Boundary::new(run.gate.session(), Caller::open(), config)
+        .observed(Arc::clone(&observer) as Arc<dyn Observer>);
+    let read = match input {
+        Input::Stdin => session(tokio::io::stdin(), run, &boundary, &observer, &done).await,
+        Input::Whole(bytes) => {
+            let input = std::io::Cursor::new(bytes);
+            session(input, run, &boundary, &observer, &done).await
         }
-        Err(e) => Err(std::io::Error::other(format!("{e:#}"))),
+        Input::File => match tokio::fs::File::open(path).await {
+            Ok(input) => session(input, run, &boundary, &observer, &done).await,
+            Err(e) => Err(e),
+        },
     };
     let mut state = observer.take();
     if let Err(e) = read {

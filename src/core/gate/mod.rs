@@ -65,7 +65,9 @@ pub struct Gate {
     judge: Judge,
     /// What the gate shares with its judge: limits, policy, cache, registry, texts, metrics.
     parts: Arc<Parts>,
-    executor: Executor,
+    /// Shared by the sessions made from this gate ([`Gate::session`]); its workers stop when
+    /// the last holder goes.
+    executor: Arc<Executor>,
     receiving: Arc<Receiving>,
     auth: Arc<Auth>,
     instrument: Instrument,
@@ -117,13 +119,39 @@ impl Gate {
         Ok(Arc::new(Gate {
             judge: Judge::new(Arc::clone(&parts)),
             parts,
-            executor: Executor::new(config.worker_threads, config.queue)?,
+            executor: Arc::new(Executor::new(config.worker_threads, config.queue)?),
             receiving: Receiving::new(config.max_receiving_bytes),
             registering: tokio::sync::Mutex::new(()),
             auth: Arc::new(config.auth),
             instrument: Instrument::new(metrics),
             ready: AtomicBool::new(true),
         }))
+    }
+
+    /// A core for one session replayed offline (`schemagate check --format jsonrpc`): a registry
+    /// of its own, seeded with this gate's contracts, so that what the session lists judges only
+    /// it; the policy, the compiled schemas, the schema texts, the metrics and the workers shared
+    /// with this gate, so that no schema is compiled twice and no thread started per session.
+    pub fn session(&self) -> Arc<Gate> {
+        let parts = Arc::new(Parts {
+            limits: self.parts.limits,
+            policy: Arc::clone(&self.parts.policy),
+            cache: Arc::clone(&self.parts.cache),
+            registry: Arc::new(Registry::seeded_from(&self.parts.registry)),
+            texts: Arc::clone(&self.parts.texts),
+            shared: None,
+            metrics: Arc::clone(&self.parts.metrics),
+        });
+        Arc::new(Gate {
+            judge: Judge::new(Arc::clone(&parts)),
+            instrument: Instrument::new(Arc::clone(&parts.metrics)),
+            parts,
+            executor: Arc::clone(&self.executor),
+            receiving: Arc::clone(&self.receiving),
+            registering: tokio::sync::Mutex::new(()),
+            auth: Arc::clone(&self.auth),
+            ready: AtomicBool::new(true),
+        })
     }
 
     pub fn limits(&self) -> &Limits {

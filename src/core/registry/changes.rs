@@ -7,6 +7,59 @@ use super::{AcceptedHashes, Provenance, RegisteredSchema, Registry, ToolSchemas,
 use crate::core::policy::{CompileOptions, Policy};
 use std::sync::Arc;
 
+/// Most changes remembered by [`Judged`].
+const JUDGED_CHANGES: u64 = 4096;
+
+/// Changes judged before: what comparing two contracts gave, by their contract hashes and the
+/// options they were judged under (a comparison is a function of those alone). Saves the
+/// canonical analysis when the same listings are registered again and again (`schemagate check`
+/// replaying many sessions of one server).
+pub struct Judged(moka::sync::Cache<(String, String, usize), Option<ToolChange>>);
+
+impl Judged {
+    pub fn new() -> Self {
+        Self(moka::sync::Cache::new(JUDGED_CHANGES))
+    }
+
+    /// `old` against `new` (the same tool), judged now or before.
+    fn compare(
+        &self,
+        old: Option<&ToolSchemas>,
+        new: Option<&ToolSchemas>,
+        options: CompileOptions,
+        usable: &dyn Fn(&RegisteredSchema) -> bool,
+    ) -> Option<ToolChange> {
+        let (Some(was), Some(is)) = (old, new) else {
+            return history::compare(old, new, options, usable);
+        };
+        let key = (
+            history::contract_hash(Some(was)),
+            history::contract_hash(Some(is)),
+            options.index(),
+        );
+        let mut change = self
+            .0
+            .get_with(key, || history::compare(old, new, options, usable))?;
+        // The same contracts under another name judge alike.
+        change.tool = is.name.as_str().to_owned();
+        Some(change)
+    }
+}
+
+impl std::fmt::Debug for Judged {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Judged")
+            .field("changes", &self.0.entry_count())
+            .finish()
+    }
+}
+
+impl Default for Judged {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Registry {
     /// Accepts `hash` as `tool`'s contract on `server` past a pin (in this process).
     pub fn accept(&self, server: &str, tool: &str, hash: &str) {
@@ -144,7 +197,8 @@ impl Registry {
             let name = tool.name.as_str();
             let analysed = |s: &RegisteredSchema| usable(name, s);
             if let Some(change) =
-                history::compare(base_tool(name), Some(tool), options(name), &analysed)
+                self.judged
+                    .compare(base_tool(name), Some(tool), options(name), &analysed)
             {
                 versions.push((
                     name.to_owned(),

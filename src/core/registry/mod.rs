@@ -281,6 +281,9 @@ pub struct Registry {
     /// Contract hashes accepted past a pin, by server and tool (in this process; a shared
     /// registry keeps them in Redis).
     accepted: Mutex<Accepted>,
+    /// Changes judged before, by the two contracts' hashes: shared with the registries seeded
+    /// from this one, so that sessions replaying the same listings judge each change once.
+    judged: Arc<changes::Judged>,
 }
 
 /// Accepted contract hashes: by server, the tool and hash pairs.
@@ -293,6 +296,15 @@ pub type AcceptedHashes = hashbrown::HashSet<(String, String)>;
 const MAX_ACCEPTED: usize = 10_000;
 
 impl Registry {
+    /// A registry of its own holding `other`'s contracts as they are now (no history, no
+    /// accepted hashes): what it registers from then on is its alone.
+    pub fn seeded_from(other: &Registry) -> Self {
+        let mut registry = Self::new(other.max_tools);
+        registry.servers.store(other.servers.load_full());
+        registry.judged = Arc::clone(&other.judged);
+        registry
+    }
+
     pub fn new(max_tools: usize) -> Self {
         Self {
             servers: ArcSwap::from_pointee(Servers::default()),
@@ -305,6 +317,7 @@ impl Registry {
             ),
             listing_base: Mutex::new(HashMap::new()),
             accepted: Mutex::new(HashMap::new()),
+            judged: Arc::new(changes::Judged::new()),
         }
     }
 
