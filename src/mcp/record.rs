@@ -99,13 +99,17 @@ impl Recording {
         Self { tape, redact }
     }
 
-    /// A message read from a peer, as it came (redacted where asked).
-    pub(super) fn received(&self, line: &[u8]) {
-        let line = trim(line);
-        if line.is_empty() {
+    /// A message read from a peer, as it came (redacted where asked): without redaction, the
+    /// line itself is handed over, not a copy.
+    pub(super) fn received(&self, line: &bytes::Bytes) {
+        let trimmed = trim(line);
+        if trimmed.is_empty() {
             return;
         }
-        self.tape.write(self.redacted(line));
+        match self.redact.is_empty() {
+            true => self.tape.write(line.slice_ref(trimmed)),
+            false => self.tape.write(self.redacted(trimmed).into()),
+        }
     }
 
     /// A message schemagate wrote itself, sent `direction`.
@@ -119,7 +123,7 @@ impl Recording {
         line.extend_from_slice(b"\",\"message\":");
         line.extend_from_slice(&message);
         line.push(b'}');
-        self.tape.write(line);
+        self.tape.write(line.into());
     }
 
     fn redacted(&self, line: &[u8]) -> Vec<u8> {

@@ -24,6 +24,8 @@ use std::time::{Duration, SystemTime};
 const QUEUE: usize = 16 * 1024;
 /// A recording's file name ends so.
 const SUFFIX: &str = ".jsonl";
+/// The writer's pause between drains while lines keep coming.
+const PAUSE: Duration = Duration::from_millis(2);
 
 /// Where and how much to record.
 #[derive(Debug, Clone)]
@@ -81,7 +83,7 @@ enum Job {
     },
     Line {
         file: u64,
-        line: Vec<u8>,
+        line: bytes::Bytes,
     },
     Close {
         file: u64,
@@ -197,7 +199,7 @@ impl std::fmt::Debug for Tape {
 
 impl Tape {
     /// Hands one line (without its newline) to the writer.
-    pub fn write(&self, line: Vec<u8>) {
+    pub fn write(&self, line: bytes::Bytes) {
         self.recorder.send(Job::Line {
             file: self.file,
             line,
@@ -319,9 +321,19 @@ impl Files {
     fn run(mut self, jobs: Receiver<Job>) {
         while let Ok(job) = jobs.recv() {
             self.job(job);
-            // Whatever else is waiting, then one flush for all of it.
-            while let Ok(job) = jobs.try_recv() {
-                self.job(job);
+            // Whatever else is waiting; while lines keep coming, a pause between drains (the
+            // relays hand lines over without waking this thread each time), then one flush for
+            // all of it.
+            loop {
+                let mut drained = 0;
+                while let Ok(job) = jobs.try_recv() {
+                    self.job(job);
+                    drained += 1;
+                }
+                if drained == 0 {
+                    break;
+                }
+                std::thread::sleep(PAUSE);
             }
             for open in self.open.values_mut() {
                 if let Some(writer) = &mut open.writer {
@@ -467,8 +479,8 @@ mod tests {
         let (count, seen) = counting();
         let recorder = Recorder::start(config(dir.path(), 1 << 20, 1 << 20), count).expect("start");
         let tape = recorder.tape("crm/prod", "s1").expect("sampled");
-        tape.write(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#.to_vec());
-        tape.write(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#.to_vec());
+        tape.write(bytes::Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#));
+        tape.write(bytes::Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#));
         drop(tape);
         recorder.flush();
         let files: Vec<PathBuf> = std::fs::read_dir(dir.path())
@@ -502,13 +514,13 @@ mod tests {
         let recorder = Recorder::start(config(dir.path(), 30, 50), count).expect("start");
         let first = recorder.tape("a", "1").expect("sampled");
         for _ in 0..4 {
-            first.write(b"123456789".to_vec());
+            first.write(bytes::Bytes::from_static(b"123456789"));
         }
         drop(first);
         recorder.flush();
         let second = recorder.tape("a", "2").expect("sampled");
         for _ in 0..3 {
-            second.write(b"abcdefghi".to_vec());
+            second.write(bytes::Bytes::from_static(b"abcdefghi"));
         }
         recorder.flush();
         let outcomes = seen.lock().expect("lock").clone();
@@ -531,7 +543,7 @@ mod tests {
         // With no closed recording left to remove, the directory's bound holds.
         let third = recorder.tape("a", "3").expect("sampled");
         for _ in 0..3 {
-            third.write(b"ABCDEFGHI".to_vec());
+            third.write(bytes::Bytes::from_static(b"ABCDEFGHI"));
         }
         recorder.flush();
         let last = seen.lock().expect("lock").clone();
