@@ -479,8 +479,12 @@ mod tests {
         let (count, seen) = counting();
         let recorder = Recorder::start(config(dir.path(), 1 << 20, 1 << 20), count).expect("start");
         let tape = recorder.tape("crm/prod", "s1").expect("sampled");
-        tape.write(bytes::Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#));
-        tape.write(bytes::Bytes::from_static(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#));
+        tape.write(bytes::Bytes::from_static(
+            br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+        ));
+        tape.write(bytes::Bytes::from_static(
+            br#"{"jsonrpc":"2.0","id":1,"result":{}}"#,
+        ));
         drop(tape);
         recorder.flush();
         let files: Vec<PathBuf> = std::fs::read_dir(dir.path())

@@ -65,6 +65,17 @@ pub enum Effect {
     Unclear,
 }
 
+impl Effect {
+    /// What the contrary edit does (a member removed where one added widens, say).
+    fn opposite(self) -> Effect {
+        match self {
+            Effect::Widens => Effect::Narrows,
+            Effect::Narrows => Effect::Widens,
+            Effect::Unclear => Effect::Unclear,
+        }
+    }
+}
+
 /// The differences between `old` and `new`, in document order of `new` (then what `old` alone
 /// had).
 #[cfg(test)]
@@ -111,11 +122,10 @@ impl Walk {
     fn say(&mut self, at: &str, effect: Effect, what: impl FnOnce() -> String) {
         if self.out.len() < MAX_REASONS {
             let at = if at.is_empty() { "(root)" } else { at };
-            let effect = match (self.polarity, effect) {
-                (Polarity::Kept, effect) => effect,
-                (Polarity::Turned, Effect::Widens) => Effect::Narrows,
-                (Polarity::Turned, Effect::Narrows) => Effect::Widens,
-                _ => Effect::Unclear,
+            let effect = match self.polarity {
+                Polarity::Kept => effect,
+                Polarity::Turned => effect.opposite(),
+                Polarity::Lost => Effect::Unclear,
             };
             self.out.push((format!("{at}: {}", what()), effect));
         } else {
@@ -296,11 +306,7 @@ impl Walk {
             old.and_then(Value::as_object).unwrap_or(&empty),
             new.and_then(Value::as_object).unwrap_or(&empty),
         );
-        let removed = match added {
-            Effect::Widens => Effect::Narrows,
-            Effect::Narrows => Effect::Widens,
-            Effect::Unclear => Effect::Unclear,
-        };
+        let removed = added.opposite();
         for (name, after) in new {
             let here = format!("{at}/{}", escape(name));
             match old.get(name) {
@@ -357,11 +363,7 @@ impl Walk {
             "allOf" => Effect::Narrows,
             _ => Effect::Unclear,
         };
-        let removed = match added {
-            Effect::Widens => Effect::Narrows,
-            Effect::Narrows => Effect::Widens,
-            Effect::Unclear => Effect::Unclear,
-        };
+        let removed = added.opposite();
         let (old_set, new_set) = (texts(old), texts(new));
         let mut unmatched_old: Vec<usize> = (0..old.len())
             .filter(|&i| !new_set.contains(&old[i].to_string()))
