@@ -31,7 +31,7 @@ pub struct RecordArgs {
     pub record_sample: f64,
     /// A value not to record, as a JSON pointer into each message's `params` and `result`
     /// (`/arguments/password`, `/structuredContent/token`); repeat for more. It is recorded as
-    /// "[redacted]".
+    /// the string `[redacted]`.
     #[arg(
         long,
         env = "SCHEMAGATE_RECORD_REDACT",
