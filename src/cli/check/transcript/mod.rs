@@ -3,48 +3,36 @@
 //! verdict it got, or would have got, on the wire. A transcript is one session, judged in order;
 //! several run at once, up to `jobs`.
 //!
-//! A transcript does not say which way each message went; it is read from the messages:
-//! requests go to the server, but for the ones only a server sends (`sampling/createMessage`,
-//! `elicitation/create`, `roots/list`, a `ping` whose id the client awaits); an answer goes back
-//! to whichever side sent the request it answers (when both await one with its id, the request
-//! sent last: a server's request made while the client's call runs); notifications go to the
-//! client, but for those only a client sends (`notifications/initialized`,
-//! `notifications/roots/list_changed`, and `notifications/cancelled` of a client's request).
+//! A transcript does not say which way each message went; it is read from the messages
+//! ([`directions`]). Its server is `--server`, or what the transcript says ([`input`]); a
+//! recording's marked lines (what schemagate wrote) are passed over or taken as the rules' own
+//! requests.
 //!
 //! A recording made without schemagate holds the server's answers to calls the rules would have
 //! refused (their arguments rejected): through schemagate the server never saw those calls, so
 //! their answers are passed over.
 
+mod directions;
+mod input;
+
 use super::sink::{Batch, Position, Recorder, Sink, Subject, Wire};
 use super::tally::Tally;
-use super::{InputError, Kept, Run, STDIN};
+use super::{InputError, Kept, Run};
 use crate::core::auth::Caller;
 use crate::core::check::PayloadKind;
 use crate::core::metrics::Transport;
-use crate::mcp::{
-    Boundary, BoundaryConfig, Direction, Framing, Judged, Link, Observer, Outgoing, Unjudged,
-};
+use crate::mcp::{Boundary, BoundaryConfig, Direction, Judged, Link, Observer, Outgoing, Unjudged};
 use crate::ops::lines::{Line, Lines};
+use directions::{Directions, MAX_PENDING};
 use futures_util::StreamExt;
-use serde_json::value::RawValue;
-use std::collections::{HashMap, HashSet};
+use input::{server_of, Input};
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::SyncSender;
 use std::sync::{Arc, Mutex};
 use tokio::io::AsyncRead;
 
-/// Requests only a server sends.
-const SERVER_REQUESTS: [&str; 3] = ["sampling/createMessage", "elicitation/create", "roots/list"];
-/// Notifications only a client sends (besides `notifications/cancelled`, read by its id).
-const CLIENT_NOTIFICATIONS: [&str; 2] = [
-    "notifications/initialized",
-    "notifications/roots/list_changed",
-];
-/// Request ids awaiting an answer that are remembered; past it, they are forgotten.
-const MAX_PENDING: usize = 65_536;
-/// The longest request id remembered.
-const MAX_ID_BYTES: usize = 256;
 /// Verdicts per batch sent to the sink.
 const BATCH_CHECKS: u64 = 256;
 
@@ -108,96 +96,6 @@ pub(super) async fn run(
             .unwrap_or_default();
     kept.errors.splice(0..0, failed);
     Ok((tally, kept, written))
-}
-
-/// Lines of a transcript read for its server's name, at most.
-const NAMING_LINES: usize = 64;
-
-/// A transcript smaller than this is read whole at once (one read, rather than a read of the
-/// blocking pool per buffer).
-const WHOLE_FILE_BYTES: u64 = 4 << 20;
-
-/// Where a transcript's lines come from.
-enum Input {
-    Stdin,
-    /// A small file, read whole.
-    Whole(Vec<u8>),
-    File,
-}
-
-impl Input {
-    async fn open(path: &std::path::Path) -> std::io::Result<Input> {
-        if path.to_str() == Some(STDIN) {
-            return Ok(Input::Stdin);
-        }
-        let len = tokio::fs::metadata(path).await?.len();
-        match len <= WHOLE_FILE_BYTES {
-            true => Ok(Input::Whole(tokio::fs::read(path).await?)),
-            false => Ok(Input::File),
-        }
-    }
-}
-
-/// The server a transcript speaks to, when `--server` does not say: its recording's file name
-/// (`SERVER-START-SESSION.jsonl`), else the `serverInfo.name` of the `initialize` answer among
-/// its first lines.
-async fn server_of(
-    path: &std::path::Path,
-    input: &Input,
-    max_line_bytes: usize,
-) -> Result<String, String> {
-    if let Some(server) = crate::ops::record::server_of(path) {
-        return Ok(server);
-    }
-    let unnamed = || {
-        format!(
-            "name its server with --server NAME: it is no recording named SERVER-START-SESSION.jsonl, and no initialize answer with serverInfo.name is among its first {NAMING_LINES} lines"
-        )
-    };
-    let mut lines = match input {
-        Input::Stdin => return Err(unnamed()),
-        Input::Whole(bytes) => Lines::new(
-            Box::new(std::io::Cursor::new(bytes.as_slice()))
-                as Box<dyn tokio::io::AsyncRead + Send + Unpin + '_>,
-            max_line_bytes,
-        ),
-        Input::File => {
-            let file = tokio::fs::File::open(path)
-                .await
-                .map_err(|e| format!("cannot read it: {e}"))?;
-            Lines::new(
-                Box::new(file) as Box<dyn tokio::io::AsyncRead + Send + Unpin + '_>,
-                max_line_bytes,
-            )
-        }
-    };
-    for _ in 0..NAMING_LINES {
-        let Ok(Some(Line::Message(text))) = lines.next().await else {
-            break;
-        };
-        #[derive(serde::Deserialize)]
-        struct Info<'a> {
-            #[serde(borrow)]
-            name: std::borrow::Cow<'a, str>,
-        }
-        #[derive(serde::Deserialize)]
-        struct Initialized<'a> {
-            #[serde(borrow, rename = "serverInfo")]
-            server_info: Info<'a>,
-        }
-        #[derive(serde::Deserialize)]
-        struct Answer<'a> {
-            #[serde(borrow)]
-            result: Initialized<'a>,
-        }
-        if let Ok(answer) = serde_json::from_slice::<Answer<'_>>(&text) {
-            let name = answer.result.server_info.name;
-            if !name.is_empty() {
-                return Ok(name.into_owned());
-            }
-        }
-    }
-    Err(unnamed())
 }
 
 /// One transcript, replayed as one session on a core of its own (with the tools file's
@@ -364,161 +262,6 @@ async fn session(
         }
     }
     Ok(())
-}
-
-/// One message's way, and the ids the replay follows: a client's request's, an answer's to the
-/// client (for a message alone, not in a batch).
-struct Read {
-    direction: Direction,
-    request: Option<String>,
-    answer: Option<String>,
-}
-
-impl From<Direction> for Read {
-    fn from(direction: Direction) -> Self {
-        Read {
-            direction,
-            request: None,
-            answer: None,
-        }
-    }
-}
-
-/// Which way each message went, read from the messages (see the module's notes).
-#[derive(Default)]
-struct Directions {
-    /// Requests awaiting their answer, by id: when the client's and the server's were sent
-    /// (an order number), for each side that sent one.
-    pending: HashMap<Box<str>, [Option<u64>; 2]>,
-    sent: u64,
-}
-
-/// The sides, as [`Directions::pending`] indexes them.
-const CLIENT: usize = 0;
-const SERVER: usize = 1;
-
-impl Directions {
-    /// `None`: not JSON-RPC. A batch goes the way its first message goes (its items are read
-    /// one level deep: an array inside a batch is no message; a batch of none is not JSON-RPC).
-    fn of(&mut self, text: &[u8]) -> Option<Read> {
-        let batch = text.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'[');
-        if !batch {
-            return self.one(text);
-        }
-        let items: Vec<&RawValue> = serde_json::from_slice(text).ok()?;
-        let mut first = None;
-        for item in items {
-            if item.get().starts_with('[') {
-                continue;
-            }
-            let direction = self.one(item.get().as_bytes()).map(|read| read.direction);
-            first = first.or(direction);
-        }
-        first.map(Read::from)
-    }
-
-    fn one(&mut self, text: &[u8]) -> Option<Read> {
-        match crate::mcp::framing(text) {
-            Framing::Request { id, method } => {
-                let clients = self
-                    .pending
-                    .get(id.as_str())
-                    .is_some_and(|p| p[CLIENT].is_some());
-                // A `ping` with an id the client awaits an answer to is the server's.
-                let servers =
-                    SERVER_REQUESTS.contains(&method.as_str()) || (method == "ping" && clients);
-                if servers {
-                    self.sent(id, SERVER);
-                    return Some(Direction::ToClient.into());
-                }
-                self.sent(id.clone(), CLIENT);
-                Some(Read {
-                    direction: Direction::ToServer,
-                    request: Some(id),
-                    answer: None,
-                })
-            }
-            Framing::Other {
-                method: Some(method),
-            } => {
-                if CLIENT_NOTIFICATIONS.contains(&method.as_str()) {
-                    return Some(Direction::ToServer.into());
-                }
-                if method == "notifications/cancelled" {
-                    // Sent by the side whose request it cancels.
-                    let id = cancelled_id(text).unwrap_or_default();
-                    let servers = self
-                        .pending
-                        .get(id.as_str())
-                        .is_some_and(|p| p[SERVER].is_some() && p[CLIENT].is_none());
-                    let direction = if servers {
-                        Direction::ToClient
-                    } else {
-                        Direction::ToServer
-                    };
-                    return Some(direction.into());
-                }
-                Some(Direction::ToClient.into())
-            }
-            Framing::Other { method: None } => {
-                let id = crate::mcp::message_head(text).id.unwrap_or_default();
-                let to_client = |id| Read {
-                    direction: Direction::ToClient,
-                    request: None,
-                    answer: Some(id),
-                };
-                let Some(pending) = self.pending.get_mut(id.as_str()) else {
-                    return Some(to_client(id));
-                };
-                // Both sides await an answer with this id: the request sent last is answered
-                // first (a server's request made while the client's call runs).
-                let side = match *pending {
-                    [Some(client), Some(server)] if server > client => SERVER,
-                    [None, Some(_)] => SERVER,
-                    _ => CLIENT,
-                };
-                pending[side] = None;
-                if pending.iter().all(Option::is_none) {
-                    self.pending.remove(id.as_str());
-                }
-                Some(if side == SERVER {
-                    Direction::ToServer.into()
-                } else {
-                    to_client(id)
-                })
-            }
-            Framing::Batch | Framing::NotJsonRpc => None,
-        }
-    }
-
-    /// A request `id` sent by `side`. Ids past [`MAX_ID_BYTES`] are not remembered (their
-    /// answers go to the client); past [`MAX_PENDING`], the ones remembered are forgotten.
-    fn sent(&mut self, id: String, side: usize) {
-        if id.len() > MAX_ID_BYTES {
-            return;
-        }
-        if self.pending.len() >= MAX_PENDING && !self.pending.contains_key(id.as_str()) {
-            self.pending.clear();
-        }
-        self.sent += 1;
-        self.pending.entry(id.into()).or_default()[side] = Some(self.sent);
-    }
-}
-
-/// The `requestId` of a `notifications/cancelled`, as JSON text.
-fn cancelled_id(text: &[u8]) -> Option<String> {
-    #[derive(serde::Deserialize)]
-    struct Params<'a> {
-        #[serde(borrow, rename = "requestId")]
-        request_id: &'a RawValue,
-    }
-    #[derive(serde::Deserialize)]
-    struct Note<'a> {
-        #[serde(borrow)]
-        params: Params<'a>,
-    }
-    let note: Note<'_> = serde_json::from_slice(text).ok()?;
-    Some(note.params.request_id.get().to_owned())
 }
 
 /// The transport under a replayed session: nothing is sent; the rules' own requests are kept
