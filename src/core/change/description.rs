@@ -174,6 +174,12 @@ fn cut(text: &str, limit: usize) -> String {
 /// spaces between edited words belong to the edit), with up to [`CONTEXT_WORDS`] unchanged words
 /// around each, longer unchanged runs elided as `…`.
 fn word_diff(old: &str, new: &str) -> String {
+    render(&segments(old, new))
+}
+
+/// The runs of a word diff of `old` into `new`, the spaces between edited words given to the
+/// edit.
+fn segments(old: &str, new: &str) -> Vec<Segment> {
     let diff = TextDiff::configure()
         .deadline(Instant::now() + DIFF_DEADLINE)
         .diff_words(old, new);
@@ -235,6 +241,12 @@ fn word_diff(old: &str, new: &str) -> String {
             }
         }
     }
+    segments
+}
+
+/// A word diff's runs as text: each edit marked, unchanged runs cut to the words next to the
+/// edits, the whole cut at a word past [`MAX_REASON`].
+fn render(segments: &[Segment]) -> String {
     let last = segments.len().saturating_sub(1);
     let mut out = String::new();
     let space = |out: &mut String| {

@@ -174,6 +174,8 @@ impl Translation<'_> {
         }
     }
 
+    /// `schema` in 2020-12: a schema with `$ref` before 2019-09 as [`Self::alone_ref`] says,
+    /// any other keyword by keyword.
     fn schema(&mut self, schema: &Value, depth: usize) -> Result<Value, String> {
         if depth > MAX_DEPTH {
             return Err(format!("nested deeper than {MAX_DEPTH}"));
@@ -182,134 +184,171 @@ impl Translation<'_> {
             return Ok(schema.clone());
         };
         let before_2019 = !matches!(self.draft, Draft::Draft201909 | Draft::Draft202012);
-        // Before 2019-09, `$ref` stands alone: what is beside it is ignored (but `definitions`
-        // stay reachable by pointer).
         if before_2019 && map.contains_key("$ref") {
-            let mut out = Map::new();
-            let mut dropped = false;
-            for (key, value) in map {
-                match key.as_str() {
-                    "$ref" => {
-                        out.insert("$ref".to_owned(), self.reference(value));
-                    }
-                    "definitions" | "$defs" => self.defs(&mut out, key, value, depth)?,
-                    "$schema" | "$id" | "id" | "title" | "description" | "$comment" => {
-                        out.insert(key.clone(), value.clone());
-                    }
-                    _ => dropped = true,
-                }
-            }
-            if dropped {
-                self.note("keywords beside `$ref` (ignored there) left out");
-            }
-            return Ok(Value::Object(out));
+            return self.alone_ref(map, depth);
         }
         let mut out = Map::new();
-        let items_array = map.get("items").is_some_and(Value::is_array);
         for (key, value) in map {
             if self.unknown_here(key) {
                 self.note(&format!("`{key}` (not a keyword there) left out"));
                 continue;
             }
+            self.keyword(&mut out, map, (key, value), depth)?;
+        }
+        Ok(Value::Object(out))
+    }
+
+    /// Before 2019-09, `$ref` stands alone: what is beside it is ignored, and goes (but its
+    /// `definitions` stay reachable by pointer, and its annotations are kept).
+    fn alone_ref(&mut self, map: &Map<String, Value>, depth: usize) -> Result<Value, String> {
+        let mut out = Map::new();
+        let mut dropped = false;
+        for (key, value) in map {
             match key.as_str() {
-                "definitions" | "$defs" => self.defs(&mut out, key, value, depth)?,
                 "$ref" => {
                     out.insert("$ref".to_owned(), self.reference(value));
                 }
-                "$recursiveRef" => {
-                    if value.as_str() != Some("#") {
-                        return Err(format!("`$recursiveRef` {value} is not \"#\""));
-                    }
-                    if self.recursive_root {
-                        self.note("`$recursiveRef` read as 2020-12 `$dynamicRef`");
-                        out.insert(
-                            "$dynamicRef".to_owned(),
-                            Value::String(format!("#{RECURSIVE_ANCHOR}")),
-                        );
-                    } else {
-                        self.note("`$recursiveRef` without a recursive anchor read as `$ref`");
-                        out.insert("$ref".to_owned(), Value::String("#".to_owned()));
-                    }
-                }
-                "$recursiveAnchor" => {
-                    if value == &Value::Bool(true) && self.recursive_root {
-                        out.insert(
-                            "$dynamicAnchor".to_owned(),
-                            Value::String(RECURSIVE_ANCHOR.to_owned()),
-                        );
-                    }
-                }
-                "id" if self.draft == Draft::Draft4 && value.is_string() => {
-                    self.note("`id` read as 2020-12 `$id`");
-                    out.insert("$id".to_owned(), value.clone());
-                }
-                "items" if items_array => {
-                    self.note("`items` array read as 2020-12 `prefixItems`");
-                    out.insert("prefixItems".to_owned(), self.list(value, depth)?);
-                }
-                "additionalItems" => {
-                    if items_array {
-                        self.note("`additionalItems` read as 2020-12 `items`");
-                        out.insert("items".to_owned(), self.schema(value, depth + 1)?);
-                    } else {
-                        self.note(
-                            "`additionalItems` beside a single `items` (ignored there) left out",
-                        );
-                    }
-                }
-                "dependencies" => {
-                    let Value::Object(dependencies) = value else {
-                        return Err("`dependencies` that is not an object".to_owned());
-                    };
-                    for (name, dependency) in dependencies {
-                        let (keyword, value) = match dependency {
-                            Value::Array(_) => ("dependentRequired", dependency.clone()),
-                            _ => ("dependentSchemas", self.schema(dependency, depth + 1)?),
-                        };
-                        self.note(&format!("`dependencies` read as 2020-12 `{keyword}`"));
-                        let slot = out
-                            .entry(keyword.to_owned())
-                            .or_insert_with(|| Value::Object(Map::new()));
-                        if let Value::Object(slot) = slot {
-                            slot.insert(name.clone(), value);
-                        }
-                    }
-                }
-                "exclusiveMinimum" | "exclusiveMaximum" if value.is_boolean() => {
-                    let bound = if key == "exclusiveMinimum" {
-                        "minimum"
-                    } else {
-                        "maximum"
-                    };
-                    if value == &Value::Bool(true) {
-                        let Some(limit) = map.get(bound) else {
-                            return Err(format!("`{key}: true` without `{bound}`"));
-                        };
-                        self.note(&format!("boolean `{key}` read as a 2020-12 bound"));
-                        out.insert(key.clone(), limit.clone());
-                    }
-                }
-                "minimum" | "maximum"
-                    if map.get(if key == "minimum" {
-                        "exclusiveMinimum"
-                    } else {
-                        "exclusiveMaximum"
-                    }) == Some(&Value::Bool(true)) => {}
-                _ if ONE.contains(&key.as_str()) => {
-                    out.insert(key.clone(), self.schema(value, depth + 1)?);
-                }
-                _ if NAMED.contains(&key.as_str()) => {
-                    out.insert(key.clone(), self.named(value, depth)?);
-                }
-                _ if LISTS.contains(&key.as_str()) => {
-                    out.insert(key.clone(), self.list(value, depth)?);
-                }
-                _ => {
+                "definitions" | "$defs" => self.defs(&mut out, key, value, depth)?,
+                "$schema" | "$id" | "id" | "title" | "description" | "$comment" => {
                     out.insert(key.clone(), value.clone());
                 }
+                _ => dropped = true,
             }
         }
+        if dropped {
+            self.note("keywords beside `$ref` (ignored there) left out");
+        }
         Ok(Value::Object(out))
+    }
+
+    /// One keyword of `map` (the schema it is in) into `out`, in 2020-12.
+    fn keyword(
+        &mut self,
+        out: &mut Map<String, Value>,
+        map: &Map<String, Value>,
+        (key, value): (&String, &Value),
+        depth: usize,
+    ) -> Result<(), String> {
+        let items_array = map.get("items").is_some_and(Value::is_array);
+        match key.as_str() {
+            "definitions" | "$defs" => self.defs(out, key, value, depth)?,
+            "$ref" => {
+                out.insert("$ref".to_owned(), self.reference(value));
+            }
+            "$recursiveRef" => self.recursive_ref(out, value)?,
+            "$recursiveAnchor" => {
+                if value == &Value::Bool(true) && self.recursive_root {
+                    out.insert(
+                        "$dynamicAnchor".to_owned(),
+                        Value::String(RECURSIVE_ANCHOR.to_owned()),
+                    );
+                }
+            }
+            "id" if self.draft == Draft::Draft4 && value.is_string() => {
+                self.note("`id` read as 2020-12 `$id`");
+                out.insert("$id".to_owned(), value.clone());
+            }
+            "items" if items_array => {
+                self.note("`items` array read as 2020-12 `prefixItems`");
+                out.insert("prefixItems".to_owned(), self.list(value, depth)?);
+            }
+            "additionalItems" if items_array => {
+                self.note("`additionalItems` read as 2020-12 `items`");
+                out.insert("items".to_owned(), self.schema(value, depth + 1)?);
+            }
+            "additionalItems" => {
+                self.note("`additionalItems` beside a single `items` (ignored there) left out");
+            }
+            "dependencies" => self.dependencies(out, value, depth)?,
+            "exclusiveMinimum" | "exclusiveMaximum" if value.is_boolean() => {
+                self.exclusive_bound(out, map, key, value)?
+            }
+            // Qualified by a boolean exclusive bound: that bound takes its value.
+            "minimum" if map.get("exclusiveMinimum") == Some(&Value::Bool(true)) => {}
+            "maximum" if map.get("exclusiveMaximum") == Some(&Value::Bool(true)) => {}
+            _ if ONE.contains(&key.as_str()) => {
+                out.insert(key.clone(), self.schema(value, depth + 1)?);
+            }
+            _ if NAMED.contains(&key.as_str()) => {
+                out.insert(key.clone(), self.named(value, depth)?);
+            }
+            _ if LISTS.contains(&key.as_str()) => {
+                out.insert(key.clone(), self.list(value, depth)?);
+            }
+            _ => {
+                out.insert(key.clone(), value.clone());
+            }
+        }
+        Ok(())
+    }
+
+    /// 2019-09's `$recursiveRef: "#"`: a `$dynamicRef` where the root has `$recursiveAnchor:
+    /// true`, else a plain `$ref: "#"`.
+    fn recursive_ref(&mut self, out: &mut Map<String, Value>, value: &Value) -> Result<(), String> {
+        if value.as_str() != Some("#") {
+            return Err(format!("`$recursiveRef` {value} is not \"#\""));
+        }
+        if self.recursive_root {
+            self.note("`$recursiveRef` read as 2020-12 `$dynamicRef`");
+            out.insert(
+                "$dynamicRef".to_owned(),
+                Value::String(format!("#{RECURSIVE_ANCHOR}")),
+            );
+        } else {
+            self.note("`$recursiveRef` without a recursive anchor read as `$ref`");
+            out.insert("$ref".to_owned(), Value::String("#".to_owned()));
+        }
+        Ok(())
+    }
+
+    /// `dependencies`: a list of names as `dependentRequired`, a schema as `dependentSchemas`.
+    fn dependencies(
+        &mut self,
+        out: &mut Map<String, Value>,
+        value: &Value,
+        depth: usize,
+    ) -> Result<(), String> {
+        let Value::Object(dependencies) = value else {
+            return Err("`dependencies` that is not an object".to_owned());
+        };
+        for (name, dependency) in dependencies {
+            let (keyword, value) = match dependency {
+                Value::Array(_) => ("dependentRequired", dependency.clone()),
+                _ => ("dependentSchemas", self.schema(dependency, depth + 1)?),
+            };
+            self.note(&format!("`dependencies` read as 2020-12 `{keyword}`"));
+            let slot = out
+                .entry(keyword.to_owned())
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(slot) = slot {
+                slot.insert(name.clone(), value);
+            }
+        }
+        Ok(())
+    }
+
+    /// Draft-04's boolean `exclusiveMinimum`/`exclusiveMaximum`: `true` becomes the bound it
+    /// qualifies; `false` says nothing.
+    fn exclusive_bound(
+        &mut self,
+        out: &mut Map<String, Value>,
+        map: &Map<String, Value>,
+        key: &str,
+        value: &Value,
+    ) -> Result<(), String> {
+        if value != &Value::Bool(true) {
+            return Ok(());
+        }
+        let bound = match key {
+            "exclusiveMinimum" => "minimum",
+            _ => "maximum",
+        };
+        let Some(limit) = map.get(bound) else {
+            return Err(format!("`{key}: true` without `{bound}`"));
+        };
+        self.note(&format!("boolean `{key}` read as a 2020-12 bound"));
+        out.insert(key.to_owned(), limit.clone());
+        Ok(())
     }
 
     /// `definitions` (or `$defs`) of `value` into `out`'s `$defs`; a name in both cannot be.
