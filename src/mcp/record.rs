@@ -57,10 +57,7 @@ impl SessionRecorder {
                 ],
             )
         });
-        let on_outcome = Arc::new(move |outcome: Outcome| {
-            let at = Outcome::ALL.iter().position(|o| *o == outcome).unwrap_or(0);
-            counters[at].increment(1);
-        });
+        let on_outcome = Arc::new(move |outcome: Outcome| counters[outcome as usize].increment(1));
         let recorder = Recorder::start(settings.config, on_outcome)?;
         Ok(Self {
             recorder,

@@ -16,7 +16,7 @@ use std::io::{self, BufWriter, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -54,6 +54,7 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// Every outcome, in declaration order (`outcome as usize` is its place).
     pub const ALL: [Outcome; 5] = [
         Outcome::Written,
         Outcome::QueueFull,
@@ -159,14 +160,8 @@ impl Recorder {
     }
 
     fn send(&self, job: Job) {
-        let kept = match self.queue.try_send(job) {
-            Ok(()) => true,
-            Err(TrySendError::Full(Job::Line { .. })) => false,
-            // An open or close that does not fit: the queue is full; its lines go the same way.
-            Err(TrySendError::Full(_)) => false,
-            Err(TrySendError::Disconnected(_)) => false,
-        };
-        if !kept {
+        // An open or close that does not fit goes as its lines do: the queue is full.
+        if self.queue.try_send(job).is_err() {
             (self.on_outcome)(Outcome::QueueFull);
             let due = self
                 .dropped

@@ -86,7 +86,9 @@ impl<'a> Found<'a> {
                 if let Some(text) = map.get("description").and_then(Value::as_str) {
                     self.add(format!("{at}/description"), text);
                 }
-                for (key, value) in map {
+                // Only objects and arrays can hold a schema: no place is written for the rest.
+                let nested = map.iter().filter(|(_, v)| v.is_object() || v.is_array());
+                for (key, value) in nested {
                     let place = format!("{at}/{}", escape(key));
                     match key.as_str() {
                         "description" | "const" | "enum" | "default" | "examples" => {}

@@ -248,34 +248,35 @@ pub fn compare(
     {
         return None;
     }
-    let json = |schema: &Option<RegisteredSchema>| {
-        schema
-            .as_ref()
-            .map(|s| serde_json::from_slice::<Value>(&s.text).unwrap_or(Value::Null))
-    };
-    let part = |old: &Option<RegisteredSchema>, new: &Option<RegisteredSchema>, part: Part| {
-        let schemas = || [old, new].into_iter().flatten();
+    let (was, is) = (
+        Read::of(old, (same_input, same_output)),
+        Read::of(new, (same_input, same_output)),
+    );
+    let part = |schemas: [&Option<RegisteredSchema>; 2], read: [Option<&Value>; 2], part: Part| {
+        let schemas = || schemas.into_iter().flatten();
         let why = if !schemas().all(usable) {
             "a schema that cannot be used is not analysed; the registration's errors say why"
         } else if schemas().any(|s| s.text.len() > MAX_ANALYSED_BYTES) {
             "a schema past 256 KiB is not analysed"
         } else {
-            return schema_change(json(old).as_ref(), json(new).as_ref(), part, options);
+            return schema_change(read[0], read[1], part, options);
         };
         Change::uniform(part, Class::Unknown, vec![format!("(undecided: {why})")])
     };
     let mut schemas = Vec::new();
     if !same_output {
-        schemas.push(part(&old.output, &new.output, Part::Output));
+        let read = [was.output.as_ref(), is.output.as_ref()];
+        schemas.push(part([&old.output, &new.output], read, Part::Output));
     }
     if !same_input {
-        schemas.push(part(&old.input, &new.input, Part::Input));
+        let read = [was.input.as_ref(), is.input.as_ref()];
+        schemas.push(part([&old.input, &new.input], read, Part::Input));
     }
     // Annotations whose only edit is their title: that is the `description` part's.
-    if old.execution != new.execution || untitled(old) != untitled(new) {
-        schemas.push(behaviour_change(old, new));
+    if old.execution != new.execution || untitled(&was) != untitled(&is) {
+        schemas.push(behaviour_change(old, new, (&was, &is)));
     }
-    schemas.extend(texts_change(old, new, (same_input, same_output)));
+    schemas.extend(texts_change((old, &was), (new, &is)));
     let class = Class::worst(schemas.iter().map(|c| c.class));
     Some(ToolChange {
         tool: new.name.as_str().to_owned(),
@@ -286,10 +287,33 @@ pub fn compare(
     })
 }
 
-/// A tool's annotations without their `title` (`None` for none, or text that is no JSON object).
-fn untitled(tool: &ToolSchemas) -> Option<serde_json::Map<String, Value>> {
-    let text = tool.annotations.as_deref()?;
-    let mut map = serde_json::from_str::<serde_json::Map<String, Value>>(text).ok()?;
+/// One version of a tool as JSON, read once for a comparison: its schemas where they changed
+/// (and are within the analysed size), and its annotations.
+struct Read {
+    input: Option<Value>,
+    output: Option<Value>,
+    annotations: Option<Value>,
+}
+
+impl Read {
+    fn of(tool: &ToolSchemas, (same_input, same_output): (bool, bool)) -> Self {
+        let read = |text: &[u8]| serde_json::from_slice::<Value>(text).unwrap_or(Value::Null);
+        let schema = |s: &Option<RegisteredSchema>, same: bool| {
+            s.as_ref()
+                .filter(|s| !same && s.text.len() <= MAX_ANALYSED_BYTES)
+                .map(|s| read(&s.text))
+        };
+        Read {
+            input: schema(&tool.input, same_input),
+            output: schema(&tool.output, same_output),
+            annotations: tool.annotations.as_deref().map(|t| read(t.as_bytes())),
+        }
+    }
+}
+
+/// A tool's annotations without their `title` (`None` for none, or JSON that is no object).
+fn untitled(read: &Read) -> Option<serde_json::Map<String, Value>> {
+    let mut map = read.annotations.as_ref()?.as_object()?.clone();
     map.remove("title");
     Some(map)
 }
@@ -328,58 +352,35 @@ pub fn mark_renames(
 /// The change of the texts a tool shows the model and people (`review`), if any. The texts inside
 /// a schema are read only where the schema changed and is within the analysed size.
 fn texts_change(
-    old: &ToolSchemas,
-    new: &ToolSchemas,
-    (same_input, same_output): (bool, bool),
+    (old, was): (&ToolSchemas, &Read),
+    (new, is): (&ToolSchemas, &Read),
 ) -> Option<Change> {
-    let read = |text: Option<&[u8]>| {
-        text.filter(|t| t.len() <= MAX_ANALYSED_BYTES)
-            .and_then(|t| serde_json::from_slice::<Value>(t).ok())
-    };
-    let schema = |s: &Option<RegisteredSchema>, same: bool| {
-        (!same)
-            .then(|| read(s.as_ref().map(|s| &s.text[..])))
-            .flatten()
-    };
-    let annotations = |t: &ToolSchemas| read(t.annotations.as_deref().map(str::as_bytes));
-    let (old_input, new_input) = (
-        schema(&old.input, same_input),
-        schema(&new.input, same_input),
-    );
-    let (old_output, new_output) = (
-        schema(&old.output, same_output),
-        schema(&new.output, same_output),
-    );
-    let (old_annotations, new_annotations) = (annotations(old), annotations(new));
     description_change(
         &Texts {
             title: old.title.as_deref(),
             description: old.description.as_deref(),
-            annotations: old_annotations.as_ref(),
-            input: old_input.as_ref(),
-            output: old_output.as_ref(),
+            annotations: was.annotations.as_ref(),
+            input: was.input.as_ref(),
+            output: was.output.as_ref(),
         },
         &Texts {
             title: new.title.as_deref(),
             description: new.description.as_deref(),
-            annotations: new_annotations.as_ref(),
-            input: new_input.as_ref(),
-            output: new_output.as_ref(),
+            annotations: is.annotations.as_ref(),
+            input: is.input.as_ref(),
+            output: is.output.as_ref(),
         },
     )
 }
 
 /// The change of a tool's annotations (classed) and of how it runs (2025-11-25's
 /// `execution.taskSupport`: recorded, not alerted).
-fn behaviour_change(old: &ToolSchemas, new: &ToolSchemas) -> Change {
+fn behaviour_change(old: &ToolSchemas, new: &ToolSchemas, (was, is): (&Read, &Read)) -> Change {
     let text = |t: &Option<Arc<str>>| {
         t.as_deref()
             .and_then(|t| serde_json::from_str::<Value>(t).ok())
     };
-    let mut change = annotations_change(
-        text(&old.annotations).as_ref(),
-        text(&new.annotations).as_ref(),
-    );
+    let mut change = annotations_change(was.annotations.as_ref(), is.annotations.as_ref());
     let (before, after) = (text(&old.execution), text(&new.execution));
     if before != after {
         let show = |v: &Option<Value>| {
