@@ -230,7 +230,12 @@ pub(crate) fn gateway_leg(seconds: f64) -> anyhow::Result<()> {
             .arg("--route")
             .arg(format!("bench={url}"));
         if record {
-            gateway.arg("--record").arg(recordings.path());
+            // Bounds past what a run writes: every line is written, none counted and dropped.
+            gateway
+                .arg("--record")
+                .arg(recordings.path())
+                .args(["--record-max-bytes", crate::RECORD_BOUND])
+                .args(["--record-max-total-bytes", crate::RECORD_BOUND]);
         }
         let mut gateway = gateway.spawn()?;
         let through = format!("http://127.0.0.1:{port}/mcp/bench");

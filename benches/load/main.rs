@@ -68,6 +68,10 @@ use opts::*;
 use report::*;
 use server::*;
 
+/// The recording legs' per-file and directory bound (4 GiB): past what a run writes, so every
+/// line is written and none is counted and dropped at a bound.
+const RECORD_BOUND: &str = "4294967296";
+
 use bytes::{Bytes, BytesMut};
 use schemagate::config::ServeArgs;
 use schemagate::core::check::Check;

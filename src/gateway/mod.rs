@@ -30,6 +30,7 @@ use crate::net::listen::{ConnectionLimits, Connections};
 use crate::net::origins::{AllowedPeers, Origins};
 use crate::net::tls::{Tls, TlsFiles};
 use crate::net::Protocols;
+use crate::ops::record::RecordConfig;
 use crate::ops::reload;
 use anyhow::Context;
 use arc_swap::ArcSwap;
@@ -113,12 +114,15 @@ impl Gateway {
             false => Boundary::sharing,
         };
         let name = &route.route.name;
-        let recording = self.recorder.as_ref().and_then(|recorder| match session {
-            true => recorder.session(name, &session_name()),
-            false => route
-                .sessionless
-                .get_or_init(|| recorder.session(name, "sessionless"))
-                .clone(),
+        let recording = self.recorder.as_ref().and_then(|recorder| {
+            let own = route.record.load();
+            match session {
+                true => recorder.session_as(name, &session_name(), &own),
+                false => route
+                    .sessionless
+                    .get_or_init(|| recorder.session_as(name, "sessionless", &own))
+                    .clone(),
+            }
         });
         Arc::new(
             make(
@@ -162,6 +166,7 @@ pub async fn run(
         file: config.routes_file,
         allowed: config.allowed,
         boundary: config.boundary,
+        record: config.record.as_ref().map(|r| r.config.clone()),
         stdio: StdioLimits {
             sessions: config.sessions,
             max_processes: config.stdio_max_processes,
@@ -228,6 +233,29 @@ pub async fn run(
     result
 }
 
+/// Refuses a route's own recording settings that the flags' recording cannot hold.
+fn check_record(route: &Route, record: Option<&RecordConfig>) -> anyhow::Result<()> {
+    let own = &route.record;
+    if own.off || own.is_default() {
+        return Ok(());
+    }
+    let Some(record) = record else {
+        anyhow::bail!(
+            "route {}: its record settings apply to a recording: give --record DIR",
+            route.name
+        );
+    };
+    if let Some(max) = own.max_bytes {
+        anyhow::ensure!(
+            max <= record.max_total_bytes,
+            "route {}: record.max_bytes ({max}) must be at most --record-max-total-bytes ({})",
+            route.name,
+            record.max_total_bytes
+        );
+    }
+    Ok(())
+}
+
 /// What the route table is built from: the flags, the routes file (re-read when it changes),
 /// and the listener its `Host` checks are for.
 #[derive(Clone)]
@@ -238,6 +266,8 @@ struct Tables {
     allowed: AllowedPeers,
     boundary: BoundaryConfig,
     stdio: StdioLimits,
+    /// The flags' recording, which routes' own settings refine.
+    record: Option<RecordConfig>,
 }
 
 impl Tables {
@@ -245,6 +275,9 @@ impl Tables {
     /// their state.
     fn build(&self, gate: &Gate, previous: Option<&RouteTable>) -> anyhow::Result<RouteTable> {
         let (routes, allowed) = all_routes(&self.flags, self.file.as_deref())?;
+        for route in &routes {
+            check_record(route, self.record.as_ref())?;
+        }
         let origins = Origins::for_listener(self.listen, &self.allowed.with(&allowed));
         RouteTable::build(gate, &self.boundary, self.stdio, routes, origins, previous)
     }
@@ -270,5 +303,41 @@ impl Tables {
                 ),
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mcp::record::RecordOverride;
+
+    #[test]
+    fn a_routes_own_recording_needs_the_flags_recording_and_fits_its_bounds() {
+        let mut route: Route = "crm=http://crm.internal/mcp".parse().expect("a route");
+        assert!(check_record(&route, None).is_ok(), "nothing of its own");
+        route.record = RecordOverride {
+            off: true,
+            ..RecordOverride::default()
+        };
+        assert!(check_record(&route, None).is_ok(), "off needs no recording");
+        route.record = RecordOverride {
+            max_bytes: Some(1 << 20),
+            ..RecordOverride::default()
+        };
+        let error = check_record(&route, None).expect_err("no --record");
+        assert!(error.to_string().contains("give --record DIR"), "{error}");
+        let record = RecordConfig {
+            dir: "/unused".into(),
+            max_file_bytes: 1024,
+            max_total_bytes: 4096,
+            sample: 1.0,
+        };
+        let error = check_record(&route, Some(&record)).expect_err("past the total");
+        assert!(
+            error
+                .to_string()
+                .contains("--record-max-total-bytes (4096)"),
+            "{error}"
+        );
     }
 }

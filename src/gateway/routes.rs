@@ -8,6 +8,7 @@ use super::upstream::stdio::{Servers, StdioLimits};
 use super::upstream::RouteUpstream;
 use crate::core::gate::Gate;
 use crate::core::metrics::Transport;
+use crate::mcp::record::RecordOverride;
 use crate::mcp::{BoundaryConfig, Shared};
 use crate::net::origins::{AllowedPeers, Origins};
 use anyhow::Context;
@@ -18,12 +19,14 @@ use std::str::FromStr;
 use std::sync::Arc;
 
 /// One upstream MCP server, as `--route NAME=URL` or `--route NAME=stdio:COMMAND ARGS` gives it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Route {
     /// The server's name: the path `/mcp/NAME` clients use, and the `server` of checks.
     pub name: String,
     /// Where the server is.
     pub target: Target,
+    /// Its own recording settings (the routes file's `record`), over `--record`'s.
+    pub record: RecordOverride,
 }
 
 /// Where a route's server is.
@@ -131,6 +134,7 @@ impl FromStr for Route {
         Ok(Route {
             name: name.to_owned(),
             target: Target::Http(parsed),
+            record: RecordOverride::default(),
         })
     }
 }
@@ -147,6 +151,7 @@ impl Route {
         Ok(Route {
             name: name.to_owned(),
             target: Target::Stdio(words.into()),
+            record: RecordOverride::default(),
         })
     }
 }
@@ -170,7 +175,7 @@ fn check_name(name: &str) -> Result<(), BadRoute> {
 /// `NAME=URL` words separated by white space, and at most one stdio route, last, whose command
 /// is every word after `NAME=stdio:` (so its arguments may take any form, `--url=http://...`
 /// too). More stdio routes: one `--route` each, or the routes file.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct RouteList(pub Vec<Route>);
 
 impl FromStr for RouteList {
@@ -207,7 +212,8 @@ pub struct RoutesFile {
 }
 
 /// Reads a routes file: `[routes]` with one `NAME = "URL"` (or `"stdio:COMMAND ARGS"`) per
-/// upstream, and optionally `allowed_hosts = [...]` and `allowed_origins = [...]` (added to
+/// upstream, or `NAME = { url = "URL", record = ... }` for a route with its own recording
+/// settings; and optionally `allowed_hosts = [...]` and `allowed_origins = [...]` (added to
 /// `--allowed-hosts` and `--allowed-origins`).
 pub fn read_file(path: &Path) -> anyhow::Result<RoutesFile> {
     #[derive(serde::Deserialize)]
@@ -217,7 +223,7 @@ pub fn read_file(path: &Path) -> anyhow::Result<RoutesFile> {
         allowed_hosts: Vec<String>,
         #[serde(default)]
         allowed_origins: Vec<String>,
-        routes: BTreeMap<String, String>,
+        routes: BTreeMap<String, toml::Value>,
     }
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("--routes {}: cannot read it", path.display()))?;
@@ -238,13 +244,84 @@ pub fn read_file(path: &Path) -> anyhow::Result<RoutesFile> {
     let routes = file
         .routes
         .into_iter()
-        .map(|(name, url)| {
-            format!("{name}={url}")
-                .parse::<Route>()
-                .with_context(|| format!("--routes {}", path.display()))
+        .map(|(name, entry)| {
+            file_route(&name, entry).with_context(|| format!("--routes {}", path.display()))
         })
         .collect::<anyhow::Result<_>>()?;
     Ok(RoutesFile { routes, allowed })
+}
+
+/// One route of the file: `"URL"`, or `{ url = "URL", record = ... }`.
+fn file_route(name: &str, entry: toml::Value) -> anyhow::Result<Route> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Entry {
+        url: String,
+        record: Option<toml::Value>,
+    }
+    let (url, record) = match entry {
+        toml::Value::String(url) => (url, None),
+        table @ toml::Value::Table(_) => {
+            let entry: Entry = table.try_into().with_context(|| {
+                format!("route {name}: expected {{ url = \"URL\", record = ... }}")
+            })?;
+            (entry.url, entry.record)
+        }
+        other => anyhow::bail!(
+            "route {name}: expected \"URL\" or {{ url = \"URL\", record = ... }} (found: {})",
+            other.type_str()
+        ),
+    };
+    let mut route: Route = format!("{name}={url}").parse()?;
+    if let Some(record) = record {
+        route.record = record_override(record).with_context(|| format!("route {name}"))?;
+    }
+    Ok(route)
+}
+
+/// A route's `record`: `false` (its sessions are not recorded), `true` (as the flags say), or
+/// `{ sample = RATE, max_bytes = N, redact = ["/POINTER"] }` over the flags'.
+fn record_override(record: toml::Value) -> anyhow::Result<RecordOverride> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Own {
+        sample: Option<f64>,
+        max_bytes: Option<u64>,
+        #[serde(default)]
+        redact: Vec<String>,
+    }
+    let own: Own = match record {
+        toml::Value::Boolean(on) => {
+            return Ok(RecordOverride {
+                off: !on,
+                ..RecordOverride::default()
+            })
+        }
+        table => table.try_into().context(
+            "record: expected false, true or { sample = RATE, max_bytes = N, redact = [\"/POINTER\"] }",
+        )?,
+    };
+    if let Some(sample) = own.sample {
+        anyhow::ensure!(
+            (0.0..=1.0).contains(&sample),
+            "record.sample must be from 0 to 1 (the share of sessions recorded), not {sample}"
+        );
+    }
+    if let Some(max) = own.max_bytes {
+        anyhow::ensure!(max >= 1024, "record.max_bytes must be at least 1024");
+    }
+    for pointer in &own.redact {
+        anyhow::ensure!(
+            pointer.starts_with('/'),
+            "record.redact {pointer:?}: a JSON pointer starts with `/` (as /arguments/password)"
+        );
+    }
+    Ok(RecordOverride {
+        off: false,
+        sample: own.sample,
+        max_bytes: own.max_bytes,
+        redact: own.redact,
+    })
 }
 
 /// One route and what its sessions share.
@@ -253,8 +330,11 @@ pub(crate) struct RouteState {
     pub(super) config: BoundaryConfig,
     pub(super) shared: Arc<Shared>,
     pub(super) upstream: RouteUpstream,
+    /// The route's own recording settings in force (a reload may change them while the route
+    /// is kept).
+    pub(super) record: arc_swap::ArcSwap<RecordOverride>,
     /// The recording of the route's requests that belong to no session (`--record`): one file
-    /// for all of them, made at the first.
+    /// for all of them, made at the first (under the settings in force then).
     pub(super) sessionless: std::sync::OnceLock<Option<Arc<crate::mcp::record::Recording>>>,
 }
 
@@ -269,7 +349,8 @@ pub(crate) struct RouteTable {
 
 impl RouteTable {
     /// The table of `routes`. A route that is in `previous` with the same target keeps its
-    /// state (its sessions' shared contract status and counters, a stdio route's processes).
+    /// state (its sessions' shared contract status and counters, a stdio route's processes);
+    /// its recording settings are the new ones.
     pub(super) fn build(
         gate: &Gate,
         boundary: &BoundaryConfig,
@@ -293,6 +374,11 @@ impl RouteTable {
                 .and_then(|p| p.by_name.get(&route.name))
                 .filter(|state| state.route.target == route.target)
                 .cloned();
+            if let Some(kept) = &kept {
+                if **kept.record.load() != route.record {
+                    kept.record.store(Arc::new(route.record.clone()));
+                }
+            }
             let state = kept.unwrap_or_else(|| {
                 Arc::new(RouteState {
                     config: BoundaryConfig {
@@ -301,6 +387,7 @@ impl RouteTable {
                         ..boundary.clone()
                     },
                     shared: Arc::new(Shared::new(gate, Transport::Gateway)),
+                    record: arc_swap::ArcSwap::from_pointee(route.record.clone()),
                     sessionless: std::sync::OnceLock::new(),
                     upstream: match &route.target {
                         Target::Http(url) => RouteUpstream::Http(url.clone()),
@@ -399,6 +486,53 @@ mod tests {
         );
         std::fs::write(&path, "crm = \"http://x/mcp\"\n").expect("write");
         assert!(read_file(&path).is_err(), "routes outside [routes]");
+    }
+
+    #[test]
+    fn a_route_of_the_file_may_carry_its_own_recording_settings() {
+        let dir = tempfile::tempdir().expect("a directory");
+        let path = dir.path().join("routes.toml");
+        std::fs::write(
+            &path,
+            "[routes]\ncrm = \"http://crm.internal:8000/mcp\"\nbank = { url = \"http://bank/mcp\", record = false }\n[routes.files]\nurl = \"stdio:srv --root /x\"\nrecord = { sample = 0.5, max_bytes = 4096, redact = [\"/arguments/path\"] }\n",
+        )
+        .expect("write");
+        let file = read_file(&path).expect("routes");
+        let by_name: HashMap<&str, &Route> =
+            file.routes.iter().map(|r| (r.name.as_str(), r)).collect();
+        assert!(by_name["crm"].record.is_default());
+        assert!(by_name["bank"].record.off);
+        let files = &by_name["files"].record;
+        assert_eq!(files.sample, Some(0.5));
+        assert_eq!(files.max_bytes, Some(4096));
+        assert_eq!(files.redact, ["/arguments/path"]);
+        assert!(matches!(&by_name["files"].target, Target::Stdio(words) if words.len() == 3));
+        for (entry, says) in [
+            (
+                "{ url = \"http://x/mcp\", record = { sample = 3 } }",
+                "from 0 to 1",
+            ),
+            (
+                "{ url = \"http://x/mcp\", record = { redact = [\"x\"] } }",
+                "starts with `/`",
+            ),
+            (
+                "{ url = \"http://x/mcp\", record = { every = 1 } }",
+                "record: expected",
+            ),
+            (
+                "{ url = \"http://x/mcp\", recrod = false }",
+                "expected { url",
+            ),
+            ("7", "(found: integer)"),
+        ] {
+            std::fs::write(&path, format!("[routes]\nx = {entry}\n")).expect("write");
+            let error = format!("{:#}", read_file(&path).expect_err(entry));
+            assert!(
+                error.contains("route x") && error.contains(says),
+                "{entry}: {error}"
+            );
+        }
     }
 
     #[test]

@@ -33,6 +33,27 @@ pub struct RecordSettings {
     pub redact: Arc<[String]>,
 }
 
+/// A gateway route's own recording settings (its entry in the routes file), over the flags'
+/// for its sessions. The default changes nothing.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RecordOverride {
+    /// The route's sessions are not recorded.
+    pub off: bool,
+    /// The share of its sessions recorded, over `--record-sample`.
+    pub sample: Option<f64>,
+    /// Most bytes one of its sessions' files holds, over `--record-max-bytes`.
+    pub max_bytes: Option<u64>,
+    /// Values not recorded besides `--record-redact`'s.
+    pub redact: Vec<String>,
+}
+
+impl RecordOverride {
+    /// Whether it changes nothing.
+    pub fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
 /// The recorder of a proxy or a gateway: each session's [`Recording`] comes from it, and its
 /// lines are counted in `schemagate_record_lines_total`.
 #[derive(Debug, Clone)]
@@ -68,8 +89,27 @@ impl SessionRecorder {
     /// A recording of a new session of `server`, named `session` in its file's name; `None`
     /// when the session is not sampled.
     pub fn session(&self, server: &str, session: &str) -> Option<Arc<Recording>> {
-        let tape = self.recorder.tape(server, session)?;
-        Some(Arc::new(Recording::new(tape, Arc::clone(&self.redact))))
+        self.session_as(server, session, &RecordOverride::default())
+    }
+
+    /// As [`session`](Self::session), under a route's own settings.
+    pub fn session_as(
+        &self,
+        server: &str,
+        session: &str,
+        own: &RecordOverride,
+    ) -> Option<Arc<Recording>> {
+        if own.off {
+            return None;
+        }
+        let tape = self
+            .recorder
+            .tape(server, session, own.sample, own.max_bytes)?;
+        let redact = match own.redact.is_empty() {
+            true => Arc::clone(&self.redact),
+            false => self.redact.iter().chain(&own.redact).cloned().collect(),
+        };
+        Some(Arc::new(Recording::new(tape, redact)))
     }
 
     /// Waits until every line handed over so far is written.

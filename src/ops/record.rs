@@ -12,7 +12,7 @@
 use crate::ops::tally::Tally;
 use std::collections::{HashMap, VecDeque};
 use std::fs::{File, OpenOptions};
-use std::io::{self, BufWriter, Write};
+use std::io::{self, IoSlice, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -81,6 +81,7 @@ enum Job {
     Open {
         file: u64,
         path: PathBuf,
+        max_bytes: u64,
     },
     Line {
         file: u64,
@@ -134,17 +135,29 @@ impl Recorder {
     }
 
     /// A tape for a new session of `server` (`session` names it in the file name), if the
-    /// session is sampled.
-    pub fn tape(self: &Arc<Self>, server: &str, session: &str) -> Option<Tape> {
-        if !sampled(self.config.sample) {
+    /// session is sampled (at `sample`, else the config's); its file holds at most `max_bytes`
+    /// (else the config's `max_file_bytes`).
+    pub fn tape(
+        self: &Arc<Self>,
+        server: &str,
+        session: &str,
+        sample: Option<f64>,
+        max_bytes: Option<u64>,
+    ) -> Option<Tape> {
+        if !sampled(sample.unwrap_or(self.config.sample)) {
             return None;
         }
+        let max_bytes = max_bytes.unwrap_or(self.config.max_file_bytes);
         let file = self.next_file.fetch_add(1, Ordering::Relaxed);
         let path = self
             .config
             .dir
             .join(file_name(server, session, SystemTime::now()));
-        self.send(Job::Open { file, path });
+        self.send(Job::Open {
+            file,
+            path,
+            max_bytes,
+        });
         Some(Tape {
             recorder: Arc::clone(self),
             file,
@@ -277,8 +290,9 @@ struct Files {
 
 struct Open {
     path: PathBuf,
-    writer: Option<BufWriter<File>>,
+    writer: Option<Gathered>,
     bytes: u64,
+    max_bytes: u64,
     full: bool,
 }
 
@@ -343,13 +357,17 @@ impl Files {
 
     fn job(&mut self, job: Job) {
         match job {
-            Job::Open { file, path } => {
+            Job::Open {
+                file,
+                path,
+                max_bytes,
+            } => {
                 let writer = OpenOptions::new()
                     .create_new(true)
                     .write(true)
                     .mode(0o600)
                     .open(&path)
-                    .map(|f| BufWriter::with_capacity(64 * 1024, f));
+                    .map(Gathered::new);
                 let writer = match writer {
                     Ok(writer) => Some(writer),
                     Err(e) => {
@@ -363,12 +381,13 @@ impl Files {
                         path,
                         writer,
                         bytes: 0,
+                        max_bytes,
                         full: false,
                     },
                 );
             }
             Job::Line { file, line } => {
-                let outcome = self.line(file, &line);
+                let outcome = self.line(file, line);
                 (self.on_outcome)(outcome);
             }
             Job::Close { file } => {
@@ -390,7 +409,7 @@ impl Files {
         }
     }
 
-    fn line(&mut self, file: u64, line: &[u8]) -> Outcome {
+    fn line(&mut self, file: u64, line: bytes::Bytes) -> Outcome {
         let len = line.len() as u64 + 1;
         let Some(open) = self.open.get(&file) else {
             return Outcome::WriteError;
@@ -398,7 +417,7 @@ impl Files {
         if open.writer.is_none() {
             return Outcome::WriteError;
         }
-        if open.full || open.bytes + len > self.config.max_file_bytes {
+        if open.full || open.bytes + len > open.max_bytes {
             if let Some(open) = self.open.get_mut(&file) {
                 open.full = true;
             }
@@ -423,10 +442,7 @@ impl Files {
         let Some(writer) = &mut open.writer else {
             return Outcome::WriteError;
         };
-        let written = writer
-            .write_all(line)
-            .and_then(|()| writer.write_all(b"\n"));
-        match written {
+        match writer.push(line) {
             Ok(()) => {
                 open.bytes += len;
                 self.total += len;
@@ -439,6 +455,63 @@ impl Files {
                 Outcome::WriteError
             }
         }
+    }
+}
+
+/// Lines gathered before they are written out together past this many bytes (or at the end of
+/// a drain).
+const GATHER_BYTES: usize = 256 * 1024;
+/// Lines one `writev` takes at most (two slices each, within the usual `IOV_MAX` of 1024).
+const LINES_PER_WRITE: usize = 500;
+
+/// A recording's file and its lines not yet written: written out together, each line's own
+/// bytes and a newline, one vectored write for many lines (no copy into a buffer).
+struct Gathered {
+    file: File,
+    lines: Vec<bytes::Bytes>,
+    bytes: usize,
+}
+
+impl Gathered {
+    fn new(file: File) -> Self {
+        Self {
+            file,
+            lines: Vec::new(),
+            bytes: 0,
+        }
+    }
+
+    /// Takes one line (without its newline); writes out what is gathered past `GATHER_BYTES`.
+    fn push(&mut self, line: bytes::Bytes) -> io::Result<()> {
+        self.bytes += line.len() + 1;
+        self.lines.push(line);
+        match self.bytes >= GATHER_BYTES {
+            true => self.flush(),
+            false => Ok(()),
+        }
+    }
+
+    /// Writes out every line gathered.
+    fn flush(&mut self) -> io::Result<()> {
+        let mut slices = Vec::with_capacity(2 * LINES_PER_WRITE.min(self.lines.len()));
+        for chunk in self.lines.chunks(LINES_PER_WRITE) {
+            slices.clear();
+            for line in chunk {
+                slices.push(IoSlice::new(line));
+                slices.push(IoSlice::new(b"\n"));
+            }
+            let mut rest = &mut slices[..];
+            while !rest.is_empty() {
+                let written = self.file.write_vectored(rest)?;
+                if written == 0 {
+                    return Err(io::ErrorKind::WriteZero.into());
+                }
+                IoSlice::advance_slices(&mut rest, written);
+            }
+        }
+        self.lines.clear();
+        self.bytes = 0;
+        Ok(())
     }
 }
 
@@ -473,7 +546,9 @@ mod tests {
         let dir = tempfile::tempdir().expect("dir");
         let (count, seen) = counting();
         let recorder = Recorder::start(config(dir.path(), 1 << 20, 1 << 20), count).expect("start");
-        let tape = recorder.tape("crm/prod", "s1").expect("sampled");
+        let tape = recorder
+            .tape("crm/prod", "s1", None, None)
+            .expect("sampled");
         tape.write(bytes::Bytes::from_static(
             br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
         ));
@@ -511,13 +586,13 @@ mod tests {
         let (count, seen) = counting();
         // Lines of 10 bytes with their newline: 3 fit a file, 5 the directory.
         let recorder = Recorder::start(config(dir.path(), 30, 50), count).expect("start");
-        let first = recorder.tape("a", "1").expect("sampled");
+        let first = recorder.tape("a", "1", None, None).expect("sampled");
         for _ in 0..4 {
             first.write(bytes::Bytes::from_static(b"123456789"));
         }
         drop(first);
         recorder.flush();
-        let second = recorder.tape("a", "2").expect("sampled");
+        let second = recorder.tape("a", "2", None, None).expect("sampled");
         for _ in 0..3 {
             second.write(bytes::Bytes::from_static(b"abcdefghi"));
         }
@@ -540,7 +615,7 @@ mod tests {
         assert_eq!(names.len(), 1, "{names:?}");
         assert!(names[0].ends_with("-2.jsonl"), "{names:?}");
         // With no closed recording left to remove, the directory's bound holds.
-        let third = recorder.tape("a", "3").expect("sampled");
+        let third = recorder.tape("a", "3", None, None).expect("sampled");
         for _ in 0..3 {
             third.write(bytes::Bytes::from_static(b"ABCDEFGHI"));
         }
@@ -553,12 +628,24 @@ mod tests {
     }
 
     #[test]
-    fn no_session_is_recorded_at_a_rate_of_zero() {
+    fn no_session_is_recorded_at_a_rate_of_zero_unless_its_own_settings_say() {
         let dir = tempfile::tempdir().expect("dir");
-        let (count, _) = counting();
+        let (count, seen) = counting();
         let mut config = config(dir.path(), 100, 100);
         config.sample = 0.0;
         let recorder = Recorder::start(config, count).expect("start");
-        assert!(recorder.tape("a", "1").is_none());
+        assert!(recorder.tape("a", "1", None, None).is_none());
+        // A session's own rate and bound (a gateway route's) over the recorder's.
+        let own = recorder
+            .tape("a", "2", Some(1.0), Some(20))
+            .expect("sampled");
+        for _ in 0..3 {
+            own.write(bytes::Bytes::from_static(b"123456789"));
+        }
+        recorder.flush();
+        assert_eq!(
+            *seen.lock().expect("lock"),
+            [Outcome::Written, Outcome::Written, Outcome::FileFull]
+        );
     }
 }

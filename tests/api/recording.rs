@@ -238,6 +238,69 @@ async fn gateway_sessions_recorded_replay_to_the_live_verdicts() {
 }
 
 #[tokio::test]
+async fn a_route_of_the_routes_file_records_as_its_own_settings_say() {
+    let (_server, url) = upstream(false).await;
+    let dir = tempfile::tempdir().expect("a directory");
+    let record = dir.path().join("recordings");
+    let routes = dir.path().join("routes.toml");
+    let files = stdio_route("files", "");
+    let (_, files_command) = files.split_once('=').expect("NAME=COMMAND");
+    let write_routes = |files_record: &str| {
+        std::fs::write(
+            &routes,
+            format!(
+                "[routes]\ncrm = {{ url = \"{url}\", record = {{ redact = [\"/arguments/text\"] }} }}\nfiles = {{ url = '{files_command}', record = {files_record} }}\n"
+            ),
+        )
+        .expect("write the routes file")
+    };
+    write_routes("false");
+    let record_flag = record.to_str().expect("UTF-8").to_owned();
+    let routes_flag = routes.to_str().expect("UTF-8").to_owned();
+    let gateway = Gateway::start(
+        &[],
+        &[
+            "--routes",
+            &routes_flag,
+            "--policy-poll-interval",
+            "1",
+            "--record",
+            &record_flag,
+        ],
+    )
+    .await;
+    for route in ["crm", "files"] {
+        let client = client(&gateway.url(route), None).await;
+        traffic(&client).await;
+        client.cancel().await.expect("close the session");
+    }
+    let servers = |files: &[PathBuf]| -> Vec<String> {
+        let mut names: Vec<String> = files
+            .iter()
+            .filter_map(|f| schemagate::ops::record::server_of(f))
+            .collect();
+        names.sort();
+        names
+    };
+    let recorded = recordings(&record).await;
+    assert_eq!(servers(&recorded), ["crm"], "files is not recorded");
+    let text = std::fs::read_to_string(&recorded[0]).expect("read the recording");
+    let echo = text
+        .lines()
+        .find(|l| l.contains(r#""method":"tools/call""#) && l.contains(r#""name":"echo""#))
+        .expect("the echo call is recorded");
+    assert!(echo.contains(r#""text":"[redacted]""#), "{echo}");
+
+    // The route's settings change with the file: its next session is recorded.
+    write_routes("{ sample = 1.0 }");
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let client = client(&gateway.url("files"), None).await;
+    traffic(&client).await;
+    client.cancel().await.expect("close the session");
+    assert_eq!(servers(&recordings(&record).await), ["crm", "files"]);
+}
+
+#[tokio::test]
 async fn a_recording_under_a_flood_stays_within_its_bounds() {
     let dir = tempfile::tempdir().expect("a directory");
     let record = dir.path().join("recordings");
