@@ -80,6 +80,15 @@ impl Caller {
         &self.name
     }
 
+    /// The names of the scopes it holds.
+    pub fn scopes(&self) -> Vec<&'static str> {
+        Scope::ALL
+            .into_iter()
+            .filter(|s| self.scopes & s.bit() != 0)
+            .map(Scope::as_str)
+            .collect()
+    }
+
     /// The token's name, or `None` for an open caller (no tokens configured).
     pub fn token_name(&self) -> Option<&str> {
         (&*self.name != "-").then_some(&*self.name)

@@ -2,6 +2,7 @@
 //! registry, cache, validation, drift, metrics). It knows nothing of threads or transports: the
 //! [`crate::core::gate`] decides where it runs, the adapters how it arrives.
 
+use crate::core::auth::Caller;
 use crate::core::check::{Check, Document, Payload, SchemaSource};
 use crate::core::document::DocumentJson;
 use crate::core::domain::SchemaHash;
@@ -13,6 +14,7 @@ use crate::core::policy::{ArgumentsMode, PolicyStore, Rules};
 use crate::core::registry::redis::RedisRegistry;
 use crate::core::registry::Registry;
 use crate::core::resolve::{miss, schema_of, SchemaRef};
+use crate::core::rule::{Facts, RulePayload, RuleSet};
 use crate::core::schema::cache::{CacheKey, Compiled, SchemaCache};
 use crate::core::schema::compile::CompiledSchema;
 use crate::core::schema::texts::SchemaTexts;
@@ -29,6 +31,9 @@ use std::sync::Arc;
 pub(crate) const INLINE_WORK: u64 = 50_000;
 /// Longest error message kept (messages can quote the whole failing value).
 const MAX_MESSAGE_BYTES: usize = 300;
+/// Longest message of a rule that does not hold kept (the policy's message, and a path or a
+/// reason from the payload).
+const MAX_RULE_MESSAGE_BYTES: usize = 1024;
 
 /// A verdict before anything is concluded: nothing validated, action `pass`.
 fn unvalidated_verdict(tier: Tier, check: &Check) -> Verdict {
@@ -110,8 +115,14 @@ impl Judge {
 
     /// [`Judge::evaluate`], with a panic turned into this check's own `internal` error, so one
     /// check can never take a batch, a stream or the process down with it.
-    pub(crate) fn judge(&self, check: &Check, placement: Placement) -> Result<Verdict, Deferred> {
-        match std::panic::catch_unwind(AssertUnwindSafe(|| self.evaluate(check, placement))) {
+    pub(crate) fn judge(
+        &self,
+        check: &Check,
+        caller: &Caller,
+        placement: Placement,
+    ) -> Result<Verdict, Deferred> {
+        match std::panic::catch_unwind(AssertUnwindSafe(|| self.evaluate(check, caller, placement)))
+        {
             Ok(result) => result,
             Err(_) => {
                 tracing::error!(
@@ -126,12 +137,18 @@ impl Judge {
     }
 
     /// The check itself, step by step: the rules (or a verdict with nothing to validate), the
-    /// schemas, the payload validated, the findings beside it, the shadow schema, the
-    /// conclusion. Inline, it refuses to compile or to do long work and answers
-    /// `Deferred::ToWorker` instead.
-    fn evaluate(&self, check: &Check, placement: Placement) -> Result<Verdict, Deferred> {
+    /// schemas, the payload validated, the policy's rules on it, the findings beside it, the
+    /// shadow schema, the conclusion. Inline, it refuses to compile or to do long work and
+    /// answers `Deferred::ToWorker` instead.
+    fn evaluate(
+        &self,
+        check: &Check,
+        caller: &Caller,
+        placement: Placement,
+    ) -> Result<Verdict, Deferred> {
         let (server, tool) = names(check)?;
-        let rules = self.parts.policy.load().rules_for(server, tool);
+        let policy = self.parts.policy.load();
+        let rules = policy.rules_for(server, tool);
         let target = self.parts.metrics.target(server, tool);
         let attempt = Attempt::of(check.attempt);
         // Nothing validated (yet): `valid` stays unset unless a validation sets it.
@@ -160,6 +177,8 @@ impl Judge {
         verdict.schema_hash = Some(schemas.hash);
         let document = self.document(check, compiled, &rules, version)?;
         self.validate(compiled, document, placement, &mut verdict)?;
+        let facts = (policy.rule_set(), caller, rules.tier);
+        judge_rules(check, document, facts, &mut verdict);
         self.findings(check, document, version, &rules, &target, &mut verdict);
         if let Some((shadow_hash, Ok(shadow))) =
             schemas.shadow.as_ref().map(|(h, c)| (h, c.as_ref()))
@@ -496,12 +515,14 @@ impl Judge {
             verdict.feedback =
                 feedback(check.payload.subject(), &verdict.errors, verdict.truncated);
             for e in &verdict.errors {
-                self.parts.metrics.field_failure(
-                    target,
-                    check.payload.kind(),
-                    &fold_indices(&e.instance_path),
-                    &e.keyword,
-                );
+                // A rule's failures are counted under its name.
+                let path = match e.keyword.as_str() {
+                    "rule" => e.schema_path.clone(),
+                    _ => fold_indices(&e.instance_path),
+                };
+                self.parts
+                    .metrics
+                    .field_failure(target, check.payload.kind(), &path, &e.keyword);
             }
             if verdict.action == Action::Pass {
                 tracing::warn!(
@@ -516,6 +537,52 @@ impl Judge {
             }
         }
         target.count(rules.tier, check.payload.kind(), attempt, verdict.outcome);
+    }
+}
+
+/// The policy's rules that apply to the check, judged on its payload: each one that does not
+/// hold is an error of the verdict (keyword `rule`, its name as `schema_path`), after the
+/// schema's.
+fn judge_rules(
+    check: &Check,
+    document: Option<&Document>,
+    (rule_set, caller, tier): (&RuleSet, &Caller, Tier),
+    verdict: &mut Verdict,
+) {
+    if rule_set.is_empty() {
+        return;
+    }
+    let (Some(server), Some(tool), Some(document)) =
+        (check.server.as_deref(), check.tool.as_deref(), document)
+    else {
+        return;
+    };
+    let kind = match check.payload {
+        Payload::Arguments(_) => RulePayload::Arguments,
+        Payload::Result(_) => RulePayload::Result,
+        Payload::Instance(_) => return,
+    };
+    if !rule_set.applies(kind, server, tool) {
+        return;
+    }
+    let scopes = caller.scopes();
+    let facts = Facts {
+        server,
+        tool,
+        caller: (caller.name(), &scopes),
+        roots: check.roots.as_deref(),
+        tier,
+    };
+    for broken in rule_set.judge(kind, &document.to_value(), &facts) {
+        verdict.errors.push(ValidationFailure {
+            instance_path: String::new(),
+            schema_path: broken.rule.clone(),
+            keyword: "rule".into(),
+            message: clip(
+                format!("rule {}: {}", broken.rule, broken.message),
+                MAX_RULE_MESSAGE_BYTES,
+            ),
+        });
     }
 }
 

@@ -20,6 +20,7 @@ pub mod policy;
 pub(crate) mod receiving;
 pub mod registry;
 pub(crate) mod resolve;
+pub mod rule;
 pub mod schema;
 pub mod text_copy;
 pub mod verdict;

@@ -10,6 +10,7 @@
 
 use crate::core::domain::Tier;
 use crate::core::metrics::Metrics;
+use crate::core::rule::{RuleFile, RuleSet};
 use arc_swap::{ArcSwap, Guard};
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde::Deserialize;
@@ -176,6 +177,8 @@ struct PolicyFile {
     tiers: HashMap<Tier, Switches>,
     #[serde(default)]
     servers: Vec<ServerRuleFile>,
+    #[serde(default)]
+    rules: Vec<RuleFile>,
 }
 
 fn default_tier() -> Tier {
@@ -245,6 +248,8 @@ pub struct Policy {
     globs: GlobSet,
     /// Index into `rules` for each glob in `globs`, in file order.
     glob_rules: Vec<usize>,
+    /// The rules beside the schemas (`[[rules]]`), compiled.
+    rule_set: RuleSet,
 }
 
 impl Default for Policy {
@@ -309,7 +314,10 @@ impl Policy {
             at: " servers".into(),
             message: e.to_string(),
         })?;
+        let rule_set = RuleSet::compile(file.rules, text)
+            .map_err(|(at, message)| PolicyError::Invalid { at, message })?;
         Ok(Policy {
+            rule_set,
             default_tier: file.default_tier,
             base: file.switches,
             tiers: file.tiers,
@@ -333,6 +341,11 @@ impl Policy {
             },
             other => other,
         })
+    }
+
+    /// The rules beside the schemas.
+    pub fn rule_set(&self) -> &RuleSet {
+        &self.rule_set
     }
 
     fn rule_for(&self, server: &str) -> Option<&ServerRule> {

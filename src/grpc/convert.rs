@@ -41,6 +41,7 @@ pub fn check(msg: &proto::Check, limits: &Limits) -> Result<Check, CheckError> {
         attempt: check::attempt((msg.attempt != 0).then_some(msg.attempt))?,
         call_id: non_empty(&msg.call_id),
         protocol_version: protocol_version(&msg.protocol_version)?,
+        roots: None,
     })
 }
 

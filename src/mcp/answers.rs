@@ -43,6 +43,9 @@ impl Boundary {
                     .count(Direction::ToClient, Relayed::Withheld);
                 return Ok(());
             }
+            Message::Request { id, method, .. } if method == "roots/list" => {
+                self.session.roots.asked(id);
+            }
             Message::Notification { method, .. }
                 if method == "notifications/tools/list_changed" =>
             {

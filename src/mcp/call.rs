@@ -94,6 +94,19 @@ impl Boundary {
                 }
                 _ => {}
             },
+            Message::Response {
+                id: Some(id),
+                result,
+                ..
+            } => {
+                let result = result.and_then(Unread::parse::<&RawValue>);
+                self.session.roots.answered(id, result);
+            }
+            Message::Notification { method, .. }
+                if method == "notifications/roots/list_changed" =>
+            {
+                self.session.roots.changed();
+            }
             Message::Notification { method, params } if method == "notifications/cancelled" => {
                 #[derive(Deserialize)]
                 struct Cancelled<'a> {
@@ -320,6 +333,7 @@ impl Boundary {
             call_id.to_owned(),
         );
         let size = payload_text.len();
+        let roots = self.session.roots.known();
         self.gate
             .check_one(&self.caller, size, self.config.transport, move |limits| {
                 Ok(Check {
@@ -330,6 +344,7 @@ impl Boundary {
                     attempt,
                     call_id: Some(call_id),
                     protocol_version: protocol,
+                    roots,
                 })
             })
             .await

@@ -23,6 +23,7 @@ mod learn;
 mod metrics;
 pub mod record;
 mod reply;
+mod roots;
 mod scan;
 mod session;
 mod task;

@@ -190,6 +190,8 @@ pub struct Session {
     max_in_flight: usize,
     /// Makes the boundary's own request ids unlike any a client would choose.
     nonce: u64,
+    /// The client's roots, as the session learns them.
+    pub roots: super::roots::Roots,
 }
 
 impl Session {
@@ -206,6 +208,7 @@ impl Session {
             route,
             view: Mutex::default(),
             max_in_flight,
+            roots: super::roots::Roots::default(),
             nonce: std::collections::hash_map::RandomState::new()
                 .build_hasher()
                 .finish(),

@@ -29,5 +29,6 @@ mod proxy;
 mod recording;
 mod registry;
 mod releases;
+mod rules;
 mod shutdown;
 mod tls;

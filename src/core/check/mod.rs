@@ -169,6 +169,8 @@ pub struct Check {
     pub call_id: Option<String>,
     /// The MCP revision the payload follows, when the check names one.
     pub protocol_version: Option<ProtocolVersion>,
+    /// The client's roots (URIs), when the MCP session knows them: what rules on paths read.
+    pub roots: Option<std::sync::Arc<[String]>>,
 }
 
 impl Check {

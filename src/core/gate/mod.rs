@@ -258,14 +258,22 @@ impl Gate {
     /// runtime (benchmarks, tests).
     pub fn check(&self, check: &Check, transport: Transport) -> Result<Verdict, CheckError> {
         let start = Instant::now();
-        let result = self.judge_on_worker(check, false);
+        let result = self.judge_on_worker(check, &Caller::open(), false);
         self.instrument.checked(transport, start, &result);
         result
     }
 
     /// The judgement of a check on a worker (a thread that may block).
-    fn judge_on_worker(&self, check: &Check, hit_counted: bool) -> Result<Verdict, CheckError> {
-        match self.judge.judge(check, Placement::Worker { hit_counted }) {
+    fn judge_on_worker(
+        &self,
+        check: &Check,
+        caller: &Caller,
+        hit_counted: bool,
+    ) -> Result<Verdict, CheckError> {
+        match self
+            .judge
+            .judge(check, caller, Placement::Worker { hit_counted })
+        {
             Ok(verdict) => Ok(verdict),
             Err(Deferred::Refused(e)) => Err(e),
             // A worker judges to the end; only an inline judgement defers.
@@ -297,13 +305,15 @@ impl Gate {
                 Ok(check)
             }) {
                 Err(e) => Err(e),
-                Ok(check) => match self.judge.judge(&check, Placement::Inline) {
+                Ok(check) => match self.judge.judge(&check, caller, Placement::Inline) {
                     Ok(verdict) => Ok(verdict),
                     Err(Deferred::Refused(e)) => Err(e),
                     Err(Deferred::ToWorker { hit_counted }) => {
-                        let gate = Arc::clone(self);
+                        let (gate, caller) = (Arc::clone(self), Arc::clone(caller));
                         self.executor
-                            .run(cost, move || gate.judge_on_worker(&check, hit_counted))
+                            .run(cost, move || {
+                                gate.judge_on_worker(&check, &caller, hit_counted)
+                            })
                             .await
                     }
                 },
@@ -314,7 +324,7 @@ impl Gate {
                 .run(cost, move || {
                     let check = guarded(|| read(gate.limits()))?;
                     caller.may_name(check.server.as_deref())?;
-                    gate.judge_on_worker(&check, false)
+                    gate.judge_on_worker(&check, &caller, false)
                 })
                 .await
         };
@@ -359,7 +369,7 @@ impl Gate {
                     let start = Instant::now();
                     let result = guarded(|| read_one(item, gate.limits())).and_then(|check| {
                         caller.may_name(check.server.as_deref())?;
-                        gate.judge_on_worker(&check, false)
+                        gate.judge_on_worker(&check, &caller, false)
                     });
                     gate.instrument.checked(transport, start, &result);
                     finish(result)

@@ -181,6 +181,7 @@ impl CheckReader<'_> {
                 .protocol_version
                 .map(|v| ProtocolVersion::parse(&v))
                 .transpose()?,
+            roots: None,
         })
     }
 }

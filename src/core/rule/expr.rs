@@ -1,0 +1,395 @@
+//! A rule's CEL expression: compiled once when the policy loads, within bounds that keep its
+//! evaluation bounded too, and evaluated over a payload converted within a budget.
+//!
+//! The bounds, checked at load:
+//! - at most [`MAX_SOURCE_BYTES`] of text, [`MAX_NODES`] nodes, [`MAX_DEPTH`] levels of nesting;
+//! - comprehensions (`all`, `exists`, `exists_one`, `filter`, `map`) nested at most
+//!   [`MAX_NESTING`] deep, and no `+` inside one beyond the macro's own (so no string or list is
+//!   built per item);
+//! - at most [`MAX_PLUS`] `+` elsewhere.
+//!
+//! And when it runs: the payload is converted to CEL values only up to [`MAX_VALUES`] values and
+//! [`MAX_STRING_BYTES`] of strings, and an expression with comprehensions is not run when its
+//! worst case (values to the power of its nesting, times its nodes) passes [`MAX_WORK`]: the
+//! rule cannot be evaluated, which fails it.
+
+use super::paths;
+use cel::common::ast::{EntryExpr, Expr};
+use cel::objects::{Key, Map};
+use cel::{Context, Env, ExecutionError, IdedExpr, Program, Value};
+use std::collections::HashMap;
+use std::sync::Arc;
+
+pub const MAX_SOURCE_BYTES: usize = 2048;
+pub const MAX_NODES: usize = 256;
+pub const MAX_DEPTH: usize = 32;
+pub const MAX_NESTING: usize = 2;
+pub const MAX_PLUS: usize = 8;
+pub const MAX_VALUES: usize = 100_000;
+pub const MAX_STRING_BYTES: usize = 1 << 20;
+pub const MAX_WORK: f64 = 1e8;
+/// The stack the parser runs on (it recurses per nesting level).
+const PARSE_STACK: usize = 32 << 20;
+
+/// A compiled expression and what it uses.
+pub struct Compiled {
+    program: Program,
+    /// Comprehensions nested at most this deep.
+    nesting: u32,
+    nodes: usize,
+    /// It reads `roots` (or calls `within_roots`).
+    pub uses_roots: bool,
+}
+
+impl std::fmt::Debug for Compiled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Compiled")
+            .field("nesting", &self.nesting)
+            .field("nodes", &self.nodes)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why an expression was refused: where (line and column in the expression, 1-based, when
+/// known) and what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    pub at: Option<(usize, usize)>,
+    pub message: String,
+}
+
+impl Refused {
+    fn whole(message: String) -> Self {
+        Self { at: None, message }
+    }
+}
+
+/// Compiles `source` within the bounds (see the module's notes).
+pub fn compile(source: &str) -> Result<Compiled, Refused> {
+    if source.len() > MAX_SOURCE_BYTES {
+        return Err(Refused::whole(format!(
+            "the expression is {} bytes; at most {MAX_SOURCE_BYTES}",
+            source.len()
+        )));
+    }
+    let text = source.to_owned();
+    // The parser recurses per level, on a stack of its own, so no expression can overflow the
+    // loading thread's.
+    let parsed = std::thread::Builder::new()
+        .name("rule-compile".into())
+        .stack_size(PARSE_STACK)
+        .spawn(move || {
+            Program::compile(&text).map(|program| {
+                let shape = shape(program.expression());
+                (program, shape)
+            })
+        })
+        .map_err(|e| Refused::whole(format!("cannot start the compiler: {e}")))?
+        .join()
+        .map_err(|_| Refused::whole("the expression could not be parsed".into()))?;
+    let (program, shape) = parsed.map_err(|e| {
+        let first = e.errors.first();
+        Refused {
+            at: first.map(|e| (e.pos.0.max(1) as usize, e.pos.1.max(0) as usize + 1)),
+            message: first.map_or_else(|| "does not parse".into(), |e| e.msg.clone()),
+        }
+    })?;
+    let Shape {
+        nodes,
+        depth,
+        nesting,
+        plus,
+        plus_in_loop,
+    } = shape;
+    let refuse = |what: String| Err(Refused::whole(what));
+    if nodes > MAX_NODES {
+        return refuse(format!(
+            "the expression has {nodes} nodes; at most {MAX_NODES}"
+        ));
+    }
+    if depth > MAX_DEPTH {
+        return refuse(format!(
+            "the expression nests {depth} deep; at most {MAX_DEPTH}"
+        ));
+    }
+    if nesting as usize > MAX_NESTING {
+        return refuse(format!(
+            "comprehensions (all, exists, filter, map) nest {nesting} deep; at most {MAX_NESTING}"
+        ));
+    }
+    if plus_in_loop {
+        return refuse(
+            "`+` inside all, exists, filter or map builds a value per item; compare instead (`x.a <= 100 - x.b`)".into(),
+        );
+    }
+    if plus > MAX_PLUS {
+        return refuse(format!("the expression has {plus} `+`; at most {MAX_PLUS}"));
+    }
+    let references = program.references();
+    let uses_roots = references.has_variable("roots") || references.has_function("within_roots");
+    Ok(Compiled {
+        program,
+        nesting,
+        nodes,
+        uses_roots,
+    })
+}
+
+/// What an expression is made of, counted without recursion.
+#[derive(Debug, Default)]
+struct Shape {
+    nodes: usize,
+    depth: usize,
+    nesting: u32,
+    plus: usize,
+    plus_in_loop: bool,
+}
+
+fn shape(root: &IdedExpr) -> Shape {
+    let mut shape = Shape::default();
+    // (expression, depth, comprehensions around it, inside a loop's own step or condition)
+    let mut stack: Vec<(&IdedExpr, usize, u32, Option<&str>)> = vec![(root, 1, 0, None)];
+    while let Some((e, depth, nesting, accu)) = stack.pop() {
+        shape.nodes += 1;
+        shape.depth = shape.depth.max(depth);
+        shape.nesting = shape.nesting.max(nesting);
+        let next = depth + 1;
+        match &e.expr {
+            Expr::Call(call) => {
+                if call.func_name == "_+_" {
+                    // The macro's own accumulation (`accu + [x]`, `accu + 1`) is not the user's.
+                    let own = accu.is_some_and(|accu| {
+                        matches!(call.args.first().map(|a| &a.expr), Some(Expr::Ident(name)) if name == accu)
+                    });
+                    match (own, accu.is_some()) {
+                        (true, _) => {}
+                        (false, true) => shape.plus_in_loop = true,
+                        (false, false) => shape.plus += 1,
+                    }
+                }
+                if let Some(target) = &call.target {
+                    stack.push((target, next, nesting, accu));
+                }
+                for arg in &call.args {
+                    stack.push((arg, next, nesting, accu));
+                }
+            }
+            Expr::Comprehension(c) => {
+                stack.push((&c.iter_range, next, nesting, accu));
+                stack.push((&c.accu_init, next, nesting, accu));
+                let inner = Some(c.accu_var.as_str());
+                stack.push((&c.loop_cond, next, nesting + 1, inner));
+                stack.push((&c.loop_step, next, nesting + 1, inner));
+                stack.push((&c.result, next, nesting, accu));
+            }
+            Expr::List(list) => {
+                for item in &list.elements {
+                    stack.push((item, next, nesting, accu));
+                }
+            }
+            Expr::Map(map) => {
+                for entry in &map.entries {
+                    if let EntryExpr::MapEntry(m) = &entry.expr {
+                        stack.push((&m.key, next, nesting, accu));
+                        stack.push((&m.value, next, nesting, accu));
+                    }
+                }
+            }
+            Expr::Struct(s) => {
+                for entry in &s.entries {
+                    if let EntryExpr::StructField(f) = &entry.expr {
+                        stack.push((&f.value, next, nesting, accu));
+                    }
+                }
+            }
+            Expr::Select(select) => stack.push((&select.operand, next, nesting, accu)),
+            Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
+        }
+    }
+    shape
+}
+
+/// What an expression sees.
+pub struct Bindings<'a> {
+    /// `arguments` or `result`, and its value.
+    pub payload: (&'static str, &'a serde_json::Value),
+    pub server: &'a str,
+    pub tool: &'a str,
+    pub caller: (&'a str, &'a [&'static str]),
+    /// The client's roots, when known.
+    pub roots: Option<&'a [String]>,
+}
+
+/// What became of an evaluation.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Evaluated {
+    Holds,
+    Fails,
+    /// It could not be evaluated: why.
+    Unevaluable(String),
+}
+
+/// The stdlib environment every rule's context starts from.
+pub fn environment() -> Arc<Env> {
+    Arc::new(Env::stdlib())
+}
+
+impl Compiled {
+    /// Evaluates the expression over `bindings`.
+    pub fn evaluate(&self, env: &Arc<Env>, bindings: &Bindings<'_>) -> Evaluated {
+        let mut budget = Budget::default();
+        let payload = match convert(bindings.payload.1, &mut budget) {
+            Ok(value) => value,
+            Err(why) => return Evaluated::Unevaluable(format!("the {} {why}", bindings.payload.0)),
+        };
+        if self.nesting > 0 {
+            let work = (budget.values as f64).powi(self.nesting as i32) * self.nodes as f64;
+            if work > MAX_WORK {
+                return Evaluated::Unevaluable(format!(
+                    "the {} holds {} values: too many for this rule's nested comprehensions to judge within its bound",
+                    bindings.payload.0, budget.values
+                ));
+            }
+        }
+        let mut context = Context::with_env(Arc::clone(env));
+        let roots: Arc<[String]> = bindings
+            .roots
+            .map(Arc::from)
+            .unwrap_or_else(|| Arc::from([]));
+        let known = bindings.roots.is_some();
+        let held = Arc::clone(&roots);
+        let declared = context
+            .add_function(
+                "within_roots",
+                move |path: Arc<String>| -> Result<bool, ExecutionError> {
+                    if !known {
+                        return Err(ExecutionError::function_error(
+                            "within_roots",
+                            "the client's roots are not known",
+                        ));
+                    }
+                    paths::within(&path, held.iter().map(String::as_str))
+                        .map_err(|e| ExecutionError::function_error("within_roots", e.0))
+                },
+            )
+            .and_then(|()| {
+                context.add_function(
+                    "within",
+                    |path: Arc<String>, dirs: Arc<Vec<Value>>| -> Result<bool, ExecutionError> {
+                        let dirs: Vec<&str> = dirs
+                            .iter()
+                            .filter_map(|d| match d {
+                                Value::String(s) => Some(s.as_str()),
+                                _ => None,
+                            })
+                            .collect();
+                        paths::within(&path, dirs)
+                            .map_err(|e| ExecutionError::function_error("within", e.0))
+                    },
+                )
+            });
+        if let Err(e) = declared {
+            return Evaluated::Unevaluable(format!("{e}"));
+        }
+        context.add_variable_from_value(bindings.payload.0, payload);
+        context.add_variable_from_value("server", bindings.server);
+        context.add_variable_from_value("tool", bindings.tool);
+        let caller = HashMap::from([
+            (Key::from("name"), Value::from(bindings.caller.0)),
+            (
+                Key::from("scopes"),
+                Value::List(Arc::new(
+                    bindings.caller.1.iter().map(|s| Value::from(*s)).collect(),
+                )),
+            ),
+        ]);
+        context.add_variable_from_value(
+            "caller",
+            Value::Map(Map {
+                map: Arc::new(caller),
+            }),
+        );
+        if known {
+            let list = roots.iter().map(|r| Value::from(r.as_str())).collect();
+            context.add_variable_from_value("roots", Value::List(Arc::new(list)));
+        }
+        match self.program.execute(&context) {
+            Ok(Value::Bool(true)) => Evaluated::Holds,
+            Ok(Value::Bool(false)) => Evaluated::Fails,
+            Ok(other) => Evaluated::Unevaluable(format!(
+                "the expression gave {}, not true or false",
+                kind(&other)
+            )),
+            Err(ExecutionError::UndeclaredReference(name)) if name.as_str() == "roots" => {
+                Evaluated::Unevaluable("the client's roots are not known".into())
+            }
+            Err(e) => Evaluated::Unevaluable(e.to_string()),
+        }
+    }
+}
+
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::List(_) => "a list",
+        Value::Map(_) => "a map",
+        Value::Int(_) | Value::UInt(_) | Value::Float(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Null => "null",
+        _ => "another value",
+    }
+}
+
+/// What a conversion has used.
+#[derive(Debug, Default)]
+struct Budget {
+    values: usize,
+    string_bytes: usize,
+}
+
+/// `value` as CEL values (integers as `int`, or `uint` past it; other numbers as `double`),
+/// within the budget: an error says which bound it passed.
+fn convert(value: &serde_json::Value, budget: &mut Budget) -> Result<Value, String> {
+    use serde_json::Value as J;
+    budget.values += 1;
+    if budget.values > MAX_VALUES {
+        return Err(format!(
+            "holds more than {MAX_VALUES} values: too many for a rule to judge"
+        ));
+    }
+    Ok(match value {
+        J::Null => Value::Null,
+        J::Bool(b) => Value::Bool(*b),
+        J::Number(n) => match (n.as_i64(), n.as_u64()) {
+            (Some(i), _) => Value::Int(i),
+            (None, Some(u)) => Value::UInt(u),
+            _ => Value::Float(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        J::String(s) => Value::String(string(s, budget)?),
+        J::Array(items) => {
+            let mut list = Vec::with_capacity(items.len().min(MAX_VALUES));
+            for item in items {
+                list.push(convert(item, budget)?);
+            }
+            Value::List(Arc::new(list))
+        }
+        J::Object(members) => {
+            let mut map = HashMap::with_capacity(members.len().min(MAX_VALUES));
+            for (key, item) in members {
+                let key = string(key, budget)?;
+                map.insert(Key::String(key), convert(item, budget)?);
+            }
+            Value::Map(Map { map: Arc::new(map) })
+        }
+    })
+}
+
+/// A string of the payload, counted against the budget.
+fn string(s: &str, budget: &mut Budget) -> Result<Arc<String>, String> {
+    budget.string_bytes += s.len();
+    if budget.string_bytes > MAX_STRING_BYTES {
+        return Err(format!(
+            "holds more than {MAX_STRING_BYTES} bytes of strings: too many for a rule to judge"
+        ));
+    }
+    Ok(Arc::new(s.to_owned()))
+}

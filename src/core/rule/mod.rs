@@ -1,0 +1,519 @@
+//! Rules beside the schemas: named conditions of the policy (`[[rules]]`) that a tool call's
+//! arguments or a result's `structuredContent` must meet, where a schema cannot say it (an
+//! amount's ceiling for a caller, a path inside the client's roots). A rule is a CEL expression
+//! ([`expr`]) or a list of paths that must lie within the client's roots ([`paths`]). A rule that
+//! does not hold, or cannot be evaluated, is an error of the verdict (keyword `rule`), judged in
+//! the same pass as the schema and under the same tier.
+
+pub mod expr;
+pub mod paths;
+
+use crate::core::domain::Tier;
+use globset::{Glob, GlobMatcher};
+use paths::PathPointer;
+use serde::Deserialize;
+use std::sync::Arc;
+
+/// The most values a `paths` rule looks at in one payload.
+const MAX_PATHS: usize = 10_000;
+
+/// Which payload a rule reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RulePayload {
+    Arguments,
+    Result,
+}
+
+impl RulePayload {
+    fn variable(self) -> &'static str {
+        match self {
+            RulePayload::Arguments => "arguments",
+            RulePayload::Result => "result",
+        }
+    }
+}
+
+/// What a rule that needs the client's roots does where none are known (the `unknown_roots`
+/// setting). Unset: `reject` under the untrusted tier, `log` otherwise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UnknownRoots {
+    /// The rule holds.
+    Pass,
+    /// The rule holds, and a warning says it was not judged.
+    Log,
+    /// The rule fails.
+    Reject,
+}
+
+/// A rule as the policy file writes it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RuleFile {
+    name: String,
+    #[serde(default = "any")]
+    server: String,
+    #[serde(default = "any")]
+    tool: String,
+    payload: RulePayload,
+    expr: Option<toml::Spanned<String>>,
+    paths: Option<Vec<String>>,
+    message: Option<String>,
+    unknown_roots: Option<UnknownRoots>,
+}
+
+fn any() -> String {
+    "*".to_owned()
+}
+
+#[derive(Debug)]
+enum Body {
+    Expr(expr::Compiled),
+    Paths(Vec<PathPointer>),
+}
+
+/// One compiled rule.
+#[derive(Debug)]
+pub struct Rule {
+    pub name: String,
+    server: GlobMatcher,
+    tool: GlobMatcher,
+    pub payload: RulePayload,
+    body: Body,
+    /// What the model reads when the rule fails.
+    pub message: String,
+    unknown_roots: Option<UnknownRoots>,
+}
+
+/// The policy's rules, compiled.
+#[derive(Default)]
+pub struct RuleSet {
+    rules: Vec<Rule>,
+    /// The environment their expressions run in (none without rules).
+    env: Option<Arc<cel::Env>>,
+}
+
+impl std::fmt::Debug for RuleSet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RuleSet")
+            .field("rules", &self.rules)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Who asks and what the session knows: what a rule sees besides the payload.
+#[derive(Debug, Clone, Copy)]
+pub struct Facts<'a> {
+    pub server: &'a str,
+    pub tool: &'a str,
+    /// The caller's token name and scopes.
+    pub caller: (&'a str, &'a [&'static str]),
+    /// The client's roots (URIs), when the session knows them.
+    pub roots: Option<&'a [String]>,
+    pub tier: Tier,
+}
+
+/// A rule that did not hold: its name and the message the model reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Broken {
+    pub rule: String,
+    pub message: String,
+}
+
+impl RuleSet {
+    /// Compiles the policy file's rules; `text` is the file (for the line of a broken
+    /// expression). An error names the rule, and the line and column where it can.
+    pub(crate) fn compile(files: Vec<RuleFile>, text: &str) -> Result<RuleSet, (String, String)> {
+        let mut rules: Vec<Rule> = Vec::with_capacity(files.len());
+        for (i, file) in files.into_iter().enumerate() {
+            let at = format!(" rules[{i}] (name = {:?})", file.name);
+            let rule = compile_one(file, text).map_err(|message| (at.clone(), message))?;
+            if rules.iter().any(|r| r.name == rule.name) {
+                return Err((at, "another rule has this name".into()));
+            }
+            rules.push(rule);
+        }
+        let env = (!rules.is_empty()).then(expr::environment);
+        Ok(RuleSet { rules, env })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    pub fn len(&self) -> usize {
+        self.rules.len()
+    }
+
+    /// Judges `payload` (the arguments or the structuredContent, as `kind` says) by every rule
+    /// that applies to `facts`' server and tool: the ones that did not hold.
+    pub fn judge(
+        &self,
+        kind: RulePayload,
+        payload: &serde_json::Value,
+        facts: &Facts<'_>,
+    ) -> Vec<Broken> {
+        let Some(env) = &self.env else {
+            return Vec::new();
+        };
+        let mut broken = Vec::new();
+        for rule in self.applying(kind, facts.server, facts.tool) {
+            if let Some(reason) = rule.judge(env, payload, facts) {
+                broken.push(Broken {
+                    rule: rule.name.clone(),
+                    message: reason,
+                });
+            }
+        }
+        broken
+    }
+
+    /// Whether any rule applies to `server`'s `tool` for `kind`.
+    pub fn applies(&self, kind: RulePayload, server: &str, tool: &str) -> bool {
+        self.applying(kind, server, tool).next().is_some()
+    }
+
+    fn applying<'a>(
+        &'a self,
+        kind: RulePayload,
+        server: &'a str,
+        tool: &'a str,
+    ) -> impl Iterator<Item = &'a Rule> + 'a {
+        self.rules.iter().filter(move |r| {
+            r.payload == kind && r.server.is_match(server) && r.tool.is_match(tool)
+        })
+    }
+}
+
+fn compile_one(file: RuleFile, text: &str) -> Result<Rule, String> {
+    if file.name.is_empty() || file.name.len() > 128 {
+        return Err("`name` must be 1 to 128 characters".into());
+    }
+    let glob = |what: &str, pattern: &str| {
+        Glob::new(pattern)
+            .map(|g| g.compile_matcher())
+            .map_err(|e| format!("`{what}` is not a valid glob: {e}"))
+    };
+    let (server, tool) = (glob("server", &file.server)?, glob("tool", &file.tool)?);
+    let body = match (file.expr, file.paths) {
+        (Some(source), None) => {
+            let span = source.span();
+            let compiled = expr::compile(source.get_ref()).map_err(|refused| {
+                let (line, column) = position(text, span.start, refused.at);
+                format!("line {line}, column {column}: `expr`: {}", refused.message)
+            })?;
+            Body::Expr(compiled)
+        }
+        (None, Some(paths)) => {
+            if paths.is_empty() {
+                return Err("`paths` names no path".into());
+            }
+            let pointers = paths
+                .iter()
+                .map(|p| PathPointer::parse(p))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| format!("`paths`: {e}"))?;
+            Body::Paths(pointers)
+        }
+        (Some(_), Some(_)) => return Err("give `expr` or `paths`, not both".into()),
+        (None, None) => return Err("give `expr` (a CEL expression) or `paths`".into()),
+    };
+    let message = file.message.unwrap_or_else(|| match &body {
+        Body::Expr(_) => format!("the {} break rule {:?}", file.payload.variable(), file.name),
+        Body::Paths(_) => {
+            "a path lies outside the directories the user gave (the client's roots)".into()
+        }
+    });
+    Ok(Rule {
+        name: file.name,
+        server,
+        tool,
+        payload: file.payload,
+        body,
+        message,
+        unknown_roots: file.unknown_roots,
+    })
+}
+
+/// The line and column (1-based) in the policy file of the expression that starts at byte
+/// `start` (its opening quote), or of the place `inner` (line, column) within it.
+fn position(text: &str, start: usize, inner: Option<(usize, usize)>) -> (usize, usize) {
+    let before = &text[..start.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+    match inner {
+        // The expression's first character follows the quote.
+        Some((1, c)) => (line, column + c),
+        Some((l, c)) => (line + l - 1, c),
+        None => (line, column),
+    }
+}
+
+impl Rule {
+    /// Why the rule does not hold of `payload`, or `None` when it holds.
+    fn judge(
+        &self,
+        env: &Arc<cel::Env>,
+        payload: &serde_json::Value,
+        facts: &Facts<'_>,
+    ) -> Option<String> {
+        let needs_roots = match &self.body {
+            Body::Expr(compiled) => compiled.uses_roots,
+            Body::Paths(_) => true,
+        };
+        if needs_roots && facts.roots.is_none() {
+            let mode = self.unknown_roots.unwrap_or(match facts.tier {
+                Tier::Untrusted => UnknownRoots::Reject,
+                _ => UnknownRoots::Log,
+            });
+            match mode {
+                UnknownRoots::Pass => return None,
+                UnknownRoots::Log => {
+                    tracing::warn!(rule = %self.name, server = facts.server, tool = facts.tool, "a rule on the client's roots was not judged: the session knows no roots (unknown_roots = \"log\")");
+                    return None;
+                }
+                UnknownRoots::Reject => {
+                    return Some(format!(
+                        "{} (not judged: the client's roots are not known; the client must declare roots and answer roots/list)",
+                        self.message
+                    ))
+                }
+            }
+        }
+        match &self.body {
+            Body::Expr(compiled) => {
+                let bindings = expr::Bindings {
+                    payload: (self.payload.variable(), payload),
+                    server: facts.server,
+                    tool: facts.tool,
+                    caller: facts.caller,
+                    roots: facts.roots,
+                };
+                match compiled.evaluate(env, &bindings) {
+                    expr::Evaluated::Holds => None,
+                    expr::Evaluated::Fails => Some(self.message.clone()),
+                    expr::Evaluated::Unevaluable(why) => {
+                        Some(format!("{} (could not be evaluated: {why})", self.message))
+                    }
+                }
+            }
+            Body::Paths(pointers) => {
+                let roots = facts.roots.unwrap_or(&[]);
+                for pointer in pointers {
+                    for (at, value) in pointer.find(payload, MAX_PATHS) {
+                        let Some(path) = value.as_str() else {
+                            return Some(format!("{}: {at} is not a path", self.message));
+                        };
+                        match paths::within(path, roots.iter().map(String::as_str)) {
+                            Ok(true) => {}
+                            Ok(false) => {
+                                return Some(format!("{}: {at} ({path}) is outside", self.message))
+                            }
+                            Err(e) => return Some(format!("{}: {at}: {}", self.message, e.0)),
+                        }
+                    }
+                }
+                None
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn rule_set(policy: &str) -> Result<RuleSet, (String, String)> {
+        #[derive(Deserialize)]
+        struct File {
+            rules: Vec<RuleFile>,
+        }
+        let file: File = toml::from_str(policy).expect("TOML");
+        RuleSet::compile(file.rules, policy)
+    }
+
+    fn facts<'a>(roots: Option<&'a [String]>, scopes: &'a [&'static str]) -> Facts<'a> {
+        Facts {
+            server: "bank-eu",
+            tool: "transfer",
+            caller: ("ops", scopes),
+            roots,
+            tier: Tier::Untrusted,
+        }
+    }
+
+    const LIMIT: &str = r#"
+[[rules]]
+name = "transfer_limit"
+server = "bank-*"
+tool = "transfer"
+payload = "arguments"
+expr = "arguments.amount <= 1000 || caller.scopes.exists(s, s == 'admin')"
+message = "amount above 1,000 needs a person to approve it"
+"#;
+
+    #[test]
+    fn an_expression_holds_fails_or_cannot_be_evaluated_and_fails_then_too() {
+        let rules = rule_set(LIMIT).expect("compiles");
+        let judge = |args: serde_json::Value, scopes: &[&'static str]| {
+            rules.judge(RulePayload::Arguments, &args, &facts(None, scopes))
+        };
+        assert!(judge(json!({"amount": 10}), &[]).is_empty());
+        assert!(judge(json!({"amount": 5000}), &["admin"]).is_empty());
+        let broken = judge(json!({"amount": 5000}), &["check"]);
+        assert_eq!(broken.len(), 1);
+        assert_eq!(broken[0].rule, "transfer_limit");
+        assert_eq!(
+            broken[0].message,
+            "amount above 1,000 needs a person to approve it"
+        );
+        let missing = judge(json!({"to": "x"}), &[]);
+        assert!(
+            missing[0].message.contains("could not be evaluated")
+                && missing[0].message.contains("amount"),
+            "{missing:?}"
+        );
+        let result = rules.judge(
+            RulePayload::Result,
+            &json!({"amount": 5000}),
+            &facts(None, &[]),
+        );
+        assert!(
+            result.is_empty(),
+            "a rule on arguments does not judge results"
+        );
+        let other = Facts {
+            server: "crm",
+            ..facts(None, &[])
+        };
+        assert!(rules
+            .judge(RulePayload::Arguments, &json!({"amount": 5000}), &other)
+            .is_empty());
+    }
+
+    #[test]
+    fn paths_must_lie_within_the_roots_and_unknown_roots_follow_the_tier() {
+        let rules = rule_set(
+            "[[rules]]\nname = \"in_roots\"\ntool = \"*\"\npayload = \"arguments\"\npaths = [\"/path\", \"/paths/*\"]\n",
+        )
+        .expect("compiles");
+        let roots = ["file:///srv/shared".to_owned()];
+        let judge = |args: serde_json::Value, roots: Option<&[String]>, tier: Tier| {
+            let facts = Facts {
+                tier,
+                ..facts(roots, &[])
+            };
+            rules.judge(RulePayload::Arguments, &args, &facts)
+        };
+        let untrusted = Tier::Untrusted;
+        assert!(judge(json!({"path": "/srv/shared/a"}), Some(&roots), untrusted).is_empty());
+        assert!(judge(
+            json!({"paths": ["/srv/shared/a", "/srv/shared/b"]}),
+            Some(&roots),
+            untrusted
+        )
+        .is_empty());
+        for outside in [
+            json!({"path": "/srv/shared/../../etc/passwd"}),
+            json!({"paths": ["/srv/shared/a", "file:///etc/shadow"]}),
+            json!({"path": "relative.txt"}),
+            json!({"path": 7}),
+        ] {
+            assert_eq!(
+                judge(outside.clone(), Some(&roots), untrusted).len(),
+                1,
+                "{outside}"
+            );
+        }
+        let unknown = judge(json!({"path": "/srv/shared/a"}), None, untrusted);
+        assert!(
+            unknown[0].message.contains("roots are not known"),
+            "{unknown:?}"
+        );
+        assert!(
+            judge(json!({"path": "/x"}), None, Tier::Trusted).is_empty(),
+            "logged, passed"
+        );
+    }
+
+    #[test]
+    fn within_roots_and_within_are_functions_of_expressions() {
+        let rules = rule_set(
+            "[[rules]]\nname = \"src\"\npayload = \"arguments\"\nexpr = \"within_roots(arguments.path) && within(arguments.path, ['/srv/shared/src'])\"\n",
+        )
+        .expect("compiles");
+        let roots = ["/srv/shared".to_owned()];
+        let judge = |path: &str, roots: Option<&[String]>| {
+            rules.judge(
+                RulePayload::Arguments,
+                &json!({"path": path}),
+                &facts(roots, &[]),
+            )
+        };
+        assert!(judge("/srv/shared/src/main.rs", Some(&roots)).is_empty());
+        assert_eq!(judge("/srv/shared/README", Some(&roots)).len(), 1);
+        assert_eq!(judge("/srv/shared/src/../../../etc", Some(&roots)).len(), 1);
+        assert_eq!(
+            judge("/srv/shared/src/x", None).len(),
+            1,
+            "no roots known: rejected"
+        );
+    }
+
+    #[test]
+    fn a_broken_or_costly_rule_is_refused_at_load_with_its_place() {
+        let refused = |expr: &str| -> String {
+            let policy =
+                format!("[[rules]]\nname = \"r\"\npayload = \"arguments\"\nexpr = {expr:?}\n");
+            let (at, message) = rule_set(&policy).expect_err(expr);
+            format!("{at}: {message}")
+        };
+        let syntax = refused("arguments.amount <= ");
+        assert!(
+            syntax.contains("rules[0]") && syntax.contains("line 4, column"),
+            "{syntax}"
+        );
+        let plus = vec!["arguments.a"; 10].join(" + ") + " == ''";
+        assert!(refused(&plus).contains("9 `+`"), "{}", refused(&plus));
+        assert!(refused(
+            "arguments.items.all(x, arguments.items.all(y, arguments.items.all(z, x == y)))"
+        )
+        .contains("nest 3 deep"));
+        assert!(refused("arguments.items.all(x, x.name + 'a' == 'b')")
+            .contains("builds a value per item"));
+        let deep = format!("size({}true{}) == 1", "[".repeat(40), "]".repeat(40));
+        assert!(refused(&deep).contains("nests"), "{}", refused(&deep));
+        assert!(refused(&"x".repeat(5000)).contains("at most 2048"));
+        let no_body =
+            rule_set("[[rules]]\nname = \"r\"\npayload = \"arguments\"\n").expect_err("no body");
+        assert!(no_body.1.contains("give `expr`"), "{no_body:?}");
+        let twice = rule_set(&format!("{LIMIT}{LIMIT}")).expect_err("a name twice");
+        assert!(twice.1.contains("another rule has this name"));
+    }
+
+    #[test]
+    fn a_payload_past_the_budget_cannot_be_judged_and_fails() {
+        let rules = rule_set(
+            "[[rules]]\nname = \"r\"\npayload = \"arguments\"\nexpr = \"arguments.items.all(x, arguments.items.exists(y, y == x))\"\n",
+        )
+        .expect("compiles");
+        let judge = |n: usize| {
+            let items: Vec<usize> = (0..n).collect();
+            rules.judge(
+                RulePayload::Arguments,
+                &json!({"items": items}),
+                &facts(None, &[]),
+            )
+        };
+        assert!(judge(100).is_empty());
+        let quadratic = judge(50_000);
+        assert!(quadratic[0].message.contains("too many"), "{quadratic:?}");
+        let huge = judge(1_000_000);
+        assert!(
+            huge[0].message.contains("more than 100000 values"),
+            "{huge:?}"
+        );
+    }
+}
