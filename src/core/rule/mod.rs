@@ -475,7 +475,7 @@ message = "amount above 1,000 needs a person to approve it"
             syntax.contains("rules[0]") && syntax.contains("line 4, column"),
             "{syntax}"
         );
-        let plus = vec!["arguments.a"; 10].join(" + ") + " == ''";
+        let plus = ["arguments.a"; 10].join(" + ") + " == ''";
         assert!(refused(&plus).contains("9 `+`"), "{}", refused(&plus));
         assert!(refused(
             "arguments.items.all(x, arguments.items.all(y, arguments.items.all(z, x == y)))"
