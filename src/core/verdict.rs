@@ -271,10 +271,22 @@ pub fn feedback(subject: &str, errors: &[ValidationFailure], truncated: bool) ->
         return String::new();
     }
     let mut line = String::with_capacity(32 + errors.len() * 48);
-    let _ = write!(line, "{subject} failed schema: ");
+    match errors.iter().all(|e| e.keyword == "rule") {
+        true => {
+            let _ = write!(line, "{subject} broke the policy's rules: ");
+        }
+        false => {
+            let _ = write!(line, "{subject} failed schema: ");
+        }
+    }
     for (i, e) in errors.iter().enumerate() {
         if i > 0 {
             line.push_str("; ");
+        }
+        // A rule's message names the rule; it has no place in the payload.
+        if e.keyword == "rule" {
+            line.push_str(&e.message);
+            continue;
         }
         let path = if e.instance_path.is_empty() {
             "/"

@@ -100,16 +100,25 @@ pub fn rejected(
     verdict: &Verdict,
     protocol: Option<ProtocolVersion>,
 ) -> Vec<u8> {
-    let text = if arguments {
-        format!(
+    let rules_only =
+        !verdict.errors.is_empty() && verdict.errors.iter().all(|e| e.keyword == "rule");
+    let text = match (arguments, rules_only) {
+        (true, false) => format!(
             "schemagate did not send this call to the server: its arguments do not match the inputSchema of tool {tool:?}. {}",
             verdict.feedback
-        )
-    } else {
-        format!(
+        ),
+        (true, true) => format!(
+            "schemagate did not send this call to the server: its arguments break the policy's rules for tool {tool:?}. {}",
+            verdict.feedback
+        ),
+        (false, false) => format!(
             "schemagate withheld the result of tool {tool:?}: it does not match the tool's outputSchema, so it must not be used. {}",
             verdict.feedback
-        )
+        ),
+        (false, true) => format!(
+            "schemagate withheld the result of tool {tool:?}: it breaks the policy's rules for the tool, so it must not be used. {}",
+            verdict.feedback
+        ),
     };
     tool_error(&text, verdict, protocol)
 }

@@ -29,6 +29,7 @@ mod proxy;
 mod recording;
 mod registry;
 mod releases;
+mod roots;
 mod rules;
 mod shutdown;
 mod tls;
