@@ -573,7 +573,8 @@ fn judge_rules(
         roots: check.roots.as_deref(),
         tier,
     };
-    for broken in rule_set.judge(kind, &document.to_value(), &facts) {
+    let payload = (document.nodes as usize, || document.to_value());
+    for broken in rule_set.judge_read(kind, payload, &facts) {
         verdict.errors.push(ValidationFailure {
             instance_path: String::new(),
             schema_path: broken.rule.clone(),

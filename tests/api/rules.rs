@@ -95,3 +95,85 @@ async fn a_broken_rule_refuses_the_policy_with_its_place_and_the_one_in_force_st
         "the rule in force still judges: {v}"
     );
 }
+
+/// A token file of two callers: `treasury` (scopes check and register) and `agent` (check).
+fn tokens() -> tempfile::NamedTempFile {
+    use sha2::{Digest, Sha256};
+    let sha = |token: &str| -> String {
+        Sha256::digest(token.as_bytes())
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    };
+    let file = tempfile::NamedTempFile::new().expect("token file");
+    std::fs::write(
+        file.path(),
+        format!(
+            "[[tokens]]\nname = \"treasury\"\nsha256 = \"{}\"\nscopes = [\"check\", \"register\"]\n\n[[tokens]]\nname = \"agent\"\nsha256 = \"{}\"\nscopes = [\"check\"]\n",
+            sha("treasury-token"),
+            sha("agent-token")
+        ),
+    )
+    .expect("write the tokens");
+    file
+}
+
+#[tokio::test]
+async fn over_grpc_a_rule_reads_the_callers_name_and_scopes() {
+    let tokens = tokens();
+    let path = tokens.path().to_str().expect("UTF-8");
+    let policy = POLICY.replace(
+        "caller.name == 'treasury'",
+        "caller.scopes.exists(s, s == 'register')",
+    );
+    let app = TestApp::with_policy(&policy, &["--auth-tokens", path]).await;
+    let mut grpc = crate::helpers::client(&app).await;
+    let check = crate::helpers::grpc_check(&transfer(json!({"amount": 5000, "to": "ann"})));
+    let as_caller = |token: &str| {
+        let mut request = tonic::Request::new(check.clone());
+        let value = format!("Bearer {token}").parse().expect("ASCII");
+        request.metadata_mut().insert("authorization", value);
+        request
+    };
+    let treasury = grpc
+        .validate(as_caller("treasury-token"))
+        .await
+        .expect("a verdict")
+        .into_inner();
+    assert!(treasury.errors.is_empty(), "{treasury:?}");
+    let agent = grpc
+        .validate(as_caller("agent-token"))
+        .await
+        .expect("a verdict")
+        .into_inner();
+    let rest = crate::helpers::as_rest(&agent);
+    assert_eq!(
+        (rest["valid"].clone(), rest["action"].clone()),
+        (json!(false), json!("reject")),
+        "{rest}"
+    );
+    assert_eq!(agent.errors[0].keyword, "rule");
+    assert_eq!(agent.errors[0].schema_path, "transfer_limit");
+}
+
+#[tokio::test]
+async fn a_million_element_argument_under_a_rule_is_refused_within_the_bound() {
+    let app = TestApp::with_policy(
+        "[[rules]]\nname = \"small_batches\"\ntool = \"import\"\npayload = \"arguments\"\nexpr = \"arguments.rows.all(r, r >= 0)\"\n",
+        &[],
+    )
+    .await;
+    let rows: Vec<u32> = (0..1_000_000).collect();
+    let (status, v) = app
+        .validate(&json!({"server": "crm", "tool": "import", "schema": {"type": "object"}, "arguments": {"rows": rows}}))
+        .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["valid"], false, "{v}");
+    let message = v["errors"][0]["message"].as_str().unwrap_or("");
+    assert!(message.contains("more than 100000 values"), "{message}");
+    // The rule judged the rest as usual.
+    let (_, v) = app
+        .validate(&json!({"server": "crm", "tool": "import", "schema": {"type": "object"}, "arguments": {"rows": [1, 2]}}))
+        .await;
+    assert_eq!(v["valid"], true, "{v}");
+}

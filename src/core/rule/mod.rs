@@ -154,10 +154,37 @@ impl RuleSet {
         payload: &serde_json::Value,
         facts: &Facts<'_>,
     ) -> Vec<Broken> {
+        self.judge_read(kind, (1, || payload.clone()), facts)
+    }
+
+    /// As [`judge`](Self::judge), of a payload of `values` values read by `read` only when the
+    /// rules may look at it: past [`expr::MAX_VALUES`], each rule that applies fails as not
+    /// evaluable, and the payload is never built.
+    pub fn judge_read(
+        &self,
+        kind: RulePayload,
+        (values, read): (usize, impl FnOnce() -> serde_json::Value),
+        facts: &Facts<'_>,
+    ) -> Vec<Broken> {
         let Some(env) = &self.env else {
             return Vec::new();
         };
         let mut broken = Vec::new();
+        if values > expr::MAX_VALUES {
+            for rule in self.applying(kind, facts.server, facts.tool) {
+                broken.push(Broken {
+                    rule: rule.name.clone(),
+                    message: format!(
+                        "{} (could not be evaluated: the {} hold {values} values, more than {} values: too many for a rule to judge)",
+                        rule.message,
+                        kind.variable(),
+                        expr::MAX_VALUES
+                    ),
+                });
+            }
+            return broken;
+        }
+        let payload = &read();
         for rule in self.applying(kind, facts.server, facts.tool) {
             if let Some(reason) = rule.judge(env, payload, facts) {
                 broken.push(Broken {
