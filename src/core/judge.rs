@@ -19,7 +19,7 @@ use crate::core::schema::cache::{CacheKey, Compiled, SchemaCache};
 use crate::core::schema::compile::CompiledSchema;
 use crate::core::schema::texts::SchemaTexts;
 use crate::core::verdict::{
-    clip, feedback, fold_indices, schema_keyword, with_article, Action, Finding, Outcome,
+    clip, feedback, field_path, schema_keyword, with_article, Action, Finding, Outcome,
     ShadowVerdict, ValidationFailure, Verdict,
 };
 use crate::core::Limits;
@@ -515,14 +515,12 @@ impl Judge {
             verdict.feedback =
                 feedback(check.payload.subject(), &verdict.errors, verdict.truncated);
             for e in &verdict.errors {
-                // A rule's failures are counted under its name.
-                let path = match e.keyword.as_str() {
-                    "rule" => e.schema_path.clone(),
-                    _ => fold_indices(&e.instance_path),
-                };
-                self.parts
-                    .metrics
-                    .field_failure(target, check.payload.kind(), &path, &e.keyword);
+                self.parts.metrics.field_failure(
+                    target,
+                    check.payload.kind(),
+                    &field_path(e),
+                    &e.keyword,
+                );
             }
             if verdict.action == Action::Pass {
                 tracing::warn!(

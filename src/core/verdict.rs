@@ -341,6 +341,15 @@ pub fn with_article(message: String) -> String {
     }
 }
 
+/// Where a failure is counted (the `path` of the field failures): its instance path with array
+/// indices folded, or, for a rule that did not hold (keyword `rule`), the rule's name.
+pub fn field_path(failure: &ValidationFailure) -> String {
+    match failure.keyword.as_str() {
+        "rule" => failure.schema_path.clone(),
+        _ => fold_indices(&failure.instance_path),
+    }
+}
+
 /// The instance path with array indices folded to `*`, so `/items/3/id` counts as `/items/*/id`.
 pub fn fold_indices(path: &str) -> String {
     if path.is_empty() {

@@ -1008,3 +1008,55 @@ fn verdicts_go_to_standard_output_with_a_dash() {
     );
     assert!(!dir.path().join("-").exists(), "no file named -");
 }
+
+#[test]
+fn a_transcript_is_judged_by_the_policys_rules_with_the_roots_it_holds() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let read = |id: u32, path: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+               "params": {"name": "read_text_file", "arguments": {"path": path}}})
+    };
+    let answer = |id: u32| json!({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": "x"}]}});
+    let log = write(
+        dir.path(),
+        "files.jsonl",
+        &jsonl(&[
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+            json!({"jsonrpc": "2.0", "id": 1, "result": {"tools": [{"name": "read_text_file",
+                "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}}}]}}),
+            // The server asks for the client's roots; the client answers.
+            json!({"jsonrpc": "2.0", "id": "r1", "method": "roots/list"}),
+            json!({"jsonrpc": "2.0", "id": "r1", "result": {"roots": [{"uri": "file:///srv/shared"}]}}),
+            read(2, "/srv/shared/a.txt"),
+            answer(2),
+            read(3, "/srv/shared/../../etc/passwd"),
+            answer(3),
+        ]),
+    );
+    let policy = write(
+        dir.path(),
+        "policy.toml",
+        "[[rules]]\nname = \"in_roots\"\npayload = \"arguments\"\npaths = [\"/path\"]\n",
+    );
+    let (code, out, err) = check(
+        &[
+            "--format", "jsonrpc", "--server", "files", "--policy", &policy, "--output", "json",
+            &log,
+        ],
+        b"",
+    );
+    assert_eq!(
+        code, 1,
+        "the call outside the roots is rejected: {err}{out}"
+    );
+    let summary: Value = serde_json::from_str(&out).expect("a JSON summary");
+    assert_eq!(summary["total"]["rejected"], 1, "{summary}");
+    assert_eq!(
+        (
+            &summary["top_fields"][0]["path"],
+            &summary["top_fields"][0]["keyword"]
+        ),
+        (&json!("in_roots"), &json!("rule")),
+        "{summary}"
+    );
+}

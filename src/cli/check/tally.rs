@@ -5,7 +5,7 @@
 
 use crate::core::check::PayloadKind;
 use crate::core::metrics::Attempt;
-use crate::core::verdict::{clip, fold_indices, Outcome, Verdict};
+use crate::core::verdict::{clip, field_path, Outcome, Verdict};
 use hashbrown::{Equivalent, HashMap};
 use std::hash::{Hash, Hasher};
 
@@ -129,7 +129,7 @@ impl Tally {
                 server.to_owned(),
                 tool.to_owned(),
                 payload,
-                clip(fold_indices(&error.instance_path), MAX_PATH_BYTES),
+                clip(field_path(error), MAX_PATH_BYTES),
                 error.keyword.clone(),
             );
             *bounded(&mut self.fields, key, MAX_FIELDS, fold_field) += 1;
