@@ -154,10 +154,15 @@ impl Judge {
         // Nothing validated (yet): `valid` stays unset unless a validation sets it.
         let unvalidated = |outcome: Outcome| {
             target.count(rules.tier, check.payload.kind(), attempt, outcome);
-            Verdict {
+            let mut verdict = Verdict {
                 outcome,
                 ..unvalidated_verdict(rules.tier, check)
+            };
+            // Nothing validated, so never a failure: what is past the budget is said.
+            if let Some(finding) = over_budget(check, &rules) {
+                verdict.findings.push(finding);
             }
+            verdict
         };
         if let Some(outcome) = not_validated(check, &rules) {
             return Ok(unvalidated(outcome));
@@ -179,6 +184,17 @@ impl Judge {
         self.validate(compiled, document, placement, &mut verdict)?;
         let facts = (policy.rule_set(), caller, rules.tier);
         judge_rules(check, document, facts, &mut verdict);
+        if let Some(finding) = over_budget(check, &rules) {
+            if rules.tier == Tier::Untrusted {
+                verdict.errors.push(ValidationFailure {
+                    instance_path: String::new(),
+                    schema_path: "max_result_bytes".into(),
+                    keyword: finding.kind.into(),
+                    message: finding.message.clone(),
+                });
+            }
+            verdict.findings.push(finding);
+        }
         self.findings(check, document, version, &rules, &target, &mut verdict);
         if let Some((shadow_hash, Ok(shadow))) =
             schemas.shadow.as_ref().map(|(h, c)| (h, c.as_ref()))
@@ -536,6 +552,23 @@ impl Judge {
         }
         target.count(rules.tier, check.payload.kind(), attempt, verdict.outcome);
     }
+}
+
+/// The result budget's finding, when the check's tool result is larger than `max_result_bytes`
+/// allows.
+fn over_budget(check: &Check, rules: &Rules) -> Option<Finding> {
+    let (Payload::Result(_), Some(bytes), Some(max)) =
+        (&check.payload, check.result_bytes, rules.max_result_bytes)
+    else {
+        return None;
+    };
+    (bytes as u64 > max).then(|| Finding {
+        kind: "result_too_large",
+        instance_path: String::new(),
+        message: format!(
+            "the result is {bytes} bytes, past the budget of {max} (max_result_bytes): return less (a page, a summary, fewer fields)"
+        ),
+    })
 }
 
 /// The policy's rules that apply to the check, judged on its payload: each one that does not

@@ -115,6 +115,9 @@ pub struct Rules {
     /// The tool's contract is pinned: a registration that changes it (or, for a server pinned
     /// as a whole, adds or removes tools) is refused until the new contract is accepted.
     pub pin: bool,
+    /// The result budget: a tool result of more bytes is a finding (`result_too_large`), and
+    /// under untrusted a failure. Unset (or 0): none.
+    pub max_result_bytes: Option<u64>,
 }
 
 impl Rules {
@@ -149,6 +152,7 @@ struct Switches {
     arguments: Option<ArgumentsMode>,
     unknown_tools: Option<UnknownTools>,
     pin: Option<bool>,
+    max_result_bytes: Option<u64>,
 }
 
 impl Switches {
@@ -162,6 +166,7 @@ impl Switches {
             arguments: over.arguments.or(self.arguments),
             unknown_tools: over.unknown_tools.or(self.unknown_tools),
             pin: over.pin.or(self.pin),
+            max_result_bytes: over.max_result_bytes.or(self.max_result_bytes),
         }
     }
 }
@@ -397,6 +402,7 @@ impl Policy {
                 _ => UnknownTools::Pass,
             }),
             pin: switches.pin.unwrap_or(false),
+            max_result_bytes: switches.max_result_bytes.filter(|&max| max > 0),
         }
     }
 }

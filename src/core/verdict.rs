@@ -271,7 +271,10 @@ pub fn feedback(subject: &str, errors: &[ValidationFailure], truncated: bool) ->
         return String::new();
     }
     let mut line = String::with_capacity(32 + errors.len() * 48);
-    match errors.iter().all(|e| e.keyword == "rule") {
+    match errors
+        .iter()
+        .all(|e| matches!(e.keyword.as_str(), "rule" | "result_too_large"))
+    {
         true => {
             let _ = write!(line, "{subject} broke the policy's rules: ");
         }
@@ -342,10 +345,11 @@ pub fn with_article(message: String) -> String {
 }
 
 /// Where a failure is counted (the `path` of the field failures): its instance path with array
-/// indices folded, or, for a rule that did not hold (keyword `rule`), the rule's name.
+/// indices folded; for a rule that did not hold (keyword `rule`), the rule's name; for a result
+/// past its budget (`result_too_large`), `max_result_bytes`.
 pub fn field_path(failure: &ValidationFailure) -> String {
     match failure.keyword.as_str() {
-        "rule" => failure.schema_path.clone(),
+        "rule" | "result_too_large" => failure.schema_path.clone(),
         _ => fold_indices(&failure.instance_path),
     }
 }

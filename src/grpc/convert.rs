@@ -42,6 +42,10 @@ pub fn check(msg: &proto::Check, limits: &Limits) -> Result<Check, CheckError> {
         call_id: non_empty(&msg.call_id),
         protocol_version: protocol_version(&msg.protocol_version)?,
         roots: None,
+        result_bytes: match &msg.payload {
+            Some(P::Result(b)) => Some(b.len()),
+            _ => None,
+        },
     })
 }
 

@@ -336,15 +336,18 @@ impl Boundary {
         let roots = self.session.roots.known();
         self.gate
             .check_one(&self.caller, size, self.config.transport, move |limits| {
+                let payload = read(payload_text, limits.max_depth)?;
+                let result_bytes = matches!(payload, Payload::Result(_)).then_some(size);
                 Ok(Check {
                     server: Some(server),
                     tool: Some(tool),
                     schema,
-                    payload: read(payload_text, limits.max_depth)?,
+                    payload,
                     attempt,
                     call_id: Some(call_id),
                     protocol_version: protocol,
                     roots,
+                    result_bytes,
                 })
             })
             .await

@@ -100,8 +100,12 @@ pub fn rejected(
     verdict: &Verdict,
     protocol: Option<ProtocolVersion>,
 ) -> Vec<u8> {
-    let rules_only =
-        !verdict.errors.is_empty() && verdict.errors.iter().all(|e| e.keyword == "rule");
+    // Rules and the result budget are the policy's, not the schema's.
+    let rules_only = !verdict.errors.is_empty()
+        && verdict
+            .errors
+            .iter()
+            .all(|e| matches!(e.keyword.as_str(), "rule" | "result_too_large"));
     let text = match (arguments, rules_only) {
         (true, false) => format!(
             "schemagate did not send this call to the server: its arguments do not match the inputSchema of tool {tool:?}. {}",

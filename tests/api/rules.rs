@@ -177,3 +177,51 @@ async fn a_million_element_argument_under_a_rule_is_refused_within_the_bound() {
         .await;
     assert_eq!(v["valid"], true, "{v}");
 }
+
+#[tokio::test]
+async fn a_result_past_its_budget_is_a_finding_and_under_untrusted_a_failure() {
+    let policy =
+        "max_result_bytes = 200\n\n[[servers]]\nmatch = \"partner\"\ntier = \"semi-trusted\"\n";
+    let app = TestApp::with_policy(policy, &[]).await;
+    let mut grpc = crate::helpers::client(&app).await;
+    let rows: Vec<String> = (0..20).map(|i| format!("row {i}")).collect();
+    let result = |server: &str, rows: &[String]| {
+        crate::helpers::grpc_check(&json!({"server": server, "tool": "list",
+            "schema": {"type": "object"},
+            "result": {"content": [], "structuredContent": {"rows": rows}}}))
+    };
+    let untrusted = grpc
+        .validate(result("stranger", &rows))
+        .await
+        .expect("a verdict")
+        .into_inner();
+    let rest = crate::helpers::as_rest(&untrusted);
+    assert_eq!(
+        (rest["valid"].clone(), rest["action"].clone()),
+        (json!(false), json!("reject")),
+        "{rest}"
+    );
+    assert_eq!(untrusted.errors[0].keyword, "result_too_large");
+    assert!(
+        untrusted.errors[0]
+            .message
+            .contains("past the budget of 200"),
+        "{rest}"
+    );
+    let partner = grpc
+        .validate(result("partner", &rows))
+        .await
+        .expect("a verdict")
+        .into_inner();
+    assert!(partner.errors.is_empty(), "{partner:?}");
+    assert_eq!(partner.findings[0].kind, "result_too_large");
+    let small = grpc
+        .validate(result("stranger", &rows[..2]))
+        .await
+        .expect("a verdict")
+        .into_inner();
+    assert!(
+        small.errors.is_empty() && small.findings.is_empty(),
+        "{small:?}"
+    );
+}

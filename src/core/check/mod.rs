@@ -171,6 +171,9 @@ pub struct Check {
     pub protocol_version: Option<ProtocolVersion>,
     /// The client's roots (URIs), when the MCP session knows them: what rules on paths read.
     pub roots: Option<std::sync::Arc<[String]>>,
+    /// The size of the tool result as sent, where it is known (the MCP wire, gRPC's `result`
+    /// bytes): what `max_result_bytes` weighs.
+    pub result_bytes: Option<usize>,
 }
 
 impl Check {

@@ -182,6 +182,7 @@ impl CheckReader<'_> {
                 .map(|v| ProtocolVersion::parse(&v))
                 .transpose()?,
             roots: None,
+            result_bytes: None,
         })
     }
 }
