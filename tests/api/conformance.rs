@@ -116,6 +116,20 @@ async fn run_suite(url: &str, scenario: Option<&str>) -> (BTreeMap<String, bool>
             Some((scenario.to_owned(), passed))
         })
         .collect();
+    // A scenario run alone prints no summary of scenarios, only its checks' count:
+    // "Passed: 5/5, 0 failed, 0 warnings".
+    let mut outcomes = outcomes;
+    if let (Some(scenario), true) = (scenario, outcomes.is_empty()) {
+        let failed = printed
+            .lines()
+            .find_map(|line| line.strip_prefix("Passed: "))
+            .and_then(|rest| rest.split(", ").nth(1))
+            .and_then(|failed| failed.strip_suffix(" failed"))
+            .and_then(|n| n.trim().parse::<u32>().ok());
+        if let Some(failed) = failed {
+            outcomes.insert(scenario.to_owned(), failed == 0);
+        }
+    }
     assert!(
         outcomes.len() > if scenario.is_some() { 0 } else { 20 },
         "the suite's summary against {url}: {printed}"

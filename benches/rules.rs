@@ -1,0 +1,165 @@
+//! The policy's rules (`[[rules]]`, docs/rules.md): a typical rule judged alone, and the core's
+//! check of every result of the corpus with one rule per tool, beside the same checks without.
+//!
+//! - `rule/comparison`: `arguments.amount <= 1000 || caller.scopes.exists(...)` on a small call;
+//! - `rule/within_roots_one_path`: `within_roots(arguments.path)` with two roots;
+//! - `rule/typical`: both rules on one call (a comparison and a `within_roots` of one path);
+//! - `rule/paths_one_pointer`: `paths = ["/path"]`;
+//! - `core/N_results_without_rules` and `core/N_results_one_rule_per_tool`: `gate.check` of
+//!   each result of the reference corpus (SCHEMAGATE_CORPUS or ../shared/corpus) when it is
+//!   there, the generated one otherwise; each tool's rule compares `size(result)`.
+//!
+//! `cargo bench --bench rules`
+
+use schemagate_testkit::corpus;
+#[path = "support/service.rs"]
+#[allow(dead_code)]
+mod service;
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+use bytes::Bytes;
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use schemagate::config::ServeArgs;
+use schemagate::core::check::Check;
+use schemagate::core::domain::Tier;
+use schemagate::core::gate::Gate;
+use schemagate::core::metrics::Transport;
+use schemagate::core::policy::Policy;
+use schemagate::core::registry::RegisterOptions;
+use schemagate::core::rule::{Facts, RulePayload};
+use serde_json::{json, Value};
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::Duration;
+
+const COMPARISON: &str = r#"
+[[rules]]
+name = "transfer_limit"
+payload = "arguments"
+expr = "arguments.amount <= 1000 || caller.scopes.exists(s, s == 'admin')"
+"#;
+
+const WITHIN_ROOTS: &str = r#"
+[[rules]]
+name = "in_roots"
+payload = "arguments"
+expr = "within_roots(arguments.path)"
+"#;
+
+const PATHS: &str = r#"
+[[rules]]
+name = "paths_in_roots"
+payload = "arguments"
+paths = ["/path"]
+"#;
+
+/// A gate with `policy` (if any) and the corpus's tools registered.
+fn gate(policy: Option<&str>, tools: &Value, dir: &std::path::Path) -> Arc<Gate> {
+    let mut argv = vec!["serve".to_owned(), "--worker-threads".into(), "1".into()];
+    if let Some(policy) = policy {
+        let path = dir.join("policy.toml");
+        std::fs::write(&path, policy).expect("write the policy");
+        argv.push("--policy".into());
+        argv.push(path.to_string_lossy().into_owned());
+    }
+    let args = <ServeArgs as clap::Parser>::parse_from(argv);
+    let gate = Gate::new(args.gate_config().expect("config")).expect("gate");
+    for (server, list) in tools["servers"].as_object().expect("servers") {
+        gate.register_now(
+            server,
+            &Bytes::from(list.to_string()),
+            RegisterOptions::default(),
+        )
+        .expect("register");
+    }
+    gate
+}
+
+fn benches(c: &mut Criterion) {
+    let call = json!({"amount": 250, "to": "acct-7", "path": "/srv/shared/reports/q3.csv"});
+    let roots = [
+        "file:///srv/shared".to_owned(),
+        "/home/ann/project".to_owned(),
+    ];
+    let scopes = ["check"];
+    let facts = Facts {
+        server: "bank-eu",
+        tool: "transfer",
+        caller: ("agent", &scopes),
+        roots: Some(&roots),
+        tier: Tier::Untrusted,
+    };
+    let mut group = c.benchmark_group("rule");
+    group.throughput(Throughput::Elements(1));
+    for (name, policy) in [
+        ("comparison", COMPARISON.to_owned()),
+        ("within_roots_one_path", WITHIN_ROOTS.to_owned()),
+        ("typical", format!("{COMPARISON}{WITHIN_ROOTS}")),
+        ("paths_one_pointer", PATHS.to_owned()),
+    ] {
+        let policy = Policy::from_toml_str(&policy).expect("the policy loads");
+        let rules = policy.rule_set();
+        assert!(rules
+            .judge(RulePayload::Arguments, &call, &facts)
+            .is_empty());
+        group.bench_function(name, |b| {
+            b.iter(|| rules.judge(RulePayload::Arguments, black_box(&call), &facts))
+        });
+    }
+    group.finish();
+
+    let generated = corpus::Corpus::generate(2_000, 7);
+    let reference = std::env::var_os("SCHEMAGATE_CORPUS")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/corpus").into());
+    let loaded = corpus::Corpus::load(&reference).ok();
+    let corpus = loaded.as_ref().unwrap_or(&generated);
+    let mut one_rule_per_tool = String::new();
+    for (server, list) in corpus.tools["servers"].as_object().expect("servers") {
+        for tool in list["tools"].as_array().into_iter().flatten() {
+            let name = tool["name"].as_str().unwrap_or("");
+            one_rule_per_tool += &format!(
+                "[[rules]]\nname = \"{server}.{name}\"\nserver = \"{server}\"\ntool = \"{name}\"\npayload = \"result\"\nexpr = \"size(result) <= 1000\"\n\n"
+            );
+        }
+    }
+    let checks: Vec<Check> = corpus
+        .items
+        .iter()
+        .map(|item| {
+            Check::from_json(&Bytes::from(corpus::Corpus::check_text(item)), 64).expect("parses")
+        })
+        .collect();
+    let dir = tempfile::tempdir().expect("a directory");
+    let mut group = c.benchmark_group("core");
+    group.throughput(Throughput::Elements(checks.len() as u64));
+    for (name, policy) in [
+        ("without_rules", None),
+        ("one_rule_per_tool", Some(one_rule_per_tool.as_str())),
+    ] {
+        let gate = gate(policy, &corpus.tools, dir.path());
+        group.bench_function(format!("{}_results_{name}", checks.len()), |b| {
+            b.iter(|| {
+                for check in &checks {
+                    black_box(
+                        gate.check(black_box(check), Transport::Rest)
+                            .expect("verdict"),
+                    );
+                }
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group! {
+    name = rules;
+    config = Criterion::default()
+        .sample_size(20)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+    targets = benches
+}
+criterion_main!(rules);
