@@ -5,9 +5,11 @@
 //! - `rule/within_roots_one_path`: `within_roots(arguments.path)` with two roots;
 //! - `rule/typical`: both rules on one call (a comparison and a `within_roots` of one path);
 //! - `rule/paths_one_pointer`: `paths = ["/path"]`;
-//! - `core/N_results_without_rules` and `core/N_results_one_rule_per_tool`: `gate.check` of
-//!   each result of the reference corpus (SCHEMAGATE_CORPUS or ../shared/corpus) when it is
-//!   there, the generated one otherwise; each tool's rule compares `size(result)`.
+//! - `core/N_results_without_rules`, `core/N_results_one_member_rule_per_tool` and
+//!   `core/N_results_one_whole_result_rule_per_tool`: `gate.check` of each result of the
+//!   reference corpus (SCHEMAGATE_CORPUS or ../shared/corpus) when it is there, the generated
+//!   one otherwise; each tool's rule reads one member (`!has(result.error)`), or the whole
+//!   result (`size(result) <= 1000`).
 //!
 //! `cargo bench --bench rules`
 
@@ -116,15 +118,23 @@ fn benches(c: &mut Criterion) {
         .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/corpus").into());
     let loaded = corpus::Corpus::load(&reference).ok();
     let corpus = loaded.as_ref().unwrap_or(&generated);
-    let mut one_rule_per_tool = String::new();
-    for (server, list) in corpus.tools["servers"].as_object().expect("servers") {
-        for tool in list["tools"].as_array().into_iter().flatten() {
-            let name = tool["name"].as_str().unwrap_or("");
-            one_rule_per_tool += &format!(
-                "[[rules]]\nname = \"{server}.{name}\"\nserver = \"{server}\"\ntool = \"{name}\"\npayload = \"result\"\nexpr = \"size(result) <= 1000\"\n\n"
-            );
+    // One rule per tool: reading one member of the result, or the whole result.
+    let one_rule_per_tool = |expr: &str| {
+        let mut policy = String::new();
+        for (server, list) in corpus.tools["servers"].as_object().expect("servers") {
+            for tool in list["tools"].as_array().into_iter().flatten() {
+                let name = tool["name"].as_str().unwrap_or("");
+                policy += &format!(
+                    "[[rules]]\nname = \"{server}.{name}\"\nserver = \"{server}\"\ntool = \"{name}\"\npayload = \"result\"\nexpr = \"{expr}\"\n\n"
+                );
+            }
         }
-    }
+        policy
+    };
+    let (member, whole) = (
+        one_rule_per_tool("!has(result.error)"),
+        one_rule_per_tool("size(result) <= 1000"),
+    );
     let checks: Vec<Check> = corpus
         .items
         .iter()
@@ -137,7 +147,8 @@ fn benches(c: &mut Criterion) {
     group.throughput(Throughput::Elements(checks.len() as u64));
     for (name, policy) in [
         ("without_rules", None),
-        ("one_rule_per_tool", Some(one_rule_per_tool.as_str())),
+        ("one_member_rule_per_tool", Some(member.as_str())),
+        ("one_whole_result_rule_per_tool", Some(whole.as_str())),
     ] {
         let gate = gate(policy, &corpus.tools, dir.path());
         group.bench_function(format!("{}_results_{name}", checks.len()), |b| {

@@ -14,7 +14,7 @@ use crate::core::policy::{ArgumentsMode, PolicyStore, Rules};
 use crate::core::registry::redis::RedisRegistry;
 use crate::core::registry::Registry;
 use crate::core::resolve::{miss, schema_of, SchemaRef};
-use crate::core::rule::{Facts, RulePayload, RuleSet};
+use crate::core::rule::{Facts, Readable, RulePayload, RuleSet};
 use crate::core::schema::cache::{CacheKey, Compiled, SchemaCache};
 use crate::core::schema::compile::CompiledSchema;
 use crate::core::schema::texts::SchemaTexts;
@@ -604,7 +604,7 @@ fn judge_rules(
         roots: check.roots.as_deref(),
         tier,
     };
-    let payload = (document.nodes as usize, || document.to_value());
+    let payload: (usize, &dyn Readable) = (document.nodes as usize, document);
     for broken in rule_set.judge_read(kind, payload, &facts) {
         verdict.errors.push(ValidationFailure {
             instance_path: String::new(),

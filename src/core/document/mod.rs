@@ -134,9 +134,16 @@ impl Document {
         )
     }
 
-    /// The document as a `serde_json::Value`, for cold paths (an error's instance, tests).
+    /// The document as a `serde_json::Value`, for cold paths (an error's instance, tests) and
+    /// the policy's rules.
     pub fn to_value(&self) -> serde_json::Value {
         self.root().value()
+    }
+
+    /// The root object's member `key` as a `serde_json::Value` (`None` when the root is no
+    /// object or has no such member): what a rule that reads only some members needs.
+    pub fn member_value(&self, key: &str) -> Option<serde_json::Value> {
+        self.root().member(key).map(|node| node.value())
     }
 
     fn slot(&self, at: u32) -> Slot {

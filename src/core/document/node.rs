@@ -59,7 +59,7 @@ impl<'a> NodeRef<'a> {
     }
 
     /// The member named `key` of an object value.
-    fn member(&self, key: &str) -> Option<NodeRef<'a>> {
+    pub(super) fn member(&self, key: &str) -> Option<NodeRef<'a>> {
         let doc = self.doc;
         let slot = doc.slot(self.at);
         if slot.kind != Kind::Object {

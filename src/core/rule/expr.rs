@@ -16,7 +16,7 @@
 use super::paths;
 use cel::common::ast::{EntryExpr, Expr};
 use cel::objects::{Key, Map};
-use cel::{Context, Env, ExecutionError, IdedExpr, Program, Value};
+use cel::{Context, ExecutionError, FunctionContext, IdedExpr, Program, Value};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -39,6 +39,9 @@ pub struct Compiled {
     nodes: usize,
     /// It reads `roots` (or calls `within_roots`).
     pub uses_roots: bool,
+    /// The payload's members it reads, when it reads the payload only through them
+    /// (`arguments.amount`): only those are converted. `None`: the whole payload.
+    reads: Option<Vec<String>>,
 }
 
 impl std::fmt::Debug for Compiled {
@@ -46,6 +49,7 @@ impl std::fmt::Debug for Compiled {
         f.debug_struct("Compiled")
             .field("nesting", &self.nesting)
             .field("nodes", &self.nodes)
+            .field("reads", &self.reads)
             .finish_non_exhaustive()
     }
 }
@@ -64,8 +68,9 @@ impl Refused {
     }
 }
 
-/// Compiles `source` within the bounds (see the module's notes).
-pub fn compile(source: &str) -> Result<Compiled, Refused> {
+/// Compiles `source`, which reads the payload as `variable`, within the bounds (see the
+/// module's notes).
+pub fn compile(source: &str, variable: &'static str) -> Result<Compiled, Refused> {
     if source.len() > MAX_SOURCE_BYTES {
         return Err(Refused::whole(format!(
             "the expression is {} bytes; at most {MAX_SOURCE_BYTES}",
@@ -81,13 +86,14 @@ pub fn compile(source: &str) -> Result<Compiled, Refused> {
         .spawn(move || {
             Program::compile(&text).map(|program| {
                 let shape = shape(program.expression());
-                (program, shape)
+                let reads = reads(program.expression(), variable);
+                (program, (shape, reads))
             })
         })
         .map_err(|e| Refused::whole(format!("cannot start the compiler: {e}")))?
         .join()
         .map_err(|_| Refused::whole("the expression could not be parsed".into()))?;
-    let (program, shape) = parsed.map_err(|e| {
+    let (program, (shape, reads)) = parsed.map_err(|e| {
         let first = e.errors.first();
         Refused {
             at: first.map(|e| (e.pos.0.max(1) as usize, e.pos.1.max(0) as usize + 1)),
@@ -132,7 +138,59 @@ pub fn compile(source: &str) -> Result<Compiled, Refused> {
         nesting,
         nodes,
         uses_roots,
+        reads,
     })
+}
+
+/// The members of `variable` an expression reads, when it reads `variable` only as the operand
+/// of a member selection (`arguments.amount`, `has(arguments.to)`); `None` when it reads it any
+/// other way (`size(arguments)`, `arguments.exists(...)`).
+fn reads(root: &IdedExpr, variable: &str) -> Option<Vec<String>> {
+    let mut members: Vec<String> = Vec::new();
+    let mut stack: Vec<&IdedExpr> = vec![root];
+    while let Some(e) = stack.pop() {
+        match &e.expr {
+            Expr::Select(select) => match &select.operand.expr {
+                Expr::Ident(name) if name == variable => {
+                    if !members.contains(&select.field) {
+                        members.push(select.field.clone());
+                    }
+                }
+                _ => stack.push(&select.operand),
+            },
+            Expr::Ident(name) if name == variable => return None,
+            Expr::Call(call) => {
+                stack.extend(call.target.as_deref());
+                stack.extend(&call.args);
+            }
+            Expr::Comprehension(c) => {
+                stack.extend([
+                    &c.iter_range,
+                    &c.accu_init,
+                    &c.loop_cond,
+                    &c.loop_step,
+                    &c.result,
+                ]);
+            }
+            Expr::List(list) => stack.extend(&list.elements),
+            Expr::Map(map) => {
+                for entry in &map.entries {
+                    if let EntryExpr::MapEntry(m) = &entry.expr {
+                        stack.extend([&m.key, &m.value]);
+                    }
+                }
+            }
+            Expr::Struct(s) => {
+                for entry in &s.entries {
+                    if let EntryExpr::StructField(f) = &entry.expr {
+                        stack.push(&f.value);
+                    }
+                }
+            }
+            Expr::Ident(_) | Expr::Literal(_) | Expr::Unspecified => {}
+        }
+    }
+    Some(members)
 }
 
 /// What an expression is made of, counted without recursion.
@@ -209,10 +267,28 @@ fn shape(root: &IdedExpr) -> Shape {
     shape
 }
 
+/// A payload as rules read it: whole, or member by member (only what a rule reads is built).
+pub trait Readable {
+    /// The whole payload.
+    fn whole(&self) -> serde_json::Value;
+    /// The root object's member `key`.
+    fn member(&self, key: &str) -> Option<serde_json::Value>;
+}
+
+impl Readable for serde_json::Value {
+    fn whole(&self) -> serde_json::Value {
+        self.clone()
+    }
+
+    fn member(&self, key: &str) -> Option<serde_json::Value> {
+        self.get(key).cloned()
+    }
+}
+
 /// What an expression sees.
 pub struct Bindings<'a> {
     /// `arguments` or `result`, and its value.
-    pub payload: (&'static str, &'a serde_json::Value),
+    pub payload: (&'static str, &'a dyn Readable),
     pub server: &'a str,
     pub tool: &'a str,
     pub caller: (&'a str, &'a [&'static str]),
@@ -229,71 +305,90 @@ pub enum Evaluated {
     Unevaluable(String),
 }
 
-/// The stdlib environment every rule's context starts from.
-pub fn environment() -> Arc<Env> {
-    Arc::new(Env::stdlib())
+/// The context every rule's evaluation starts from: the standard library and the functions on
+/// paths (`within`, and `within_roots`, which reads the evaluation's `roots`). Built once per
+/// policy; each evaluation binds its variables in a scope of its own.
+pub struct Base {
+    context: Context<'static, 'static>,
 }
 
-impl Compiled {
-    /// Evaluates the expression over `bindings`.
-    pub fn evaluate(&self, env: &Arc<Env>, bindings: &Bindings<'_>) -> Evaluated {
-        let mut budget = Budget::default();
-        let payload = match convert(bindings.payload.1, &mut budget) {
-            Ok(value) => value,
-            Err(why) => return Evaluated::Unevaluable(format!("the {} {why}", bindings.payload.0)),
-        };
-        if self.nesting > 0 {
-            let work = (budget.values as f64).powi(self.nesting as i32) * self.nodes as f64;
-            if work > MAX_WORK {
-                return Evaluated::Unevaluable(format!(
-                    "the {} holds {} values: too many for this rule's nested comprehensions to judge within its bound",
-                    bindings.payload.0, budget.values
-                ));
-            }
-        }
-        let mut context = Context::with_env(Arc::clone(env));
-        let roots: Arc<[String]> = bindings
-            .roots
-            .map(Arc::from)
-            .unwrap_or_else(|| Arc::from([]));
-        let known = bindings.roots.is_some();
-        let held = Arc::clone(&roots);
-        let declared = context
+impl Base {
+    pub fn new() -> Result<Self, String> {
+        let mut context = Context::default();
+        context
             .add_function(
                 "within_roots",
-                move |path: Arc<String>| -> Result<bool, ExecutionError> {
-                    if !known {
-                        return Err(ExecutionError::function_error(
-                            "within_roots",
-                            "the client's roots are not known",
-                        ));
-                    }
-                    paths::within(&path, held.iter().map(String::as_str))
-                        .map_err(|e| ExecutionError::function_error("within_roots", e.0))
+                |ftx: &FunctionContext, path: Arc<String>| -> Result<bool, ExecutionError> {
+                    let Some(roots) = ftx.ptx.get_variable("roots") else {
+                        return Err(ftx.error("the client's roots are not known"));
+                    };
+                    let Value::List(roots) = Value::try_from(&*roots)? else {
+                        return Err(ftx.error("roots is not a list"));
+                    };
+                    paths::within(&path, roots.iter().filter_map(as_str))
+                        .map_err(|e| ftx.error(e.0))
                 },
             )
             .and_then(|()| {
                 context.add_function(
                     "within",
-                    |path: Arc<String>, dirs: Arc<Vec<Value>>| -> Result<bool, ExecutionError> {
-                        let dirs: Vec<&str> = dirs
-                            .iter()
-                            .filter_map(|d| match d {
-                                Value::String(s) => Some(s.as_str()),
-                                _ => None,
-                            })
-                            .collect();
-                        paths::within(&path, dirs)
-                            .map_err(|e| ExecutionError::function_error("within", e.0))
+                    |ftx: &FunctionContext,
+                     path: Arc<String>,
+                     dirs: Arc<Vec<Value>>|
+                     -> Result<bool, ExecutionError> {
+                        paths::within(&path, dirs.iter().filter_map(as_str))
+                            .map_err(|e| ftx.error(e.0))
                     },
                 )
-            });
-        if let Err(e) = declared {
-            return Evaluated::Unevaluable(format!("{e}"));
+            })
+            .map_err(|e| format!("the rules' functions: {e}"))?;
+        Ok(Self { context })
+    }
+}
+
+fn as_str(value: &Value) -> Option<&str> {
+    match value {
+        Value::String(s) => Some(s.as_str()),
+        _ => None,
+    }
+}
+
+impl Compiled {
+    /// Evaluates the expression over `bindings`.
+    pub fn evaluate(&self, base: &Base, bindings: &Bindings<'_>) -> Evaluated {
+        let (variable, readable) = bindings.payload;
+        let mut budget = Budget::default();
+        let payload = match &self.reads {
+            None => convert(&readable.whole(), &mut budget),
+            Some(members) => members
+                .iter()
+                .filter_map(|key| readable.member(key).map(|value| (key, value)))
+                .try_fold(HashMap::new(), |mut map, (key, value)| {
+                    map.insert(
+                        Key::String(string(key, &mut budget)?),
+                        convert(&value, &mut budget)?,
+                    );
+                    Ok::<_, String>(map)
+                })
+                .map(|map| Value::Map(Map { map: Arc::new(map) })),
+        };
+        let payload = match payload {
+            Ok(value) => value,
+            Err(why) => return Evaluated::Unevaluable(format!("the {variable} {why}")),
+        };
+        if self.nesting > 0 {
+            let work = (budget.values as f64).powi(self.nesting as i32) * self.nodes as f64;
+            if work > MAX_WORK {
+                return Evaluated::Unevaluable(format!(
+                    "the {variable} holds {} values: too many for this rule's nested comprehensions to judge within its bound",
+                    budget.values
+                ));
+            }
         }
-        context.add_variable_from_value(bindings.payload.0, payload);
-        context.add_variable_from_value("server", bindings.server);
-        context.add_variable_from_value("tool", bindings.tool);
+        let mut scope = base.context.new_inner_scope();
+        scope.add_variable_from_value(variable, payload);
+        scope.add_variable_from_value("server", bindings.server);
+        scope.add_variable_from_value("tool", bindings.tool);
         let caller = HashMap::from([
             (Key::from("name"), Value::from(bindings.caller.0)),
             (
@@ -303,17 +398,17 @@ impl Compiled {
                 )),
             ),
         ]);
-        context.add_variable_from_value(
+        scope.add_variable_from_value(
             "caller",
             Value::Map(Map {
                 map: Arc::new(caller),
             }),
         );
-        if known {
+        if let Some(roots) = bindings.roots {
             let list = roots.iter().map(|r| Value::from(r.as_str())).collect();
-            context.add_variable_from_value("roots", Value::List(Arc::new(list)));
+            scope.add_variable_from_value("roots", Value::List(Arc::new(list)));
         }
-        match self.program.execute(&context) {
+        match self.program.execute(&scope) {
             Ok(Value::Bool(true)) => Evaluated::Holds,
             Ok(Value::Bool(false)) => Evaluated::Fails,
             Ok(other) => Evaluated::Unevaluable(format!(
@@ -392,4 +487,14 @@ fn string(s: &str, budget: &mut Budget) -> Result<Arc<String>, String> {
         ));
     }
     Ok(Arc::new(s.to_owned()))
+}
+
+impl Readable for crate::core::document::Document {
+    fn whole(&self) -> serde_json::Value {
+        self.to_value()
+    }
+
+    fn member(&self, key: &str) -> Option<serde_json::Value> {
+        self.member_value(key)
+    }
 }

@@ -9,10 +9,10 @@ pub mod expr;
 pub mod paths;
 
 use crate::core::domain::Tier;
+pub use expr::Readable;
 use globset::{Glob, GlobMatcher};
 use paths::PathPointer;
 use serde::Deserialize;
-use std::sync::Arc;
 
 /// The most values a `paths` rule looks at in one payload.
 const MAX_PATHS: usize = 10_000;
@@ -90,8 +90,8 @@ pub struct Rule {
 #[derive(Default)]
 pub struct RuleSet {
     rules: Vec<Rule>,
-    /// The environment their expressions run in (none without rules).
-    env: Option<Arc<cel::Env>>,
+    /// The context their expressions run in (none without rules).
+    base: Option<expr::Base>,
 }
 
 impl std::fmt::Debug for RuleSet {
@@ -134,8 +134,11 @@ impl RuleSet {
             }
             rules.push(rule);
         }
-        let env = (!rules.is_empty()).then(expr::environment);
-        Ok(RuleSet { rules, env })
+        let base = match rules.is_empty() {
+            true => None,
+            false => Some(expr::Base::new().map_err(|e| (String::new(), e))?),
+        };
+        Ok(RuleSet { rules, base })
     }
 
     pub fn is_empty(&self) -> bool {
@@ -154,19 +157,19 @@ impl RuleSet {
         payload: &serde_json::Value,
         facts: &Facts<'_>,
     ) -> Vec<Broken> {
-        self.judge_read(kind, (1, || payload.clone()), facts)
+        self.judge_read(kind, (1, payload), facts)
     }
 
-    /// As [`judge`](Self::judge), of a payload of `values` values read by `read` only when the
-    /// rules may look at it: past [`expr::MAX_VALUES`], each rule that applies fails as not
-    /// evaluable, and the payload is never built.
+    /// As [`judge`](Self::judge), of a payload of `values` values, read only as far as each
+    /// rule needs: past [`expr::MAX_VALUES`], each rule that applies fails as not evaluable, and
+    /// the payload is never read.
     pub fn judge_read(
         &self,
         kind: RulePayload,
-        (values, read): (usize, impl FnOnce() -> serde_json::Value),
+        (values, payload): (usize, &dyn Readable),
         facts: &Facts<'_>,
     ) -> Vec<Broken> {
-        let Some(env) = &self.env else {
+        let Some(base) = &self.base else {
             return Vec::new();
         };
         let mut broken = Vec::new();
@@ -184,9 +187,8 @@ impl RuleSet {
             }
             return broken;
         }
-        let payload = &read();
         for rule in self.applying(kind, facts.server, facts.tool) {
-            if let Some(reason) = rule.judge(env, payload, facts) {
+            if let Some(reason) = rule.judge(base, payload, facts) {
                 broken.push(Broken {
                     rule: rule.name.clone(),
                     message: reason,
@@ -226,10 +228,11 @@ fn compile_one(file: RuleFile, text: &str) -> Result<Rule, String> {
     let body = match (file.expr, file.paths) {
         (Some(source), None) => {
             let span = source.span();
-            let compiled = expr::compile(source.get_ref()).map_err(|refused| {
-                let (line, column) = position(text, span.start, refused.at);
-                format!("line {line}, column {column}: `expr`: {}", refused.message)
-            })?;
+            let compiled =
+                expr::compile(source.get_ref(), file.payload.variable()).map_err(|refused| {
+                    let (line, column) = position(text, span.start, refused.at);
+                    format!("line {line}, column {column}: `expr`: {}", refused.message)
+                })?;
             Body::Expr(compiled)
         }
         (None, Some(paths)) => {
@@ -263,6 +266,20 @@ fn compile_one(file: RuleFile, text: &str) -> Result<Rule, String> {
     })
 }
 
+/// What `pointers` can reach of `payload`: the members they start with, or all of it when one
+/// starts with `*`.
+fn read_for(pointers: &[PathPointer], payload: &dyn Readable) -> serde_json::Value {
+    let keys: Option<Vec<&str>> = pointers.iter().map(PathPointer::first_key).collect();
+    match keys {
+        None => payload.whole(),
+        Some(keys) => serde_json::Value::Object(
+            keys.into_iter()
+                .filter_map(|key| payload.member(key).map(|value| (key.to_owned(), value)))
+                .collect(),
+        ),
+    }
+}
+
 /// The line and column (1-based) in the policy file of the expression that starts at byte
 /// `start` (its opening quote), or of the place `inner` (line, column) within it.
 fn position(text: &str, start: usize, inner: Option<(usize, usize)>) -> (usize, usize) {
@@ -281,8 +298,8 @@ impl Rule {
     /// Why the rule does not hold of `payload`, or `None` when it holds.
     fn judge(
         &self,
-        env: &Arc<cel::Env>,
-        payload: &serde_json::Value,
+        base: &expr::Base,
+        payload: &dyn Readable,
         facts: &Facts<'_>,
     ) -> Option<String> {
         let needs_roots = match &self.body {
@@ -317,7 +334,7 @@ impl Rule {
                     caller: facts.caller,
                     roots: facts.roots,
                 };
-                match compiled.evaluate(env, &bindings) {
+                match compiled.evaluate(base, &bindings) {
                     expr::Evaluated::Holds => None,
                     expr::Evaluated::Fails => Some(self.message.clone()),
                     expr::Evaluated::Unevaluable(why) => {
@@ -327,8 +344,9 @@ impl Rule {
             }
             Body::Paths(pointers) => {
                 let roots = facts.roots.unwrap_or(&[]);
+                let payload = read_for(pointers, payload);
                 for pointer in pointers {
-                    for (at, value) in pointer.find(payload, MAX_PATHS) {
+                    for (at, value) in pointer.find(&payload, MAX_PATHS) {
                         let Some(path) = value.as_str() else {
                             return Some(format!("{}: {at} is not a path", self.message));
                         };
@@ -411,6 +429,9 @@ message = "amount above 1,000 needs a person to approve it"
             result.is_empty(),
             "a rule on arguments does not judge results"
         );
+        // Only the members an expression reads are read: a large one beside them costs nothing.
+        let blob: Vec<usize> = (0..200_000).collect();
+        assert!(judge(json!({"amount": 5, "blob": blob}), &[]).is_empty());
         let other = Facts {
             server: "crm",
             ..facts(None, &[])

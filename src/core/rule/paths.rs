@@ -104,6 +104,14 @@ impl PathPointer {
         &self.text
     }
 
+    /// The root member it starts with (`None` for `/*` or the root itself).
+    pub fn first_key(&self) -> Option<&str> {
+        match self.segments.first() {
+            Some(Segment::Key(key)) => Some(key),
+            _ => None,
+        }
+    }
+
     /// The values it points at in `value`, each with its own pointer, at most `limit` of them.
     pub fn find<'v>(&self, value: &'v Value, limit: usize) -> Vec<(String, &'v Value)> {
         let mut found = Vec::new();
