@@ -181,6 +181,12 @@ impl Judge {
         let mut verdict = unvalidated_verdict(rules.tier, check);
         verdict.schema_hash = Some(schemas.hash);
         let document = self.document(check, compiled, &rules, version)?;
+        // The policy's rules run in the same pass: long ones on a worker, before anything else.
+        if placement == Placement::Inline
+            && rules_work(check, document, policy.rule_set()) > INLINE_WORK as f64
+        {
+            return Err(Deferred::ToWorker { hit_counted: true });
+        }
         self.validate(compiled, document, placement, &mut verdict)?;
         let facts = (policy.rule_set(), caller, rules.tier);
         judge_rules(check, document, facts, &mut verdict);
@@ -571,6 +577,36 @@ fn over_budget(check: &Check, rules: &Rules) -> Option<Finding> {
     })
 }
 
+/// What the policy's rules may judge of a check: its payload's kind, its server and tool, and
+/// the payload; `None` when no rule can apply (no rules, no names, no payload, an instance).
+fn rule_target<'c>(
+    check: &'c Check,
+    document: Option<&'c Document>,
+    rule_set: &RuleSet,
+) -> Option<(RulePayload, &'c str, &'c str, &'c Document)> {
+    if rule_set.is_empty() {
+        return None;
+    }
+    let kind = match check.payload {
+        Payload::Arguments(_) => RulePayload::Arguments,
+        Payload::Result(_) => RulePayload::Result,
+        Payload::Instance(_) => return None,
+    };
+    Some((
+        kind,
+        check.server.as_deref()?,
+        check.tool.as_deref()?,
+        document?,
+    ))
+}
+
+/// The most work the policy's rules that apply to the check can take on its payload.
+fn rules_work(check: &Check, document: Option<&Document>, rule_set: &RuleSet) -> f64 {
+    rule_target(check, document, rule_set).map_or(0.0, |(kind, server, tool, document)| {
+        rule_set.work(kind, server, tool, document.nodes as usize)
+    })
+}
+
 /// The policy's rules that apply to the check, judged on its payload: each one that does not
 /// hold is an error of the verdict (keyword `rule`, its name as `schema_path`), after the
 /// schema's.
@@ -580,18 +616,8 @@ fn judge_rules(
     (rule_set, caller, tier): (&RuleSet, &Caller, Tier),
     verdict: &mut Verdict,
 ) {
-    if rule_set.is_empty() {
+    let Some((kind, server, tool, document)) = rule_target(check, document, rule_set) else {
         return;
-    }
-    let (Some(server), Some(tool), Some(document)) =
-        (check.server.as_deref(), check.tool.as_deref(), document)
-    else {
-        return;
-    };
-    let kind = match check.payload {
-        Payload::Arguments(_) => RulePayload::Arguments,
-        Payload::Result(_) => RulePayload::Result,
-        Payload::Instance(_) => return,
     };
     if !rule_set.applies(kind, server, tool) {
         return;

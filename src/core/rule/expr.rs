@@ -39,6 +39,8 @@ pub struct Compiled {
     nodes: usize,
     /// It reads `roots` (or calls `within_roots`).
     pub uses_roots: bool,
+    /// It reads `server`, `tool`, `caller`: only what it reads is bound.
+    uses: [bool; 3],
     /// The payload's members it reads, when it reads the payload only through them
     /// (`arguments.amount`): only those are converted. `None`: the whole payload.
     reads: Option<Vec<String>>,
@@ -133,11 +135,13 @@ pub fn compile(source: &str, variable: &'static str) -> Result<Compiled, Refused
     }
     let references = program.references();
     let uses_roots = references.has_variable("roots") || references.has_function("within_roots");
+    let uses = ["server", "tool", "caller"].map(|name| references.has_variable(name));
     Ok(Compiled {
         program,
         nesting,
         nodes,
         uses_roots,
+        uses,
         reads,
     })
 }
@@ -285,6 +289,15 @@ impl Readable for serde_json::Value {
     }
 }
 
+impl Compiled {
+    /// The most work its evaluation over a payload of `values` values can take (in nodes
+    /// visited): what decides whether it may run on an async thread.
+    pub fn work(&self, values: usize) -> f64 {
+        let values = values as f64;
+        values + values.powi(self.nesting.max(1) as i32) * self.nodes as f64
+    }
+}
+
 /// What an expression sees.
 pub struct Bindings<'a> {
     /// `arguments` or `result`, and its value.
@@ -387,24 +400,30 @@ impl Compiled {
         }
         let mut scope = base.context.new_inner_scope();
         scope.add_variable_from_value(variable, payload);
-        scope.add_variable_from_value("server", bindings.server);
-        scope.add_variable_from_value("tool", bindings.tool);
-        let caller = HashMap::from([
-            (Key::from("name"), Value::from(bindings.caller.0)),
-            (
-                Key::from("scopes"),
-                Value::List(Arc::new(
-                    bindings.caller.1.iter().map(|s| Value::from(*s)).collect(),
-                )),
-            ),
-        ]);
-        scope.add_variable_from_value(
-            "caller",
-            Value::Map(Map {
+        // Only what the expression reads is bound.
+        let [server, tool, caller] = self.uses;
+        if server {
+            scope.add_variable_from_value("server", bindings.server);
+        }
+        if tool {
+            scope.add_variable_from_value("tool", bindings.tool);
+        }
+        if caller {
+            let caller = HashMap::from([
+                (Key::from("name"), Value::from(bindings.caller.0)),
+                (
+                    Key::from("scopes"),
+                    Value::List(Arc::new(
+                        bindings.caller.1.iter().map(|s| Value::from(*s)).collect(),
+                    )),
+                ),
+            ]);
+            let caller = Value::Map(Map {
                 map: Arc::new(caller),
-            }),
-        );
-        if let Some(roots) = bindings.roots {
+            });
+            scope.add_variable_from_value("caller", caller);
+        }
+        if let (Some(roots), true) = (bindings.roots, self.uses_roots) {
             let list = roots.iter().map(|r| Value::from(r.as_str())).collect();
             scope.add_variable_from_value("roots", Value::List(Arc::new(list)));
         }

@@ -198,6 +198,17 @@ impl RuleSet {
         broken
     }
 
+    /// The most work the rules that apply to `server`'s `tool` can take over a payload of
+    /// `values` values (see [`expr::Compiled::work`]; a paths rule reads each value once).
+    pub fn work(&self, kind: RulePayload, server: &str, tool: &str, values: usize) -> f64 {
+        self.applying(kind, server, tool)
+            .map(|rule| match &rule.body {
+                Body::Expr(compiled) => compiled.work(values),
+                Body::Paths(_) => values as f64,
+            })
+            .sum()
+    }
+
     /// Whether any rule applies to `server`'s `tool` for `kind`.
     pub fn applies(&self, kind: RulePayload, server: &str, tool: &str) -> bool {
         self.applying(kind, server, tool).next().is_some()
