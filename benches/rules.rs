@@ -23,17 +23,13 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use schemagate::config::ServeArgs;
 use schemagate::core::check::Check;
 use schemagate::core::domain::Tier;
-use schemagate::core::gate::Gate;
 use schemagate::core::metrics::Transport;
 use schemagate::core::policy::Policy;
-use schemagate::core::registry::RegisterOptions;
 use schemagate::core::rule::{Facts, RulePayload};
-use serde_json::{json, Value};
+use serde_json::json;
 use std::hint::black_box;
-use std::sync::Arc;
 use std::time::Duration;
 
 const COMPARISON: &str = r#"
@@ -56,28 +52,6 @@ name = "paths_in_roots"
 payload = "arguments"
 paths = ["/path"]
 "#;
-
-/// A gate with `policy` (if any) and the corpus's tools registered.
-fn gate(policy: Option<&str>, tools: &Value, dir: &std::path::Path) -> Arc<Gate> {
-    let mut argv = vec!["serve".to_owned(), "--worker-threads".into(), "1".into()];
-    if let Some(policy) = policy {
-        let path = dir.join("policy.toml");
-        std::fs::write(&path, policy).expect("write the policy");
-        argv.push("--policy".into());
-        argv.push(path.to_string_lossy().into_owned());
-    }
-    let args = <ServeArgs as clap::Parser>::parse_from(argv);
-    let gate = Gate::new(args.gate_config().expect("config")).expect("gate");
-    for (server, list) in tools["servers"].as_object().expect("servers") {
-        gate.register_now(
-            server,
-            &Bytes::from(list.to_string()),
-            RegisterOptions::default(),
-        )
-        .expect("register");
-    }
-    gate
-}
 
 fn benches(c: &mut Criterion) {
     let call = json!({"amount": 250, "to": "acct-7", "path": "/srv/shared/reports/q3.csv"});
@@ -119,21 +93,9 @@ fn benches(c: &mut Criterion) {
     let loaded = corpus::Corpus::load(&reference).ok();
     let corpus = loaded.as_ref().unwrap_or(&generated);
     // One rule per tool: reading one member of the result, or the whole result.
-    let one_rule_per_tool = |expr: &str| {
-        let mut policy = String::new();
-        for (server, list) in corpus.tools["servers"].as_object().expect("servers") {
-            for tool in list["tools"].as_array().into_iter().flatten() {
-                let name = tool["name"].as_str().unwrap_or("");
-                policy += &format!(
-                    "[[rules]]\nname = \"{server}.{name}\"\nserver = \"{server}\"\ntool = \"{name}\"\npayload = \"result\"\nexpr = \"{expr}\"\n\n"
-                );
-            }
-        }
-        policy
-    };
     let (member, whole) = (
-        one_rule_per_tool("!has(result.error)"),
-        one_rule_per_tool("size(result) <= 1000"),
+        service::one_rule_per_tool(&corpus.tools, "!has(result.error)"),
+        service::one_rule_per_tool(&corpus.tools, "size(result) <= 1000"),
     );
     let checks: Vec<Check> = corpus
         .items
@@ -142,7 +104,6 @@ fn benches(c: &mut Criterion) {
             Check::from_json(&Bytes::from(corpus::Corpus::check_text(item)), 64).expect("parses")
         })
         .collect();
-    let dir = tempfile::tempdir().expect("a directory");
     let mut group = c.benchmark_group("core");
     group.throughput(Throughput::Elements(checks.len() as u64));
     for (name, policy) in [
@@ -150,7 +111,10 @@ fn benches(c: &mut Criterion) {
         ("one_member_rule_per_tool", Some(member.as_str())),
         ("one_whole_result_rule_per_tool", Some(whole.as_str())),
     ] {
-        let gate = gate(policy, &corpus.tools, dir.path());
+        let gate = match policy {
+            Some(policy) => service::gate_with_policy(1, &corpus.tools, policy),
+            None => service::gate(1, &corpus.tools),
+        };
         group.bench_function(format!("{}_results_{name}", checks.len()), |b| {
             b.iter(|| {
                 for check in &checks {

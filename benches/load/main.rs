@@ -205,13 +205,46 @@ fn main() -> anyhow::Result<()> {
         );
         ceiling = all.rate();
         legs.push(all);
-        legs.push(in_process(
+        let plain = in_process(
             "core: parse + check + answer, 1 thread",
             &bodies,
             1,
             opts.seconds,
             core_work,
-        ));
+        );
+        // The same with one policy rule per tool on its results (docs/rules.md): one reading a
+        // member, one the whole result.
+        let mut ruled = Vec::new();
+        for (what, expr) in [
+            ("a member", "!has(result.error)"),
+            ("the whole result", "size(result) <= 1000"),
+        ] {
+            let policy = service::one_rule_per_tool(&corpus.tools, expr);
+            let gate = service::gate_with_policy(cores, &corpus.tools, &policy);
+            let leg = in_process(
+                &format!("core, 1 thread, a rule per tool on {what}"),
+                &bodies,
+                1,
+                opts.seconds,
+                |b: &Bytes| {
+                    std::hint::black_box(core_check(&gate, b));
+                },
+            );
+            ruled.push((
+                what,
+                plain.server_cpu / plain.checks as f64,
+                leg.server_cpu / leg.checks as f64,
+            ));
+            legs.push(leg);
+        }
+        legs.push(plain);
+        for (what, base, with) in ruled {
+            verdict_line(
+                &format!("a policy rule per tool (reading {what}) costs < 10% more CPU per check in the core"),
+                format!("{:.1} against {:.1} us per check ({:+.0}%)", with * 1e6, base * 1e6, (with / base - 1.0) * 100.0),
+                with / base < 1.1,
+            );
+        }
         for (name, set) in [
             (
                 format!("core: parse + check + answer, {cores} thr"),

@@ -34,6 +34,50 @@ pub fn shadow_everything(gate: &Gate, tools: &Value) {
     }
 }
 
+/// A core with the default flags, `threads` workers, the policy `policy` (TOML) and every
+/// server of `tools` registered.
+#[allow(dead_code)]
+pub fn gate_with_policy(threads: usize, tools: &Value, policy: &str) -> Arc<Gate> {
+    let file = tempfile::NamedTempFile::new().expect("a policy file");
+    std::fs::write(file.path(), policy).expect("write the policy");
+    // Kept for the run: the core watches its policy file.
+    let (_, path) = file.keep().expect("keep the policy file");
+    let threads = threads.to_string();
+    let path = path.to_string_lossy().into_owned();
+    let args = <ServeArgs as clap::Parser>::parse_from([
+        "serve",
+        "--worker-threads",
+        &threads,
+        "--policy",
+        &path,
+    ]);
+    let gate = Gate::new(args.gate_config().expect("config")).expect("gate");
+    for (server, list) in tools["servers"].as_object().expect("servers") {
+        gate.register_now(
+            server,
+            &Bytes::from(list.to_string()),
+            RegisterOptions::default(),
+        )
+        .expect("register");
+    }
+    gate
+}
+
+/// A policy of one rule per tool of `tools`, each on its results, of expression `expr`.
+#[allow(dead_code)]
+pub fn one_rule_per_tool(tools: &Value, expr: &str) -> String {
+    let mut policy = String::new();
+    for (server, list) in tools["servers"].as_object().expect("servers") {
+        for tool in list["tools"].as_array().into_iter().flatten() {
+            let name = tool["name"].as_str().unwrap_or("");
+            policy += &format!(
+                "[[rules]]\nname = \"{server}.{name}\"\nserver = \"{server}\"\ntool = \"{name}\"\npayload = \"result\"\nexpr = \"{expr}\"\n\n"
+            );
+        }
+    }
+    policy
+}
+
 /// A core with the default flags and `threads` workers, nothing registered.
 pub fn bare_gate(threads: usize) -> Arc<Gate> {
     let threads = threads.to_string();

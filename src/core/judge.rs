@@ -14,7 +14,7 @@ use crate::core::policy::{ArgumentsMode, PolicyStore, Rules};
 use crate::core::registry::redis::RedisRegistry;
 use crate::core::registry::Registry;
 use crate::core::resolve::{miss, schema_of, SchemaRef};
-use crate::core::rule::{Facts, Readable, RulePayload, RuleSet};
+use crate::core::rule::{Applying, Facts, Readable, RulePayload, RuleSet};
 use crate::core::schema::cache::{CacheKey, Compiled, SchemaCache};
 use crate::core::schema::compile::CompiledSchema;
 use crate::core::schema::texts::SchemaTexts;
@@ -182,14 +182,18 @@ impl Judge {
         verdict.schema_hash = Some(schemas.hash);
         let document = self.document(check, compiled, &rules, version)?;
         // The policy's rules run in the same pass: long ones on a worker, before anything else.
+        let ruled = applying(check, document, policy.rule_set());
         if placement == Placement::Inline
-            && rules_work(check, document, policy.rule_set()) > INLINE_WORK as f64
+            && ruled.as_ref().is_some_and(|(applying, payload)| {
+                applying.work(payload.nodes as usize) > INLINE_WORK as f64
+            })
         {
             return Err(Deferred::ToWorker { hit_counted: true });
         }
         self.validate(compiled, document, placement, &mut verdict)?;
-        let facts = (policy.rule_set(), caller, rules.tier);
-        judge_rules(check, document, facts, &mut verdict);
+        if let Some(ruled) = &ruled {
+            judge_rules(check, ruled, (caller, rules.tier), &mut verdict);
+        }
         if let Some(finding) = over_budget(check, &rules) {
             if rules.tier == Tier::Untrusted {
                 verdict.errors.push(ValidationFailure {
@@ -577,13 +581,13 @@ fn over_budget(check: &Check, rules: &Rules) -> Option<Finding> {
     })
 }
 
-/// What the policy's rules may judge of a check: its payload's kind, its server and tool, and
-/// the payload; `None` when no rule can apply (no rules, no names, no payload, an instance).
-fn rule_target<'c>(
+/// The policy's rules that apply to the check, and the payload they judge; `None` when none
+/// does (no names, no payload, an instance).
+fn applying<'c>(
     check: &'c Check,
     document: Option<&'c Document>,
-    rule_set: &RuleSet,
-) -> Option<(RulePayload, &'c str, &'c str, &'c Document)> {
+    rule_set: &'c RuleSet,
+) -> Option<(Applying<'c>, &'c Document)> {
     if rule_set.is_empty() {
         return None;
     }
@@ -592,46 +596,29 @@ fn rule_target<'c>(
         Payload::Result(_) => RulePayload::Result,
         Payload::Instance(_) => return None,
     };
-    Some((
-        kind,
-        check.server.as_deref()?,
-        check.tool.as_deref()?,
-        document?,
-    ))
+    let (server, tool) = (check.server.as_deref()?, check.tool.as_deref()?);
+    let applying = rule_set.applying(kind, server, tool);
+    (!applying.is_empty()).then_some((applying, document?))
 }
 
-/// The most work the policy's rules that apply to the check can take on its payload.
-fn rules_work(check: &Check, document: Option<&Document>, rule_set: &RuleSet) -> f64 {
-    rule_target(check, document, rule_set).map_or(0.0, |(kind, server, tool, document)| {
-        rule_set.work(kind, server, tool, document.nodes as usize)
-    })
-}
-
-/// The policy's rules that apply to the check, judged on its payload: each one that does not
-/// hold is an error of the verdict (keyword `rule`, its name as `schema_path`), after the
-/// schema's.
+/// Judges the check's payload by the rules that apply: each one that does not hold is an error
+/// of the verdict (keyword `rule`, its name as `schema_path`), after the schema's.
 fn judge_rules(
     check: &Check,
-    document: Option<&Document>,
-    (rule_set, caller, tier): (&RuleSet, &Caller, Tier),
+    (applying, document): &(Applying<'_>, &Document),
+    (caller, tier): (&Caller, Tier),
     verdict: &mut Verdict,
 ) {
-    let Some((kind, server, tool, document)) = rule_target(check, document, rule_set) else {
-        return;
-    };
-    if !rule_set.applies(kind, server, tool) {
-        return;
-    }
     let scopes = caller.scopes();
     let facts = Facts {
-        server,
-        tool,
+        server: check.server.as_deref().unwrap_or(""),
+        tool: check.tool.as_deref().unwrap_or(""),
         caller: (caller.name(), &scopes),
         roots: check.roots.as_deref(),
         tier,
     };
-    let payload: (usize, &dyn Readable) = (document.nodes as usize, document);
-    for broken in rule_set.judge_read(kind, payload, &facts) {
+    let payload: (usize, &dyn Readable) = (document.nodes as usize, *document);
+    for broken in applying.judge(payload, &facts) {
         verdict.errors.push(ValidationFailure {
             instance_path: String::new(),
             schema_path: broken.rule.clone(),

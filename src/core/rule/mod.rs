@@ -13,6 +13,7 @@ pub use expr::Readable;
 use globset::{Glob, GlobMatcher};
 use paths::PathPointer;
 use serde::Deserialize;
+use std::collections::HashMap;
 
 /// The most values a `paths` rule looks at in one payload.
 const MAX_PATHS: usize = 10_000;
@@ -90,6 +91,10 @@ pub struct Rule {
 #[derive(Default)]
 pub struct RuleSet {
     rules: Vec<Rule>,
+    /// The rules naming a server and a tool exactly, by server then tool: found without a glob.
+    exact: HashMap<String, HashMap<String, Vec<usize>>>,
+    /// The others, matched by their globs.
+    globbed: Vec<usize>,
     /// The context their expressions run in (none without rules).
     base: Option<expr::Base>,
 }
@@ -138,7 +143,28 @@ impl RuleSet {
             true => None,
             false => Some(expr::Base::new().map_err(|e| (String::new(), e))?),
         };
-        Ok(RuleSet { rules, base })
+        let mut exact: HashMap<String, HashMap<String, Vec<usize>>> = HashMap::new();
+        let mut globbed = Vec::new();
+        for (i, rule) in rules.iter().enumerate() {
+            match (
+                literal(rule.server.glob().glob()),
+                literal(rule.tool.glob().glob()),
+            ) {
+                (Some(server), Some(tool)) => exact
+                    .entry(server.to_owned())
+                    .or_default()
+                    .entry(tool.to_owned())
+                    .or_default()
+                    .push(i),
+                _ => globbed.push(i),
+            }
+        }
+        Ok(RuleSet {
+            rules,
+            exact,
+            globbed,
+            base,
+        })
     }
 
     pub fn is_empty(&self) -> bool {
@@ -157,51 +183,58 @@ impl RuleSet {
         payload: &serde_json::Value,
         facts: &Facts<'_>,
     ) -> Vec<Broken> {
-        self.judge_read(kind, (1, payload), facts)
+        self.applying(kind, facts.server, facts.tool)
+            .judge((1, payload), facts)
     }
 
-    /// As [`judge`](Self::judge), of a payload of `values` values, read only as far as each
-    /// rule needs: past [`expr::MAX_VALUES`], each rule that applies fails as not evaluable, and
-    /// the payload is never read.
-    pub fn judge_read(
-        &self,
-        kind: RulePayload,
-        (values, payload): (usize, &dyn Readable),
-        facts: &Facts<'_>,
-    ) -> Vec<Broken> {
-        let Some(base) = &self.base else {
-            return Vec::new();
-        };
-        let mut broken = Vec::new();
-        if values > expr::MAX_VALUES {
-            for rule in self.applying(kind, facts.server, facts.tool) {
-                broken.push(Broken {
-                    rule: rule.name.clone(),
-                    message: format!(
-                        "{} (could not be evaluated: the {} hold {values} values, more than {} values: too many for a rule to judge)",
-                        rule.message,
-                        kind.variable(),
-                        expr::MAX_VALUES
-                    ),
-                });
-            }
-            return broken;
+    /// The rules that apply to `server`'s `tool` for `kind`, in file order.
+    pub fn applying(&self, kind: RulePayload, server: &str, tool: &str) -> Applying<'_> {
+        let mut found: Vec<usize> = self
+            .exact
+            .get(server)
+            .and_then(|tools| tools.get(tool))
+            .cloned()
+            .unwrap_or_default();
+        found.extend(self.globbed.iter().copied().filter(|&i| {
+            let rule = &self.rules[i];
+            rule.server.is_match(server) && rule.tool.is_match(tool)
+        }));
+        found.sort_unstable();
+        let rules = found
+            .into_iter()
+            .map(|i| &self.rules[i])
+            .filter(|rule| rule.payload == kind)
+            .collect();
+        Applying {
+            set: self,
+            kind,
+            rules,
         }
-        for rule in self.applying(kind, facts.server, facts.tool) {
-            if let Some(reason) = rule.judge(base, payload, facts) {
-                broken.push(Broken {
-                    rule: rule.name.clone(),
-                    message: reason,
-                });
-            }
-        }
-        broken
+    }
+}
+
+/// A glob pattern's text when it is a plain name (no `*`, `?`, `[` or `{`).
+fn literal(pattern: &str) -> Option<&str> {
+    (!pattern.contains(['*', '?', '[', '{', '\\'])).then_some(pattern)
+}
+
+/// The rules that apply to one check, found once.
+pub struct Applying<'r> {
+    set: &'r RuleSet,
+    kind: RulePayload,
+    rules: Vec<&'r Rule>,
+}
+
+impl Applying<'_> {
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
     }
 
-    /// The most work the rules that apply to `server`'s `tool` can take over a payload of
-    /// `values` values (see [`expr::Compiled::work`]; a paths rule reads each value once).
-    pub fn work(&self, kind: RulePayload, server: &str, tool: &str, values: usize) -> f64 {
-        self.applying(kind, server, tool)
+    /// The most work they can take over a payload of `values` values (see
+    /// [`expr::Compiled::work`]; a paths rule reads each value once).
+    pub fn work(&self, values: usize) -> f64 {
+        self.rules
+            .iter()
             .map(|rule| match &rule.body {
                 Body::Expr(compiled) => compiled.work(values),
                 Body::Paths(_) => values as f64,
@@ -209,20 +242,36 @@ impl RuleSet {
             .sum()
     }
 
-    /// Whether any rule applies to `server`'s `tool` for `kind`.
-    pub fn applies(&self, kind: RulePayload, server: &str, tool: &str) -> bool {
-        self.applying(kind, server, tool).next().is_some()
-    }
-
-    fn applying<'a>(
-        &'a self,
-        kind: RulePayload,
-        server: &'a str,
-        tool: &'a str,
-    ) -> impl Iterator<Item = &'a Rule> + 'a {
-        self.rules.iter().filter(move |r| {
-            r.payload == kind && r.server.is_match(server) && r.tool.is_match(tool)
-        })
+    /// Judges a payload of `values` values, read only as far as each rule needs: past
+    /// [`expr::MAX_VALUES`], each rule fails as not evaluable, and the payload is never read.
+    /// The rules that did not hold.
+    pub fn judge(
+        &self,
+        (values, payload): (usize, &dyn Readable),
+        facts: &Facts<'_>,
+    ) -> Vec<Broken> {
+        let Some(base) = &self.set.base else {
+            return Vec::new();
+        };
+        let mut broken = Vec::new();
+        for rule in &self.rules {
+            let reason = match values > expr::MAX_VALUES {
+                true => Some(format!(
+                    "{} (could not be evaluated: the {} hold {values} values, more than {} values: too many for a rule to judge)",
+                    rule.message,
+                    self.kind.variable(),
+                    expr::MAX_VALUES
+                )),
+                false => rule.judge(base, payload, facts),
+            };
+            if let Some(message) = reason {
+                broken.push(Broken {
+                    rule: rule.name.clone(),
+                    message,
+                });
+            }
+        }
+        broken
     }
 }
 
