@@ -14,7 +14,7 @@ use crate::core::policy::{ArgumentsMode, PolicyStore, Rules};
 use crate::core::registry::redis::RedisRegistry;
 use crate::core::registry::Registry;
 use crate::core::resolve::{miss, schema_of, SchemaRef};
-use crate::core::rule::{Applying, Facts, Readable, RulePayload, RuleSet};
+use crate::core::rule::{Applying, Facts, RulePayload, RuleSet, Size};
 use crate::core::schema::cache::{CacheKey, Compiled, SchemaCache};
 use crate::core::schema::compile::CompiledSchema;
 use crate::core::schema::texts::SchemaTexts;
@@ -556,7 +556,7 @@ impl Judge {
                     call_id = check.call_id.as_deref().unwrap_or(""),
                     feedback = %verdict.feedback,
                     subject = check.payload.subject(),
-                    "a check failed its schema (logged, passed)"
+                    "a check failed its schema or the policy's rules (logged, passed)"
                 );
             }
         }
@@ -609,7 +609,11 @@ fn judge_rules(
     (caller, tier): (&Caller, Tier),
     verdict: &mut Verdict,
 ) {
-    let scopes = caller.scopes();
+    // Without tokens anyone may call, with every scope: to a rule, that caller holds none.
+    let scopes = match caller.token_name() {
+        Some(_) => caller.scopes(),
+        None => Vec::new(),
+    };
     let facts = Facts {
         server: check.server.as_deref().unwrap_or(""),
         tool: check.tool.as_deref().unwrap_or(""),
@@ -617,8 +621,12 @@ fn judge_rules(
         roots: check.roots.as_deref(),
         tier,
     };
-    let payload: (usize, &dyn Readable) = (document.nodes as usize, *document);
-    for broken in applying.judge(payload, &facts) {
+    let size = Size {
+        values: document.nodes as usize,
+        string_bytes: document.string_bytes as usize,
+    };
+    let mut not_judged = Vec::new();
+    for broken in applying.judge((size, *document), &facts, &mut not_judged) {
         verdict.errors.push(ValidationFailure {
             instance_path: String::new(),
             schema_path: broken.rule.clone(),
@@ -627,6 +635,13 @@ fn judge_rules(
                 format!("rule {}: {}", broken.rule, broken.message),
                 MAX_RULE_MESSAGE_BYTES,
             ),
+        });
+    }
+    for rule in not_judged {
+        verdict.findings.push(Finding {
+            kind: "rule_not_judged",
+            instance_path: String::new(),
+            message: rule.message,
         });
     }
 }

@@ -52,9 +52,12 @@ impl Roots {
         state.known = result.and_then(read);
     }
 
-    /// The client said its roots changed: unknown until the next answer.
+    /// The client said its roots changed: unknown until the answer to a request asked after
+    /// it (an answer to one asked before would bring the old roots back).
     pub fn changed(&self) {
-        self.state().known = None;
+        let mut state = self.state();
+        state.known = None;
+        state.asked.clear();
     }
 
     /// The roots, when known.
@@ -100,8 +103,14 @@ mod tests {
             roots.known().as_deref(),
             Some(&["file:///srv/a".to_owned()][..])
         );
+        roots.asked(&raw("3"));
         roots.changed();
         assert!(roots.known().is_none());
+        roots.answered(&raw("3"), Some(&listed));
+        assert!(
+            roots.known().is_none(),
+            "asked before the change: the old roots"
+        );
         roots.asked(&raw("2"));
         roots.answered(&raw("2"), Some(&raw(r#"{"roots":"all"}"#)));
         assert!(roots.known().is_none(), "not a list of roots");

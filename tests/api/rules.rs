@@ -225,3 +225,14 @@ async fn a_result_past_its_budget_is_a_finding_and_under_untrusted_a_failure() {
         "{small:?}"
     );
 }
+
+#[tokio::test]
+async fn without_tokens_a_caller_holds_no_scope_a_rule_could_lean_on() {
+    let policy = POLICY.replace(
+        "caller.name == 'treasury'",
+        "caller.scopes.exists(s, s == 'admin')",
+    );
+    let app = TestApp::with_policy(&policy, &[]).await;
+    let (_, v) = app.validate(&transfer(json!({"amount": 5000}))).await;
+    assert_eq!(v["errors"][0]["keyword"], "rule", "anyone is no admin: {v}");
+}

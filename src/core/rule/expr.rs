@@ -10,8 +10,9 @@
 //!
 //! And when it runs: the payload is converted to CEL values only up to [`MAX_VALUES`] values and
 //! [`MAX_STRING_BYTES`] of strings, and an expression with comprehensions is not run when its
-//! worst case (values to the power of its nesting, times its nodes) passes [`MAX_WORK`]: the
-//! rule cannot be evaluated, which fails it.
+//! worst case passes [`MAX_WORK`]: values to the power of its loops (comprehensions nested, and
+//! one more where a loop's body reads the payload again), times its nodes weighed (a `matches`
+//! compiles its pattern on each call). The rule cannot be evaluated, which fails it.
 
 use super::paths;
 use cel::common::ast::{EntryExpr, Expr};
@@ -27,16 +28,22 @@ pub const MAX_NESTING: usize = 2;
 pub const MAX_PLUS: usize = 8;
 pub const MAX_VALUES: usize = 100_000;
 pub const MAX_STRING_BYTES: usize = 1 << 20;
-pub const MAX_WORK: f64 = 1e8;
+pub const MAX_WORK: f64 = 1e7;
+/// The worst-case weight of a `matches` call (it compiles its pattern each time), in nodes.
+const MATCHES_WEIGHT: usize = 1000;
+/// The worst-case weight of a `within` or `within_roots` call (it resolves each directory), in
+/// nodes.
+const WITHIN_WEIGHT: usize = 300;
 /// The stack the parser runs on (it recurses per nesting level).
 const PARSE_STACK: usize = 32 << 20;
 
 /// A compiled expression and what it uses.
 pub struct Compiled {
     program: Program,
-    /// Comprehensions nested at most this deep.
-    nesting: u32,
-    nodes: usize,
+    /// Loops over the payload nested at most this deep (see [`Shape::loops`]).
+    loops: u32,
+    /// The nodes' weight in the worst case (see [`Shape::weight`]).
+    weight: usize,
     /// It reads `roots` (or calls `within_roots`).
     pub uses_roots: bool,
     /// It reads `server`, `tool`, `caller`: only what it reads is bound.
@@ -49,8 +56,8 @@ pub struct Compiled {
 impl std::fmt::Debug for Compiled {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Compiled")
-            .field("nesting", &self.nesting)
-            .field("nodes", &self.nodes)
+            .field("loops", &self.loops)
+            .field("weight", &self.weight)
             .field("reads", &self.reads)
             .finish_non_exhaustive()
     }
@@ -87,7 +94,7 @@ pub fn compile(source: &str, variable: &'static str) -> Result<Compiled, Refused
         .stack_size(PARSE_STACK)
         .spawn(move || {
             Program::compile(&text).map(|program| {
-                let shape = shape(program.expression());
+                let shape = shape(program.expression(), variable);
                 let reads = reads(program.expression(), variable);
                 (program, (shape, reads))
             })
@@ -106,9 +113,18 @@ pub fn compile(source: &str, variable: &'static str) -> Result<Compiled, Refused
         nodes,
         depth,
         nesting,
+        loops,
+        weight,
         plus,
         plus_in_loop,
+        shadows_roots,
     } = shape;
+    if shadows_roots {
+        return Err(Refused::whole(
+            "a comprehension's variable may not be named `roots` (it would hide the client's roots)"
+                .into(),
+        ));
+    }
     let refuse = |what: String| Err(Refused::whole(what));
     if nodes > MAX_NODES {
         return refuse(format!(
@@ -138,8 +154,8 @@ pub fn compile(source: &str, variable: &'static str) -> Result<Compiled, Refused
     let uses = ["server", "tool", "caller"].map(|name| references.has_variable(name));
     Ok(Compiled {
         program,
-        nesting,
-        nodes,
+        loops,
+        weight,
         uses_roots,
         uses,
         reads,
@@ -202,21 +218,47 @@ fn reads(root: &IdedExpr, variable: &str) -> Option<Vec<String>> {
 struct Shape {
     nodes: usize,
     depth: usize,
+    /// Comprehensions nested.
     nesting: u32,
+    /// Nested loops over the payload for the worst case: comprehensions, and one more where a
+    /// loop's body reads the payload again (`x in arguments.ids`, each item against all).
+    loops: u32,
+    /// The nodes' cost for the worst case: a call that compiles a regular expression
+    /// (`matches`) or resolves paths against a list (`within`, `within_roots`) weighs more.
+    weight: usize,
     plus: usize,
     plus_in_loop: bool,
+    /// A comprehension names its variable `roots`, which would hide the client's.
+    shadows_roots: bool,
 }
 
-fn shape(root: &IdedExpr) -> Shape {
+/// What one call costs in the worst case, in nodes.
+fn call_weight(name: &str) -> usize {
+    match name {
+        "matches" => MATCHES_WEIGHT,
+        "within" | "within_roots" => WITHIN_WEIGHT,
+        _ => 1,
+    }
+}
+
+fn shape(root: &IdedExpr, variable: &str) -> Shape {
     let mut shape = Shape::default();
     // (expression, depth, comprehensions around it, inside a loop's own step or condition)
     let mut stack: Vec<(&IdedExpr, usize, u32, Option<&str>)> = vec![(root, 1, 0, None)];
     while let Some((e, depth, nesting, accu)) = stack.pop() {
         shape.nodes += 1;
+        shape.weight += match &e.expr {
+            Expr::Call(call) => call_weight(&call.func_name),
+            _ => 1,
+        };
         shape.depth = shape.depth.max(depth);
         shape.nesting = shape.nesting.max(nesting);
+        shape.loops = shape.loops.max(nesting);
         let next = depth + 1;
         match &e.expr {
+            Expr::Ident(name) if name == variable && nesting > 0 => {
+                shape.loops = shape.loops.max(nesting + 1);
+            }
             Expr::Call(call) => {
                 if call.func_name == "_+_" {
                     // The macro's own accumulation (`accu + [x]`, `accu + 1`) is not the user's.
@@ -237,6 +279,10 @@ fn shape(root: &IdedExpr) -> Shape {
                 }
             }
             Expr::Comprehension(c) => {
+                shape.shadows_roots |= [Some(&c.iter_var), c.iter_var2.as_ref(), Some(&c.accu_var)]
+                    .into_iter()
+                    .flatten()
+                    .any(|name| name == "roots");
                 stack.push((&c.iter_range, next, nesting, accu));
                 stack.push((&c.accu_init, next, nesting, accu));
                 let inner = Some(c.accu_var.as_str());
@@ -294,7 +340,7 @@ impl Compiled {
     /// visited): what decides whether it may run on an async thread.
     pub fn work(&self, values: usize) -> f64 {
         let values = values as f64;
-        values + values.powi(self.nesting.max(1) as i32) * self.nodes as f64
+        values + values.powi(self.loops.max(1) as i32) * self.weight as f64
     }
 }
 
@@ -316,7 +362,12 @@ pub enum Evaluated {
     Fails,
     /// It could not be evaluated: why.
     Unevaluable(String),
+    /// It reads the client's roots, and they are not known.
+    NoRoots,
 }
+
+/// What `within_roots` says when the roots are not known.
+const ROOTS_UNKNOWN: &str = "the client's roots are not known";
 
 /// The context every rule's evaluation starts from: the standard library and the functions on
 /// paths (`within`, and `within_roots`, which reads the evaluation's `roots`). Built once per
@@ -333,7 +384,7 @@ impl Base {
                 "within_roots",
                 |ftx: &FunctionContext, path: Arc<String>| -> Result<bool, ExecutionError> {
                     let Some(roots) = ftx.ptx.get_variable("roots") else {
-                        return Err(ftx.error("the client's roots are not known"));
+                        return Err(ftx.error(ROOTS_UNKNOWN));
                     };
                     let Value::List(roots) = Value::try_from(&*roots)? else {
                         return Err(ftx.error("roots is not a list"));
@@ -389,8 +440,8 @@ impl Compiled {
             Ok(value) => value,
             Err(why) => return Evaluated::Unevaluable(format!("the {variable} {why}")),
         };
-        if self.nesting > 0 {
-            let work = (budget.values as f64).powi(self.nesting as i32) * self.nodes as f64;
+        if self.loops > 0 {
+            let work = (budget.values as f64).powi(self.loops as i32) * self.weight as f64;
             if work > MAX_WORK {
                 return Evaluated::Unevaluable(format!(
                     "the {variable} holds {} values: too many for this rule's nested comprehensions to judge within its bound",
@@ -435,7 +486,10 @@ impl Compiled {
                 kind(&other)
             )),
             Err(ExecutionError::UndeclaredReference(name)) if name.as_str() == "roots" => {
-                Evaluated::Unevaluable("the client's roots are not known".into())
+                Evaluated::NoRoots
+            }
+            Err(ExecutionError::FunctionError { message, .. }) if message == ROOTS_UNKNOWN => {
+                Evaluated::NoRoots
             }
             Err(e) => Evaluated::Unevaluable(e.to_string()),
         }
@@ -473,10 +527,11 @@ fn convert(value: &serde_json::Value, budget: &mut Budget) -> Result<Value, Stri
     Ok(match value {
         J::Null => Value::Null,
         J::Bool(b) => Value::Bool(*b),
-        J::Number(n) => match (n.as_i64(), n.as_u64()) {
-            (Some(i), _) => Value::Int(i),
-            (None, Some(u)) => Value::UInt(u),
-            _ => Value::Float(n.as_f64().unwrap_or(f64::NAN)),
+        J::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+            (Some(i), _, _) => Value::Int(i),
+            (None, Some(u), _) => Value::UInt(u),
+            (None, None, Some(f)) if f.is_finite() => Value::Float(f),
+            _ => return Err(format!("hold the number {n}, past a double's range")),
         },
         J::String(s) => Value::String(string(s, budget)?),
         J::Array(items) => {

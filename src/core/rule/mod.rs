@@ -119,6 +119,14 @@ pub struct Facts<'a> {
     pub tier: Tier,
 }
 
+/// A payload's size as its reader counted it: what decides whether rules may read it at all
+/// (zero: not counted, as for a value already built).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Size {
+    pub values: usize,
+    pub string_bytes: usize,
+}
+
 /// A rule that did not hold: its name and the message the model reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Broken {
@@ -183,8 +191,11 @@ impl RuleSet {
         payload: &serde_json::Value,
         facts: &Facts<'_>,
     ) -> Vec<Broken> {
-        self.applying(kind, facts.server, facts.tool)
-            .judge((1, payload), facts)
+        self.applying(kind, facts.server, facts.tool).judge(
+            (Size::default(), payload),
+            facts,
+            &mut Vec::new(),
+        )
     }
 
     /// The rules that apply to `server`'s `tool` for `kind`, in file order.
@@ -242,34 +253,55 @@ impl Applying<'_> {
             .sum()
     }
 
-    /// Judges a payload of `values` values, read only as far as each rule needs: past
-    /// [`expr::MAX_VALUES`], each rule fails as not evaluable, and the payload is never read.
-    /// The rules that did not hold.
+    /// Judges a payload of `size`, read only as far as each rule needs: past
+    /// [`expr::MAX_VALUES`] values or [`expr::MAX_STRING_BYTES`] of strings, each rule fails as
+    /// not evaluable, and the payload is never read. The rules that did not hold; those that
+    /// were not judged (the client's roots unknown, and `unknown_roots` letting them pass) go to
+    /// `not_judged`.
     pub fn judge(
         &self,
-        (values, payload): (usize, &dyn Readable),
+        (size, payload): (Size, &dyn Readable),
         facts: &Facts<'_>,
+        not_judged: &mut Vec<Broken>,
     ) -> Vec<Broken> {
         let Some(base) = &self.set.base else {
             return Vec::new();
         };
+        let too_large = if size.values > expr::MAX_VALUES {
+            Some(format!(
+                "the {} hold {} values, more than {} values",
+                self.kind.variable(),
+                size.values,
+                expr::MAX_VALUES
+            ))
+        } else if size.string_bytes > expr::MAX_STRING_BYTES {
+            Some(format!(
+                "the {} hold {} bytes of strings, more than {}",
+                self.kind.variable(),
+                size.string_bytes,
+                expr::MAX_STRING_BYTES
+            ))
+        } else {
+            None
+        };
         let mut broken = Vec::new();
         for rule in &self.rules {
-            let reason = match values > expr::MAX_VALUES {
-                true => Some(format!(
-                    "{} (could not be evaluated: the {} hold {values} values, more than {} values: too many for a rule to judge)",
-                    rule.message,
-                    self.kind.variable(),
-                    expr::MAX_VALUES
+            let judged = match &too_large {
+                Some(why) => Judged::Fails(format!(
+                    "{} (could not be evaluated: {why}: too many for a rule to judge)",
+                    rule.message
                 )),
-                false => rule.judge(base, payload, facts),
+                None => rule.judge(base, payload, facts),
             };
-            if let Some(message) = reason {
-                broken.push(Broken {
-                    rule: rule.name.clone(),
-                    message,
-                });
-            }
+            let (into, message) = match judged {
+                Judged::Holds => continue,
+                Judged::Fails(message) => (&mut broken, message),
+                Judged::Unjudged(message) => (&mut *not_judged, message),
+            };
+            into.push(Broken {
+                rule: rule.name.clone(),
+                message,
+            });
         }
         broken
     }
@@ -356,34 +388,9 @@ fn position(text: &str, start: usize, inner: Option<(usize, usize)>) -> (usize, 
 
 impl Rule {
     /// Why the rule does not hold of `payload`, or `None` when it holds.
-    fn judge(
-        &self,
-        base: &expr::Base,
-        payload: &dyn Readable,
-        facts: &Facts<'_>,
-    ) -> Option<String> {
-        let needs_roots = match &self.body {
-            Body::Expr(compiled) => compiled.uses_roots,
-            Body::Paths(_) => true,
-        };
-        if needs_roots && facts.roots.is_none() {
-            let mode = self.unknown_roots.unwrap_or(match facts.tier {
-                Tier::Untrusted => UnknownRoots::Reject,
-                _ => UnknownRoots::Log,
-            });
-            match mode {
-                UnknownRoots::Pass => return None,
-                UnknownRoots::Log => {
-                    tracing::warn!(rule = %self.name, server = facts.server, tool = facts.tool, "a rule on the client's roots was not judged: the session knows no roots (unknown_roots = \"log\")");
-                    return None;
-                }
-                UnknownRoots::Reject => {
-                    return Some(format!(
-                        "{} (not judged: the client's roots are not known; the client must declare roots and answer roots/list)",
-                        self.message
-                    ))
-                }
-            }
+    fn judge(&self, base: &expr::Base, payload: &dyn Readable, facts: &Facts<'_>) -> Judged {
+        if let (Body::Paths(_), None) = (&self.body, facts.roots) {
+            return self.without_roots(facts);
         }
         match &self.body {
             Body::Expr(compiled) => {
@@ -395,34 +402,82 @@ impl Rule {
                     roots: facts.roots,
                 };
                 match compiled.evaluate(base, &bindings) {
-                    expr::Evaluated::Holds => None,
-                    expr::Evaluated::Fails => Some(self.message.clone()),
+                    expr::Evaluated::Holds => Judged::Holds,
+                    expr::Evaluated::Fails => Judged::Fails(self.message.clone()),
                     expr::Evaluated::Unevaluable(why) => {
-                        Some(format!("{} (could not be evaluated: {why})", self.message))
+                        Judged::Fails(format!("{} (could not be evaluated: {why})", self.message))
                     }
+                    expr::Evaluated::NoRoots => self.without_roots(facts),
                 }
             }
             Body::Paths(pointers) => {
                 let roots = facts.roots.unwrap_or(&[]);
                 let payload = read_for(pointers, payload);
                 for pointer in pointers {
-                    for (at, value) in pointer.find(&payload, MAX_PATHS) {
+                    let Some(found) = pointer.find(&payload, MAX_PATHS) else {
+                        return Judged::Fails(format!(
+                            "{} (could not be evaluated: {} finds more than {MAX_PATHS} paths)",
+                            self.message,
+                            pointer.as_str()
+                        ));
+                    };
+                    for (at, value) in found {
                         let Some(path) = value.as_str() else {
-                            return Some(format!("{}: {at} is not a path", self.message));
+                            return Judged::Fails(format!("{}: {at} is not a path", self.message));
                         };
                         match paths::within(path, roots.iter().map(String::as_str)) {
                             Ok(true) => {}
                             Ok(false) => {
-                                return Some(format!("{}: {at} ({path}) is outside", self.message))
+                                return Judged::Fails(format!(
+                                    "{}: {at} ({path}) is outside",
+                                    self.message
+                                ))
                             }
-                            Err(e) => return Some(format!("{}: {at}: {}", self.message, e.0)),
+                            Err(e) => {
+                                return Judged::Fails(format!("{}: {at}: {}", self.message, e.0))
+                            }
                         }
                     }
                 }
-                None
+                Judged::Holds
             }
         }
     }
+
+    /// What the rule comes to when it reads the client's roots and none are known: as
+    /// `unknown_roots` says (unset: reject under untrusted, log otherwise).
+    fn without_roots(&self, facts: &Facts<'_>) -> Judged {
+        let mode = self.unknown_roots.unwrap_or(match facts.tier {
+            Tier::Untrusted => UnknownRoots::Reject,
+            _ => UnknownRoots::Log,
+        });
+        let not_judged = || {
+            format!(
+                "rule {} was not judged: the client's roots are not known (unknown_roots lets it pass)",
+                self.name
+            )
+        };
+        match mode {
+            UnknownRoots::Pass => Judged::Unjudged(not_judged()),
+            UnknownRoots::Log => {
+                tracing::warn!(rule = %self.name, server = facts.server, tool = facts.tool, "a rule on the client's roots was not judged: the session knows no roots (unknown_roots = \"log\")");
+                Judged::Unjudged(not_judged())
+            }
+            UnknownRoots::Reject => Judged::Fails(format!(
+                "{} (not judged: the client's roots are not known; the client must declare roots and answer roots/list)",
+                self.message
+            )),
+        }
+    }
+}
+
+/// What one rule came to.
+enum Judged {
+    Holds,
+    /// It does not hold (or could not be evaluated): the message the model reads.
+    Fails(String),
+    /// It was not judged, and passes as `unknown_roots` says: what the verdict's finding says.
+    Unjudged(String),
 }
 
 #[cfg(test)]
@@ -547,6 +602,31 @@ message = "amount above 1,000 needs a person to approve it"
     }
 
     #[test]
+    fn without_roots_an_expression_is_still_judged_on_the_rest() {
+        let rules = rule_set(
+            "[[rules]]\nname = \"r\"\npayload = \"arguments\"\nunknown_roots = \"pass\"\nexpr = \"arguments.amount <= 1000 && within_roots(arguments.path)\"\n",
+        )
+        .expect("compiles");
+        let applying = rules.applying(RulePayload::Arguments, "bank-eu", "transfer");
+        let judge = |args: serde_json::Value| {
+            let mut not_judged = Vec::new();
+            let broken =
+                applying.judge((Size::default(), &args), &facts(None, &[]), &mut not_judged);
+            (broken.len(), not_judged.len())
+        };
+        assert_eq!(
+            judge(json!({"amount": 5000, "path": "/x"})),
+            (1, 0),
+            "the amount fails it"
+        );
+        assert_eq!(
+            judge(json!({"amount": 10, "path": "/x"})),
+            (0, 1),
+            "passed, said not judged"
+        );
+    }
+
+    #[test]
     fn within_roots_and_within_are_functions_of_expressions() {
         let rules = rule_set(
             "[[rules]]\nname = \"src\"\npayload = \"arguments\"\nexpr = \"within_roots(arguments.path) && within(arguments.path, ['/srv/shared/src'])\"\n",
@@ -623,5 +703,17 @@ message = "amount above 1,000 needs a person to approve it"
             huge[0].message.contains("more than 100000 values"),
             "{huge:?}"
         );
+        // One comprehension whose body reads the payload again is a loop in a loop.
+        let membership = rule_set(
+            "[[rules]]\nname = \"r\"\npayload = \"arguments\"\nexpr = \"arguments.items.all(x, x in arguments.items)\"\n",
+        )
+        .expect("compiles");
+        let items: Vec<usize> = (0..20_000).collect();
+        let broken = membership.judge(
+            RulePayload::Arguments,
+            &json!({"items": items}),
+            &facts(None, &[]),
+        );
+        assert!(broken[0].message.contains("too many"), "{broken:?}");
     }
 }

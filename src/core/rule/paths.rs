@@ -22,7 +22,13 @@ pub fn resolve(text: &str) -> Result<Vec<String>, Unresolved> {
             if !path.starts_with('/') {
                 return Err(Unresolved(format!("{text:?} names a file on another host")));
             }
-            let path = path.split(['?', '#']).next().unwrap_or(path);
+            // A query or fragment would be read as part of the path by a server that takes
+            // the value literally: never judged.
+            if path.contains(['?', '#']) {
+                return Err(Unresolved(format!(
+                    "{text:?}: a file URI with `?` or `#` cannot be judged"
+                )));
+            }
             percent_encoding::percent_decode_str(path)
                 .decode_utf8()
                 .map_err(|_| Unresolved(format!("{text:?}: its escapes are not UTF-8")))?
@@ -40,6 +46,10 @@ pub fn resolve(text: &str) -> Result<Vec<String>, Unresolved> {
     }
     if path.contains('\0') {
         return Err(Unresolved(format!("{text:?} holds a NUL byte")));
+    }
+    // A backslash separates segments for some servers (on Windows, or normalising it).
+    if path.contains('\\') {
+        return Err(Unresolved(format!("{text:?} holds a backslash")));
     }
     let mut segments: Vec<String> = Vec::new();
     for segment in path.split('/') {
@@ -112,13 +122,14 @@ impl PathPointer {
         }
     }
 
-    /// The values it points at in `value`, each with its own pointer, at most `limit` of them.
-    pub fn find<'v>(&self, value: &'v Value, limit: usize) -> Vec<(String, &'v Value)> {
+    /// The values it points at in `value`, each with its own pointer; `None` when there are
+    /// more than `limit` of them (never a part of them: what is not looked at is not judged).
+    pub fn find<'v>(&self, value: &'v Value, limit: usize) -> Option<Vec<(String, &'v Value)>> {
         let mut found = Vec::new();
         let mut stack = vec![(String::new(), value, 0usize)];
         while let Some((at, value, depth)) = stack.pop() {
-            if found.len() >= limit {
-                break;
+            if found.len() > limit {
+                return None;
             }
             let Some(segment) = self.segments.get(depth) else {
                 found.push((at, value));
@@ -149,7 +160,7 @@ impl PathPointer {
                 _ => {}
             }
         }
-        found
+        (found.len() <= limit).then_some(found)
     }
 }
 
@@ -192,6 +203,9 @@ mod tests {
             "http://srv/shared",
             "file://evil.example/srv/shared",
             "/srv/shared/\0",
+            "/srv/shared/..\\..\\etc",
+            "file:///srv/shared/x?/../../etc",
+            "file:///srv/shared/x#/../../etc",
         ] {
             assert!(within(unresolved, roots).is_err(), "{unresolved}");
         }
@@ -205,6 +219,7 @@ mod tests {
             PathPointer::parse(p)
                 .expect("a pointer")
                 .find(&value, 100)
+                .expect("within the limit")
                 .into_iter()
                 .map(|(at, v)| (at, v.clone()))
                 .collect()
@@ -220,5 +235,11 @@ mod tests {
         assert_eq!(find("/edits/*/file").len(), 2);
         assert!(find("/missing").is_empty());
         assert!(PathPointer::parse("path").is_err());
+        let many = json!({"paths": vec!["/a"; 101]});
+        let pointer = PathPointer::parse("/paths/*").expect("a pointer");
+        assert!(
+            pointer.find(&many, 100).is_none(),
+            "past the limit: none judged"
+        );
     }
 }
