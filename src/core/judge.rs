@@ -14,7 +14,7 @@ use crate::core::policy::{ArgumentsMode, PolicyStore, Rules};
 use crate::core::registry::redis::RedisRegistry;
 use crate::core::registry::Registry;
 use crate::core::resolve::{miss, schema_of, SchemaRef};
-use crate::core::rule::{Applying, Facts, RulePayload, RuleSet, Size};
+use crate::core::rule::on_check;
 use crate::core::schema::cache::{CacheKey, Compiled, SchemaCache};
 use crate::core::schema::compile::CompiledSchema;
 use crate::core::schema::texts::SchemaTexts;
@@ -31,9 +31,6 @@ use std::sync::Arc;
 pub(crate) const INLINE_WORK: u64 = 50_000;
 /// Longest error message kept (messages can quote the whole failing value).
 const MAX_MESSAGE_BYTES: usize = 300;
-/// Longest message of a rule that does not hold kept (the policy's message, and a path or a
-/// reason from the payload).
-const MAX_RULE_MESSAGE_BYTES: usize = 1024;
 
 /// A verdict before anything is concluded: nothing validated, action `pass`.
 fn unvalidated_verdict(tier: Tier, check: &Check) -> Verdict {
@@ -159,7 +156,7 @@ impl Judge {
                 ..unvalidated_verdict(rules.tier, check)
             };
             // Nothing validated, so never a failure: what is past the budget is said.
-            if let Some(finding) = over_budget(check, &rules) {
+            if let Some(finding) = on_check::over_budget(check, &rules) {
                 verdict.findings.push(finding);
             }
             verdict
@@ -182,7 +179,7 @@ impl Judge {
         verdict.schema_hash = Some(schemas.hash);
         let document = self.document(check, compiled, &rules, version)?;
         // The policy's rules run in the same pass: long ones on a worker, before anything else.
-        let ruled = applying(check, document, policy.rule_set());
+        let ruled = on_check::applying(check, document, policy.rule_set());
         if placement == Placement::Inline
             && ruled.as_ref().is_some_and(|(applying, payload)| {
                 applying.work(payload.nodes as usize) > INLINE_WORK as f64
@@ -192,9 +189,9 @@ impl Judge {
         }
         self.validate(compiled, document, placement, &mut verdict)?;
         if let Some(ruled) = &ruled {
-            judge_rules(check, ruled, (caller, rules.tier), &mut verdict);
+            on_check::judge_rules(check, ruled, (caller, rules.tier), &mut verdict);
         }
-        if let Some(finding) = over_budget(check, &rules) {
+        if let Some(finding) = on_check::over_budget(check, &rules) {
             if rules.tier == Tier::Untrusted {
                 verdict.errors.push(ValidationFailure {
                     instance_path: String::new(),
@@ -561,88 +558,6 @@ impl Judge {
             }
         }
         target.count(rules.tier, check.payload.kind(), attempt, verdict.outcome);
-    }
-}
-
-/// The result budget's finding, when the check's tool result is larger than `max_result_bytes`
-/// allows.
-fn over_budget(check: &Check, rules: &Rules) -> Option<Finding> {
-    let (Payload::Result(_), Some(bytes), Some(max)) =
-        (&check.payload, check.result_bytes, rules.max_result_bytes)
-    else {
-        return None;
-    };
-    (bytes as u64 > max).then(|| Finding {
-        kind: "result_too_large",
-        instance_path: String::new(),
-        message: format!(
-            "the result is {bytes} bytes, past the budget of {max} (max_result_bytes): return less (a page, a summary, fewer fields)"
-        ),
-    })
-}
-
-/// The policy's rules that apply to the check, and the payload they judge; `None` when none
-/// does (no names, no payload, an instance).
-fn applying<'c>(
-    check: &'c Check,
-    document: Option<&'c Document>,
-    rule_set: &'c RuleSet,
-) -> Option<(Applying<'c>, &'c Document)> {
-    if rule_set.is_empty() {
-        return None;
-    }
-    let kind = match check.payload {
-        Payload::Arguments(_) => RulePayload::Arguments,
-        Payload::Result(_) => RulePayload::Result,
-        Payload::Instance(_) => return None,
-    };
-    let (server, tool) = (check.server.as_deref()?, check.tool.as_deref()?);
-    let applying = rule_set.applying(kind, server, tool);
-    (!applying.is_empty()).then_some((applying, document?))
-}
-
-/// Judges the check's payload by the rules that apply: each one that does not hold is an error
-/// of the verdict (keyword `rule`, its name as `schema_path`), after the schema's.
-fn judge_rules(
-    check: &Check,
-    (applying, document): &(Applying<'_>, &Document),
-    (caller, tier): (&Caller, Tier),
-    verdict: &mut Verdict,
-) {
-    // Without tokens anyone may call, with every scope: to a rule, that caller holds none.
-    let scopes = match caller.token_name() {
-        Some(_) => caller.scopes(),
-        None => Vec::new(),
-    };
-    let facts = Facts {
-        server: check.server.as_deref().unwrap_or(""),
-        tool: check.tool.as_deref().unwrap_or(""),
-        caller: (caller.name(), &scopes),
-        roots: check.roots.as_deref(),
-        tier,
-    };
-    let size = Size {
-        values: document.nodes as usize,
-        string_bytes: document.string_bytes as usize,
-    };
-    let mut not_judged = Vec::new();
-    for broken in applying.judge((size, *document), &facts, &mut not_judged) {
-        verdict.errors.push(ValidationFailure {
-            instance_path: String::new(),
-            schema_path: broken.rule.clone(),
-            keyword: "rule".into(),
-            message: clip(
-                format!("rule {}: {}", broken.rule, broken.message),
-                MAX_RULE_MESSAGE_BYTES,
-            ),
-        });
-    }
-    for rule in not_judged {
-        verdict.findings.push(Finding {
-            kind: "rule_not_judged",
-            instance_path: String::new(),
-            message: rule.message,
-        });
     }
 }
 

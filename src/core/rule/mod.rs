@@ -6,6 +6,7 @@
 //! the same pass as the schema and under the same tier.
 
 pub mod expr;
+pub(crate) mod on_check;
 pub mod paths;
 
 use crate::core::domain::Tier;
