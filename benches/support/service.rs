@@ -12,7 +12,11 @@ use std::sync::Arc;
 
 /// A core with the default flags, `threads` workers, and every server of `tools` registered.
 pub fn gate(threads: usize, tools: &Value) -> Arc<Gate> {
-    let gate = bare_gate(threads);
+    registered(bare_gate(threads), tools)
+}
+
+/// `gate` with every server of `tools` registered.
+fn registered(gate: Arc<Gate>, tools: &Value) -> Arc<Gate> {
     for (server, list) in tools["servers"].as_object().expect("servers") {
         gate.register_now(
             server,
@@ -51,16 +55,10 @@ pub fn gate_with_policy(threads: usize, tools: &Value, policy: &str) -> Arc<Gate
         "--policy",
         &path,
     ]);
-    let gate = Gate::new(args.gate_config().expect("config")).expect("gate");
-    for (server, list) in tools["servers"].as_object().expect("servers") {
-        gate.register_now(
-            server,
-            &Bytes::from(list.to_string()),
-            RegisterOptions::default(),
-        )
-        .expect("register");
-    }
-    gate
+    registered(
+        Gate::new(args.gate_config().expect("config")).expect("gate"),
+        tools,
+    )
 }
 
 /// A policy of one rule per tool of `tools`, each on its results, of expression `expr`.
