@@ -2,7 +2,8 @@
 //! ([`memory`]), the shutdown signal ([`shutdown`]), the one file-watch helper that reloads
 //! configuration files ([`reload`]), an MCP server run as a child process ([`child`]) and the
 //! newline-delimited framing of its stdio ([`lines`]), the count of a flood between log lines
-//! ([`tally`]), and sessions written to files line by line ([`record`]). Every layer may use it;
+//! ([`tally`]), sessions written to files line by line ([`record`]), and UTC time stamps as text
+//! ([`stamp`]). Every layer may use it;
 //! it uses none.
 
 pub mod child;
@@ -11,4 +12,5 @@ pub mod memory;
 pub mod record;
 pub(crate) mod reload;
 pub mod shutdown;
+pub mod stamp;
 pub mod tally;

@@ -9,6 +9,7 @@
 //! created with mode 0600, the directory (when it has to be made) with 0700: a recording holds
 //! what tools were called with and what they answered. Sessions are sampled at `sample`.
 
+use crate::ops::stamp;
 use crate::ops::tally::Tally;
 use std::collections::{HashMap, VecDeque};
 use std::fs::{File, OpenOptions};
@@ -248,20 +249,7 @@ pub fn file_name(server: &str, session: &str, at: SystemTime) -> String {
     let nanos = at
         .duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as i128);
-    let stamp = time::OffsetDateTime::from_unix_timestamp_nanos(nanos)
-        .map(|t| {
-            format!(
-                "{:04}{:02}{:02}T{:02}{:02}{:02}.{:03}Z",
-                t.year(),
-                u8::from(t.month()),
-                t.day(),
-                t.hour(),
-                t.minute(),
-                t.second(),
-                t.millisecond()
-            )
-        })
-        .unwrap_or_default();
+    let stamp = stamp::utc(nanos, stamp::Style::Basic);
     format!("{}-{stamp}-{}{SUFFIX}", clean(server), clean(session))
 }
 

@@ -83,20 +83,7 @@ impl Provenance {
     /// history show it: `2026-05-01T12:00:00.100Z`, never `.1Z`, so that times sort as text.
     pub fn at_rfc3339(&self) -> String {
         let nanos = i128::from(self.at_ms) * 1_000_000;
-        time::OffsetDateTime::from_unix_timestamp_nanos(nanos)
-            .map(|t| {
-                format!(
-                    "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
-                    t.year(),
-                    u8::from(t.month()),
-                    t.day(),
-                    t.hour(),
-                    t.minute(),
-                    t.second(),
-                    t.millisecond()
-                )
-            })
-            .unwrap_or_default()
+        crate::ops::stamp::utc(nanos, crate::ops::stamp::Style::Extended)
     }
 }
 
