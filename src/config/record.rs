@@ -1,7 +1,7 @@
 //! The recording flags `schemagate proxy` and `schemagate gateway` share (`--record DIR`), and
 //! the recording settings they make.
 
-use crate::mcp::record::RecordSettings;
+use crate::mcp::record::{check_settings, RecordSettings, SettingNames};
 use crate::ops::record::RecordConfig;
 use std::path::PathBuf;
 
@@ -51,27 +51,23 @@ impl RecordArgs {
             );
             return Ok(None);
         };
-        anyhow::ensure!(
-            (0.0..=1.0).contains(&self.record_sample),
-            "--record-sample must be from 0 to 1 (the share of sessions recorded), not {}",
-            self.record_sample
-        );
-        anyhow::ensure!(
-            self.record_max_bytes >= 1024,
-            "--record-max-bytes must be at least 1024"
-        );
+        let names = SettingNames {
+            sample: "--record-sample",
+            max_bytes: "--record-max-bytes",
+            redact: "--record-redact",
+        };
+        check_settings(
+            &names,
+            Some(self.record_sample),
+            Some(self.record_max_bytes),
+            &self.record_redact,
+        )?;
         anyhow::ensure!(
             self.record_max_total_bytes >= self.record_max_bytes,
             "--record-max-total-bytes ({}) must be at least --record-max-bytes ({})",
             self.record_max_total_bytes,
             self.record_max_bytes
         );
-        for pointer in &self.record_redact {
-            anyhow::ensure!(
-                pointer.starts_with('/'),
-                "--record-redact {pointer:?}: a JSON pointer starts with `/` (as /arguments/password)"
-            );
-        }
         Ok(Some(RecordSettings {
             config: RecordConfig {
                 dir: dir.clone(),

@@ -32,7 +32,6 @@ use crate::net::tls::{Tls, TlsFiles};
 use crate::net::Protocols;
 use crate::ops::record::RecordConfig;
 use crate::ops::reload;
-use anyhow::Context;
 use arc_swap::ArcSwap;
 use routes::{all_routes, RouteState, RouteTable};
 use sessions::Sessions;
@@ -117,10 +116,10 @@ impl Gateway {
         let recording = self.recorder.as_ref().and_then(|recorder| {
             let own = route.record.load();
             match session {
-                true => recorder.session_as(name, &session_name(), &own),
+                true => recorder.session(name, &session_name(), &own),
                 false => route
                     .sessionless
-                    .get_or_init(|| recorder.session_as(name, "sessionless", &own))
+                    .get_or_init(|| recorder.session(name, "sessionless", &own))
                     .clone(),
             }
         });
@@ -181,15 +180,7 @@ pub async fn run(
         tracing::info!(route = %route.route.name, upstream = %route.route.target.public(), "route");
         tracing::debug!(route = %route.route.name, upstream = %route.route.target.redacted(), "route");
     }
-    let recorder = match config.record {
-        Some(settings) => {
-            let dir = settings.config.dir.display().to_string();
-            let recorder = SessionRecorder::start(settings, gate, Transport::Gateway)
-                .with_context(|| format!("--record {dir}: cannot record there"))?;
-            Some(recorder)
-        }
-        None => None,
-    };
+    let recorder = SessionRecorder::start(config.record, gate, Transport::Gateway)?;
     let gateway = Arc::new(Gateway {
         recorder: recorder.clone(),
         upstream: HttpClient::new(&config.upstream)?,
@@ -226,9 +217,8 @@ pub async fn run(
         .await;
     started.stop.cancel();
     let _ = stopped.await;
-    // What the sessions left queued reaches their files before the process exits.
     if let Some(recorder) = recorder {
-        let _ = tokio::task::spawn_blocking(move || recorder.flush()).await;
+        recorder.finish().await;
     }
     result
 }

@@ -8,7 +8,7 @@ use super::upstream::stdio::{Servers, StdioLimits};
 use super::upstream::RouteUpstream;
 use crate::core::gate::Gate;
 use crate::core::metrics::Transport;
-use crate::mcp::record::RecordOverride;
+use crate::mcp::record::{check_settings, RecordOverride, SettingNames};
 use crate::mcp::{BoundaryConfig, Shared};
 use crate::net::origins::{AllowedPeers, Origins};
 use anyhow::Context;
@@ -301,21 +301,12 @@ fn record_override(record: toml::Value) -> anyhow::Result<RecordOverride> {
             "record: expected false, true or { sample = RATE, max_bytes = N, redact = [\"/POINTER\"] }",
         )?,
     };
-    if let Some(sample) = own.sample {
-        anyhow::ensure!(
-            (0.0..=1.0).contains(&sample),
-            "record.sample must be from 0 to 1 (the share of sessions recorded), not {sample}"
-        );
-    }
-    if let Some(max) = own.max_bytes {
-        anyhow::ensure!(max >= 1024, "record.max_bytes must be at least 1024");
-    }
-    for pointer in &own.redact {
-        anyhow::ensure!(
-            pointer.starts_with('/'),
-            "record.redact {pointer:?}: a JSON pointer starts with `/` (as /arguments/password)"
-        );
-    }
+    let names = SettingNames {
+        sample: "record.sample",
+        max_bytes: "record.max_bytes",
+        redact: "record.redact",
+    };
+    check_settings(&names, own.sample, own.max_bytes, &own.redact)?;
     Ok(RecordOverride {
         off: false,
         sample: own.sample,

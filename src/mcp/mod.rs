@@ -390,12 +390,14 @@ impl Boundary {
         direction: Direction,
         line: &Bytes,
     ) -> io::Result<()> {
-        let Some(recording) = &self.recording else {
-            return self.relay_one(link, direction, line).await;
+        let taped = Taped {
+            link,
+            recording: self.recording.as_deref(),
         };
-        let taped = Taped { link, recording };
         let relayed = self.relay_one(&taped, direction, line).await;
-        recording.received(line);
+        if let Some(recording) = &self.recording {
+            recording.received(line);
+        }
         relayed
     }
 
@@ -504,22 +506,10 @@ impl Boundary {
         head: &[u8],
         len: usize,
     ) -> io::Result<()> {
-        match &self.recording {
-            Some(recording) => {
-                let taped = Taped { link, recording };
-                self.refuse_oversized(&taped, direction, head, len).await
-            }
-            None => self.refuse_oversized(link, direction, head, len).await,
-        }
-    }
-
-    async fn refuse_oversized(
-        &self,
-        link: &impl Link,
-        direction: Direction,
-        head: &[u8],
-        len: usize,
-    ) -> io::Result<()> {
+        let link = &Taped {
+            link,
+            recording: self.recording.as_deref(),
+        };
         self.shared.counts.count(direction, Relayed::Oversized);
         let head = envelope::head(head);
         let limit = self.config.max_message_bytes;
@@ -563,17 +553,17 @@ impl Boundary {
     }
 }
 
-/// A session's link with its recording: what schemagate writes itself is recorded, marked, as
-/// it is sent.
+/// A session's link with its recording, if it is recorded: what schemagate writes itself is
+/// recorded, marked, as it is sent.
 struct Taped<'a, L> {
     link: &'a L,
-    recording: &'a record::Recording,
+    recording: Option<&'a record::Recording>,
 }
 
 impl<L: Link> Link for Taped<'_, L> {
     async fn send(&self, direction: Direction, message: Outgoing<'_>) -> io::Result<()> {
-        if let Outgoing::Own(bytes) = message {
-            self.recording.wrote(direction, bytes);
+        if let (Some(recording), Outgoing::Own(bytes)) = (self.recording, &message) {
+            recording.wrote(direction, bytes);
         }
         self.link.send(direction, message).await
     }

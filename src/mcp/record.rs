@@ -11,13 +11,16 @@
 //! text copies that are JSON too. A redacted value becomes the string `"[redacted]"`, so a replay
 //! of a redacted recording judges what was recorded, not what was sent.
 
+use super::envelope::trim;
 use super::Direction;
 use crate::core::gate::Gate;
 use crate::core::metrics::{Transport, RECORD_LINES_TOTAL};
 use crate::ops::record::{Outcome, RecordConfig, Recorder, Tape};
+use anyhow::Context;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::Value;
+use std::borrow::Cow;
 use std::sync::Arc;
 
 /// The member that marks a line schemagate wrote.
@@ -63,12 +66,16 @@ pub struct SessionRecorder {
 }
 
 impl SessionRecorder {
-    /// Starts recording as `settings` say, counted under `transport`.
+    /// Starts recording as `settings` say (none: nothing is recorded), counted under
+    /// `transport`; a directory it cannot record in is refused, named.
     pub fn start(
-        settings: RecordSettings,
+        settings: Option<RecordSettings>,
         gate: &Gate,
         transport: Transport,
-    ) -> std::io::Result<Self> {
+    ) -> anyhow::Result<Option<Self>> {
+        let Some(settings) = settings else {
+            return Ok(None);
+        };
         let counters = Outcome::ALL.map(|outcome| {
             gate.metrics().counter(
                 RECORD_LINES_TOTAL,
@@ -79,21 +86,25 @@ impl SessionRecorder {
             )
         });
         let on_outcome = Arc::new(move |outcome: Outcome| counters[outcome as usize].increment(1));
-        let recorder = Recorder::start(settings.config, on_outcome)?;
-        Ok(Self {
+        let dir = settings.config.dir.display().to_string();
+        let recorder = Recorder::start(settings.config, on_outcome)
+            .with_context(|| format!("--record {dir}: cannot record there"))?;
+        Ok(Some(Self {
             recorder,
             redact: settings.redact,
-        })
+        }))
     }
 
-    /// A recording of a new session of `server`, named `session` in its file's name; `None`
-    /// when the session is not sampled.
-    pub fn session(&self, server: &str, session: &str) -> Option<Arc<Recording>> {
-        self.session_as(server, session, &RecordOverride::default())
+    /// Waits, off the async threads, until every line handed over so far is written: what the
+    /// last sessions left queued reaches their files before the process exits.
+    pub async fn finish(self) {
+        let _ = tokio::task::spawn_blocking(move || self.flush()).await;
     }
 
-    /// As [`session`](Self::session), under a route's own settings.
-    pub fn session_as(
+    /// A recording of a new session of `server`, named `session` in its file's name, under its
+    /// route's own settings (`own`; the default changes nothing); `None` when the session is
+    /// not sampled.
+    pub fn session(
         &self,
         server: &str,
         session: &str,
@@ -116,6 +127,42 @@ impl SessionRecorder {
     pub fn flush(&self) {
         self.recorder.flush();
     }
+}
+
+/// The names the recording's settings go by where they are written (`--record-sample`, or a
+/// route's `record.sample`), for what [`check_settings`] says.
+pub struct SettingNames {
+    pub sample: &'static str,
+    pub max_bytes: &'static str,
+    pub redact: &'static str,
+}
+
+/// Refuses a share of sessions outside 0 to 1, a file bound under 1 KiB, and a redaction that
+/// is not a JSON pointer, saying which setting to fix.
+pub fn check_settings(
+    names: &SettingNames,
+    sample: Option<f64>,
+    max_bytes: Option<u64>,
+    redact: &[String],
+) -> anyhow::Result<()> {
+    if let Some(sample) = sample {
+        anyhow::ensure!(
+            (0.0..=1.0).contains(&sample),
+            "{} must be from 0 to 1 (the share of sessions recorded), not {sample}",
+            names.sample
+        );
+    }
+    if let Some(max) = max_bytes {
+        anyhow::ensure!(max >= 1024, "{} must be at least 1024", names.max_bytes);
+    }
+    for pointer in redact {
+        anyhow::ensure!(
+            pointer.starts_with('/'),
+            "{} {pointer:?}: a JSON pointer starts with `/` (as /arguments/password)",
+            names.redact
+        );
+    }
+    Ok(())
 }
 
 /// A fresh session name for a file: 64 random bits, in hex.
@@ -143,9 +190,9 @@ impl Recording {
         if trimmed.is_empty() {
             return;
         }
-        match self.redact.is_empty() {
-            true => self.tape.write(line.slice_ref(trimmed)),
-            false => self.tape.write(self.redacted(trimmed).into()),
+        match self.redacted(trimmed) {
+            Cow::Borrowed(_) => self.tape.write(line.slice_ref(trimmed)),
+            Cow::Owned(redacted) => self.tape.write(redacted.into()),
         }
     }
 
@@ -163,17 +210,17 @@ impl Recording {
         self.tape.write(line.into());
     }
 
-    fn redacted(&self, line: &[u8]) -> Vec<u8> {
+    /// `line` with the redacted values replaced; the line itself when nothing is redacted.
+    fn redacted<'l>(&self, line: &'l [u8]) -> Cow<'l, [u8]> {
         if self.redact.is_empty() {
-            return line.to_vec();
+            return Cow::Borrowed(line);
         }
         let Ok(mut message) = serde_json::from_slice::<Value>(line) else {
-            return line.to_vec();
+            return Cow::Borrowed(line);
         };
-        if redact(&mut message, &self.redact) {
-            serde_json::to_vec(&message).unwrap_or_else(|_| line.to_vec())
-        } else {
-            line.to_vec()
+        match redact(&mut message, &self.redact) {
+            true => serde_json::to_vec(&message).map_or(Cow::Borrowed(line), Cow::Owned),
+            false => Cow::Borrowed(line),
         }
     }
 }
@@ -211,8 +258,7 @@ fn redact(message: &mut Value, pointers: &[String]) -> bool {
                 let Ok(mut copy) = serde_json::from_str::<Value>(text) else {
                     continue;
                 };
-                let at = if inner.is_empty() { "" } else { inner };
-                if let Some(value) = copy.pointer_mut(at) {
+                if let Some(value) = copy.pointer_mut(inner) {
                     *value = Value::String(REDACTED.to_owned());
                     *text = copy.to_string();
                     any = true;
@@ -221,14 +267,6 @@ fn redact(message: &mut Value, pointers: &[String]) -> bool {
         }
     }
     any
-}
-
-fn trim(line: &[u8]) -> &[u8] {
-    let end = line
-        .iter()
-        .rposition(|b| !b.is_ascii_whitespace())
-        .map_or(0, |i| i + 1);
-    &line[..end]
 }
 
 /// A recorded line schemagate wrote: which way it went, and the message.

@@ -102,6 +102,9 @@ pub struct Recorder {
     next_file: AtomicU64,
     on_outcome: OnOutcome,
     dropped: Mutex<Tally>,
+    /// Sessions ended whose close the full queue could not take: closed by the writer once it
+    /// has drained the queue (so after their last lines), never left open.
+    closing: Arc<Mutex<Vec<u64>>>,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -115,14 +118,14 @@ impl std::fmt::Debug for Recorder {
 impl Recorder {
     /// Starts recording into `config.dir` (made if missing), its writer thread running.
     pub fn start(config: RecordConfig, on_outcome: OnOutcome) -> io::Result<Arc<Self>> {
-        if !config.dir.is_dir() {
-            std::fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(&config.dir)?;
-        }
+        // Made if missing (a directory already there is taken as it is).
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&config.dir)?;
         let (queue, jobs) = std::sync::mpsc::sync_channel(QUEUE);
-        let files = Files::new(&config, Arc::clone(&on_outcome))?;
+        let closing = Arc::new(Mutex::new(Vec::new()));
+        let files = Files::new(&config, Arc::clone(&on_outcome), Arc::clone(&closing))?;
         std::thread::Builder::new()
             .name("record".to_owned())
             .spawn(move || files.run(jobs))?;
@@ -132,6 +135,7 @@ impl Recorder {
             next_file: AtomicU64::new(1),
             on_outcome,
             dropped: Mutex::new(Tally::default()),
+            closing,
         }))
     }
 
@@ -174,7 +178,7 @@ impl Recorder {
     }
 
     fn send(&self, job: Job) {
-        // An open or close that does not fit goes as its lines do: the queue is full.
+        // An open that does not fit goes as its lines do: the queue is full.
         if self.queue.try_send(job).is_err() {
             (self.on_outcome)(Outcome::QueueFull);
             let due = self
@@ -218,7 +222,12 @@ impl Tape {
 
 impl Drop for Tape {
     fn drop(&mut self) {
-        self.recorder.send(Job::Close { file: self.file });
+        let close = Job::Close { file: self.file };
+        if self.recorder.queue.try_send(close).is_err() {
+            if let Ok(mut closing) = self.recorder.closing.lock() {
+                closing.push(self.file);
+            }
+        }
     }
 }
 
@@ -274,6 +283,8 @@ struct Files {
     total: u64,
     on_outcome: OnOutcome,
     errors: Tally,
+    /// Closes the queue could not take (see [`Recorder`]).
+    closing: Arc<Mutex<Vec<u64>>>,
 }
 
 struct Open {
@@ -286,7 +297,11 @@ struct Open {
 
 impl Files {
     /// The directory's recordings as they are (from earlier runs too), oldest first.
-    fn new(config: &RecordConfig, on_outcome: OnOutcome) -> io::Result<Self> {
+    fn new(
+        config: &RecordConfig,
+        on_outcome: OnOutcome,
+        closing: Arc<Mutex<Vec<u64>>>,
+    ) -> io::Result<Self> {
         let mut found: Vec<(SystemTime, PathBuf, u64)> = Vec::new();
         for entry in std::fs::read_dir(&config.dir)? {
             let entry = entry?;
@@ -312,6 +327,7 @@ impl Files {
             total,
             on_outcome,
             errors: Tally::default(),
+            closing,
         })
     }
 
@@ -332,14 +348,36 @@ impl Files {
                 }
                 std::thread::sleep(PAUSE);
             }
-            for open in self.open.values_mut() {
-                if let Some(writer) = &mut open.writer {
-                    if let Err(e) = writer.flush() {
-                        open.writer = None;
-                        report(&mut self.errors, &open.path, &e);
-                    }
+            // The queue is empty: the sessions whose close it could not take have had all
+            // their lines.
+            let closing =
+                std::mem::take(&mut *self.closing.lock().unwrap_or_else(|e| e.into_inner()));
+            for file in closing {
+                self.close(file);
+            }
+            self.flush_all();
+        }
+    }
+
+    /// Writes out what every open file has gathered; a file that cannot be written is written
+    /// no more (and said once a second).
+    fn flush_all(&mut self) {
+        for open in self.open.values_mut() {
+            if let Some(writer) = &mut open.writer {
+                if let Err(e) = writer.flush() {
+                    open.writer = None;
+                    report(&mut self.errors, &open.path, &e);
                 }
             }
+        }
+    }
+
+    fn close(&mut self, file: u64) {
+        if let Some(mut open) = self.open.remove(&file) {
+            if let Some(writer) = &mut open.writer {
+                let _ = writer.flush();
+            }
+            self.closed.push_back((open.path, open.bytes));
         }
     }
 
@@ -378,20 +416,9 @@ impl Files {
                 let outcome = self.line(file, line);
                 (self.on_outcome)(outcome);
             }
-            Job::Close { file } => {
-                if let Some(mut open) = self.open.remove(&file) {
-                    if let Some(writer) = &mut open.writer {
-                        let _ = writer.flush();
-                    }
-                    self.closed.push_back((open.path, open.bytes));
-                }
-            }
+            Job::Close { file } => self.close(file),
             Job::Flush(done) => {
-                for open in self.open.values_mut() {
-                    if let Some(writer) = &mut open.writer {
-                        let _ = writer.flush();
-                    }
-                }
+                self.flush_all();
                 let _ = done.send(());
             }
         }

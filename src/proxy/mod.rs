@@ -9,7 +9,7 @@ mod pipes;
 use crate::core::auth::Caller;
 use crate::core::gate::{Gate, GateConfig};
 use crate::core::metrics::Transport;
-use crate::mcp::record::{session_name, RecordSettings, SessionRecorder};
+use crate::mcp::record::{session_name, RecordOverride, RecordSettings, SessionRecorder};
 use crate::mcp::{Boundary, BoundaryConfig, Direction};
 use crate::net::listen::ConnectionLimits;
 use crate::net::{admin, drain};
@@ -70,15 +70,7 @@ pub async fn run(
         )
         .await?;
     }
-    let recording = match config.record {
-        Some(settings) => {
-            let dir = settings.config.dir.display().to_string();
-            let recorder = SessionRecorder::start(settings, &started.gate, Transport::Proxy)
-                .with_context(|| format!("--record {dir}: cannot record there"))?;
-            Some(recorder)
-        }
-        None => None,
-    };
+    let recording = SessionRecorder::start(config.record, &started.gate, Transport::Proxy)?;
     let (client_in, client_out) = client_stdio()?;
     let status = relay(
         Arc::clone(&started.gate),
@@ -90,9 +82,8 @@ pub async fn run(
         stop,
     )
     .await?;
-    // What the session's last messages left queued reaches the file before the process exits.
     if let Some(recording) = recording {
-        let _ = tokio::task::spawn_blocking(move || recording.flush()).await;
+        recording.finish().await;
     }
     Ok(child::exit_code(status))
 }
@@ -140,7 +131,8 @@ pub async fn relay(
         "give the MCP server's command after --, as in `schemagate proxy --server-name crm -- npx crm-mcp-server`",
     )?;
     tracing::info!(server = %config.server, ?command, pid = child.id(), "relaying");
-    let recording = recorder.and_then(|r| r.session(&config.server, &session_name()));
+    let recording = recorder
+        .and_then(|r| r.session(&config.server, &session_name(), &RecordOverride::default()));
     let boundary = Arc::new(Boundary::new(gate, Caller::open(), config).recorded(recording));
     let pipes = Arc::new(Pipes {
         to_client: Out::new(Box::new(client_out)),
