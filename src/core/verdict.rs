@@ -73,6 +73,25 @@ pub struct ValidationFailure {
     pub message: String,
 }
 
+/// The keyword of a policy rule that did not hold (`[[rules]]`); `schema_path` is its name.
+pub const RULE: &str = "rule";
+/// The keyword of a result past `max_result_bytes`; `schema_path` is `max_result_bytes`.
+pub const RESULT_TOO_LARGE: &str = "result_too_large";
+
+impl ValidationFailure {
+    /// Whether it is the policy's (a rule, the result budget) rather than the schema's: it has
+    /// no place in the payload, and is counted under its `schema_path`.
+    pub fn is_policy(&self) -> bool {
+        matches!(self.keyword.as_str(), RULE | RESULT_TOO_LARGE)
+    }
+}
+
+/// Whether `errors` are all the policy's (see [`ValidationFailure::is_policy`]), and there are
+/// some.
+pub fn policy_only(errors: &[ValidationFailure]) -> bool {
+    !errors.is_empty() && errors.iter().all(ValidationFailure::is_policy)
+}
+
 /// Something worth knowing that is not itself a schema failure.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Finding {
@@ -271,10 +290,7 @@ pub fn feedback(subject: &str, errors: &[ValidationFailure], truncated: bool) ->
         return String::new();
     }
     let mut line = String::with_capacity(32 + errors.len() * 48);
-    match errors
-        .iter()
-        .all(|e| matches!(e.keyword.as_str(), "rule" | "result_too_large"))
-    {
+    match policy_only(errors) {
         true => {
             let _ = write!(line, "{subject} broke the policy's rules: ");
         }
@@ -287,7 +303,7 @@ pub fn feedback(subject: &str, errors: &[ValidationFailure], truncated: bool) ->
             line.push_str("; ");
         }
         // A rule's message names the rule; it has no place in the payload.
-        if e.keyword == "rule" {
+        if e.keyword == RULE {
             line.push_str(&e.message);
             continue;
         }
@@ -348,10 +364,15 @@ pub fn with_article(message: String) -> String {
 /// indices folded; for a rule that did not hold (keyword `rule`), the rule's name; for a result
 /// past its budget (`result_too_large`), `max_result_bytes`.
 pub fn field_path(failure: &ValidationFailure) -> String {
-    match failure.keyword.as_str() {
-        "rule" | "result_too_large" => failure.schema_path.clone(),
-        _ => fold_indices(&failure.instance_path),
+    match failure.is_policy() {
+        true => failure.schema_path.clone(),
+        false => fold_indices(&failure.instance_path),
     }
+}
+
+/// `key` as one token of a JSON pointer (RFC 6901): `~` written `~0`, `/` written `~1`.
+pub fn pointer_token(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
 }
 
 /// The instance path with array indices folded to `*`, so `/items/3/id` counts as `/items/*/id`.

@@ -99,8 +99,7 @@ impl Boundary {
                 result,
                 ..
             } => {
-                let result = result.and_then(Unread::parse::<&RawValue>);
-                self.session.roots.answered(id, result);
+                self.session.roots.answered(id, result.map(Unread::bytes));
             }
             Message::Notification { method, .. }
                 if method == "notifications/roots/list_changed" =>

@@ -4,7 +4,7 @@
 
 use crate::core::domain::{ProtocolVersion, Tier};
 use crate::core::error::CheckError;
-use crate::core::verdict::Verdict;
+use crate::core::verdict::{policy_only, Verdict};
 use serde::Serialize;
 use serde_json::value::RawValue;
 
@@ -101,12 +101,7 @@ pub fn rejected(
     protocol: Option<ProtocolVersion>,
 ) -> Vec<u8> {
     // Rules and the result budget are the policy's, not the schema's.
-    let rules_only = !verdict.errors.is_empty()
-        && verdict
-            .errors
-            .iter()
-            .all(|e| matches!(e.keyword.as_str(), "rule" | "result_too_large"));
-    let text = match (arguments, rules_only) {
+    let text = match (arguments, policy_only(&verdict.errors)) {
         (true, false) => format!(
             "schemagate did not send this call to the server: its arguments do not match the inputSchema of tool {tool:?}. {}",
             verdict.feedback

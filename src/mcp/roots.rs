@@ -41,9 +41,10 @@ impl Roots {
         state.asked.push_back(id.get().to_owned());
     }
 
-    /// The client answered `id`: if it answers a `roots/list`, its roots are known (a result
-    /// that is not a list of roots makes them unknown).
-    pub fn answered(&self, id: &RawValue, result: Option<&RawValue>) {
+    /// The client answered `id` with `result` (its JSON text): if it answers a `roots/list`,
+    /// its roots are known (a result that is not a list of roots makes them unknown). Any other
+    /// answer is not read.
+    pub fn answered(&self, id: &RawValue, result: Option<&[u8]>) {
         let mut state = self.state();
         let Some(at) = state.asked.iter().position(|asked| asked == id.get()) else {
             return;
@@ -67,7 +68,7 @@ impl Roots {
 }
 
 /// A `roots/list` result's root URIs; `None` when it is not one.
-fn read(result: &RawValue) -> Option<Arc<[String]>> {
+fn read(result: &[u8]) -> Option<Arc<[String]>> {
     #[derive(Deserialize)]
     struct Listed {
         roots: Vec<Root>,
@@ -76,7 +77,7 @@ fn read(result: &RawValue) -> Option<Arc<[String]>> {
     struct Root {
         uri: String,
     }
-    let listed: Listed = serde_json::from_str(result.get()).ok()?;
+    let listed: Listed = serde_json::from_slice(result).ok()?;
     if listed.roots.len() > MAX_ROOTS {
         return None;
     }
@@ -95,10 +96,10 @@ mod tests {
     fn roots_are_learned_from_the_answer_to_the_servers_request_and_go_stale_on_change() {
         let roots = Roots::default();
         let listed = raw(r#"{"roots":[{"uri":"file:///srv/a","name":"a"}]}"#);
-        roots.answered(&raw("1"), Some(&listed));
+        roots.answered(&raw("1"), Some(listed.get().as_bytes()));
         assert!(roots.known().is_none(), "an answer to nothing asked");
         roots.asked(&raw(r#""r1""#));
-        roots.answered(&raw(r#""r1""#), Some(&listed));
+        roots.answered(&raw(r#""r1""#), Some(listed.get().as_bytes()));
         assert_eq!(
             roots.known().as_deref(),
             Some(&["file:///srv/a".to_owned()][..])
@@ -106,13 +107,13 @@ mod tests {
         roots.asked(&raw("3"));
         roots.changed();
         assert!(roots.known().is_none());
-        roots.answered(&raw("3"), Some(&listed));
+        roots.answered(&raw("3"), Some(listed.get().as_bytes()));
         assert!(
             roots.known().is_none(),
             "asked before the change: the old roots"
         );
         roots.asked(&raw("2"));
-        roots.answered(&raw("2"), Some(&raw(r#"{"roots":"all"}"#)));
+        roots.answered(&raw("2"), Some(raw(r#"{"roots":"all"}"#).get().as_bytes()));
         assert!(roots.known().is_none(), "not a list of roots");
     }
 }

@@ -6,6 +6,7 @@
 //! `[-old words-]{+new words+}`, with a few words of context around each edit.
 
 use super::{Change, Class, Part};
+use crate::core::verdict::pointer_token;
 use serde_json::Value;
 use similar::{ChangeTag, TextDiff};
 use std::collections::BTreeMap;
@@ -89,7 +90,7 @@ impl<'a> Found<'a> {
                 // Only objects and arrays can hold a schema: no place is written for the rest.
                 let nested = map.iter().filter(|(_, v)| v.is_object() || v.is_array());
                 for (key, value) in nested {
-                    let place = format!("{at}/{}", escape(key));
+                    let place = format!("{at}/{}", pointer_token(key));
                     match key.as_str() {
                         "description" | "const" | "enum" | "default" | "examples" => {}
                         "properties" | "patternProperties" | "$defs" | "definitions"
@@ -97,7 +98,7 @@ impl<'a> Found<'a> {
                             if let Value::Object(named) = value {
                                 for (name, sub) in named {
                                     self.schema(
-                                        format!("{place}/{}", escape(name)),
+                                        format!("{place}/{}", pointer_token(name)),
                                         sub,
                                         depth + 1,
                                     );
@@ -116,11 +117,6 @@ impl<'a> Found<'a> {
             _ => {}
         }
     }
-}
-
-/// A JSON pointer token.
-fn escape(key: &str) -> String {
-    key.replace('~', "~0").replace('/', "~1")
 }
 
 /// The `description` part's change between two versions of a tool; `None` when no text changed.

@@ -5,6 +5,7 @@
 //! annotation keywords (`title`, `description`, `examples`...) are not differences. Bounded in
 //! depth and in the number of reasons, as schemas come from callers.
 
+use crate::core::verdict::pointer_token;
 use serde_json::{Map, Value};
 use std::collections::HashSet;
 
@@ -185,7 +186,7 @@ impl Walk {
             if before == after || ANNOTATIONS.contains(&keyword.as_str()) {
                 continue;
             }
-            let here = format!("{at}/{}", escape(keyword));
+            let here = format!("{at}/{}", pointer_token(keyword));
             match keyword.as_str() {
                 "type" => self.types(&here, before, after),
                 "required" => self.required(at, before, after),
@@ -258,14 +259,14 @@ impl Walk {
             (old.iter().collect(), new.iter().collect());
         for name in new.iter().filter(|n| !old_set.contains(n)) {
             self.say(
-                &format!("{at}/properties/{}", escape(name)),
+                &format!("{at}/properties/{}", pointer_token(name)),
                 Effect::Narrows,
                 || "added to required".to_owned(),
             );
         }
         for name in old.iter().filter(|n| !new_set.contains(n)) {
             self.say(
-                &format!("{at}/properties/{}", escape(name)),
+                &format!("{at}/properties/{}", pointer_token(name)),
                 Effect::Widens,
                 || "removed from required".to_owned(),
             );
@@ -308,14 +309,14 @@ impl Walk {
         );
         let removed = added.opposite();
         for (name, after) in new {
-            let here = format!("{at}/{}", escape(name));
+            let here = format!("{at}/{}", pointer_token(name));
             match old.get(name) {
                 Some(before) => self.under(keyword, &here, before, after, depth + 1),
                 None => self.say(&here, added, || "added".to_owned()),
             }
         }
         for name in old.keys().filter(|n| !new.contains_key(*n)) {
-            self.say(&format!("{at}/{}", escape(name)), removed, || {
+            self.say(&format!("{at}/{}", pointer_token(name)), removed, || {
                 "removed".to_owned()
             });
         }
@@ -523,11 +524,6 @@ fn types(value: Option<&Value>) -> Option<Vec<Value>> {
         Value::Array(types) => Some(types.clone()),
         one => Some(vec![one.clone()]),
     }
-}
-
-/// A JSON pointer token for `key` (RFC 6901).
-fn escape(key: &str) -> String {
-    key.replace('~', "~0").replace('/', "~1")
 }
 
 /// `value` as JSON text, at most about [`MAX_QUOTED`] characters: past that, whole members (and

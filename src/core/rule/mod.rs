@@ -201,28 +201,30 @@ impl RuleSet {
 
     /// The rules that apply to `server`'s `tool` for `kind`, in file order.
     pub fn applying(&self, kind: RulePayload, server: &str, tool: &str) -> Applying<'_> {
-        let mut found: Vec<usize> = self
-            .exact
-            .get(server)
-            .and_then(|tools| tools.get(tool))
-            .cloned()
-            .unwrap_or_default();
-        found.extend(self.globbed.iter().copied().filter(|&i| {
-            let rule = &self.rules[i];
-            rule.server.is_match(server) && rule.tool.is_match(tool)
-        }));
-        found.sort_unstable();
-        let rules = found
+        let exact = self.exact.get(server).and_then(|tools| tools.get(tool));
+        let mut found: Vec<usize> = exact
             .into_iter()
-            .map(|i| &self.rules[i])
-            .filter(|rule| rule.payload == kind)
+            .flatten()
+            .copied()
+            .chain(self.globbed.iter().copied().filter(|&i| {
+                let rule = &self.rules[i];
+                rule.payload == kind && matches(&rule.server, server) && matches(&rule.tool, tool)
+            }))
+            .filter(|&i| self.rules[i].payload == kind)
             .collect();
+        found.sort_unstable();
+        let rules = found.into_iter().map(|i| &self.rules[i]).collect();
         Applying {
             set: self,
             kind,
             rules,
         }
     }
+}
+
+/// Whether `name` matches `glob`; `*` (a rule's default) without running it.
+fn matches(glob: &GlobMatcher, name: &str) -> bool {
+    glob.glob().glob() == "*" || glob.is_match(name)
 }
 
 /// A glob pattern's text when it is a plain name (no `*`, `?`, `[` or `{`).
@@ -245,6 +247,10 @@ impl Applying<'_> {
     /// The most work they can take over a payload of `values` values (see
     /// [`expr::Compiled::work`]; a paths rule reads each value once).
     pub fn work(&self, values: usize) -> f64 {
+        // Past the values rules read, they fail without running.
+        if values > expr::MAX_VALUES {
+            return 0.0;
+        }
         self.rules
             .iter()
             .map(|rule| match &rule.body {

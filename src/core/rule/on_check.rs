@@ -6,7 +6,7 @@ use crate::core::auth::Caller;
 use crate::core::check::{Check, Document, Payload};
 use crate::core::domain::Tier;
 use crate::core::policy::Rules;
-use crate::core::verdict::{clip, Finding, ValidationFailure, Verdict};
+use crate::core::verdict::{clip, Finding, ValidationFailure, Verdict, RESULT_TOO_LARGE, RULE};
 
 /// Longest message of a rule that does not hold kept (the policy's message, and a path or a
 /// reason from the payload).
@@ -21,7 +21,7 @@ pub(crate) fn over_budget(check: &Check, rules: &Rules) -> Option<Finding> {
         return None;
     };
     (bytes as u64 > max).then(|| Finding {
-        kind: "result_too_large",
+        kind: RESULT_TOO_LARGE,
         instance_path: String::new(),
         message: format!(
             "the result is {bytes} bytes, past the budget of {max} (max_result_bytes): return less (a page, a summary, fewer fields)"
@@ -78,7 +78,7 @@ pub(crate) fn judge_rules(
         verdict.errors.push(ValidationFailure {
             instance_path: String::new(),
             schema_path: broken.rule.clone(),
-            keyword: "rule".into(),
+            keyword: RULE.into(),
             message: clip(
                 format!("rule {}: {}", broken.rule, broken.message),
                 MAX_RULE_MESSAGE_BYTES,

@@ -3,6 +3,7 @@
 //! What cannot be resolved (a relative path, a URI of another scheme, `..` above the root, an
 //! escape that does not decode) is never inside.
 
+use crate::core::verdict::pointer_token;
 use serde_json::Value;
 
 /// Why a path cannot be judged.
@@ -138,7 +139,7 @@ impl PathPointer {
             match (segment, value) {
                 (Segment::Key(key), Value::Object(map)) => {
                     if let Some(inner) = map.get(key) {
-                        stack.push((format!("{at}/{}", escape(key)), inner, depth + 1));
+                        stack.push((format!("{at}/{}", pointer_token(key)), inner, depth + 1));
                     }
                 }
                 (Segment::Key(key), Value::Array(items)) => {
@@ -154,7 +155,7 @@ impl PathPointer {
                 (Segment::Any, Value::Object(map)) => {
                     let members: Vec<_> = map.iter().collect();
                     for (key, inner) in members.into_iter().rev() {
-                        stack.push((format!("{at}/{}", escape(key)), inner, depth + 1));
+                        stack.push((format!("{at}/{}", pointer_token(key)), inner, depth + 1));
                     }
                 }
                 _ => {}
@@ -162,10 +163,6 @@ impl PathPointer {
         }
         (found.len() <= limit).then_some(found)
     }
-}
-
-fn escape(key: &str) -> String {
-    key.replace('~', "~0").replace('/', "~1")
 }
 
 #[cfg(test)]
