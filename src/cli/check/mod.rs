@@ -158,7 +158,7 @@ async fn check(config: CheckConfig, err: &mut dyn Write) -> anyhow::Result<Finis
         .as_ref()
         .map(|p| p.display().to_string())
         .unwrap_or_default();
-    register(&gate, &contracts, Some((&file, &mut kept.errors)));
+    register(&gate, &contracts, (&file, &mut kept.errors));
     tally.input_errors += kept.errors.len() as u64;
     let verdicts: Option<Box<dyn Write + Send>> = match &config.verdicts {
         Some(path) if path == Path::new(STDIN) => Some(Box::new(
@@ -182,8 +182,6 @@ async fn check(config: CheckConfig, err: &mut dyn Write) -> anyhow::Result<Finis
     let sink = Sink {
         verdicts,
         progress: progress_bar(&config.logs, config.progress),
-        ordered: true,
-        by_file: config.format == Format::Jsonrpc,
         freed: None,
         kept,
     };
@@ -309,11 +307,10 @@ fn contracts(
     Ok((contracts, server))
 }
 
-/// Registers `contracts` on `gate`. With `report` (the tools file's name and where errors go),
-/// a tool whose schema cannot be used is an input error (checks on it say so too); the other
-/// tools are registered.
-fn register(gate: &Gate, contracts: &Contracts, report: Option<(&str, &mut Vec<InputError>)>) {
-    let mut report = report;
+/// Registers `contracts` on `gate`. A tool whose schema cannot be used is an input error of
+/// `file` (the tools file), put in `errors` (checks on it say so too); the other tools are
+/// registered.
+fn register(gate: &Gate, contracts: &Contracts, (file, errors): (&str, &mut Vec<InputError>)) {
     for (name, list) in contracts {
         let problems: Vec<(Option<&'static str>, String)> =
             match gate.register_now(name, list, RegisterOptions::default()) {
@@ -337,14 +334,12 @@ fn register(gate: &Gate, contracts: &Contracts, report: Option<(&str, &mut Vec<I
                     format!("server {name:?}: its tools cannot be registered: {e}"),
                 )],
             };
-        if let Some((file, errors)) = report.as_mut() {
-            errors.extend(problems.into_iter().map(|(code, message)| InputError {
-                file: (*file).to_owned(),
-                line: None,
-                code,
-                message,
-            }));
-        }
+        errors.extend(problems.into_iter().map(|(code, message)| InputError {
+            file: file.to_owned(),
+            line: None,
+            code,
+            message,
+        }));
     }
 }
 

@@ -29,7 +29,7 @@ const MAX_CALL_ID_BYTES: usize = 256;
 pub const LISTED_ERRORS: usize = 100;
 
 /// Where a line is: its log (an index into the run's names) and its number, from 1.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 pub struct Position {
     pub file: usize,
     pub line: u64,
@@ -368,11 +368,6 @@ pub struct Kept {
 pub struct Sink {
     pub verdicts: Option<Box<dyn Write + Send>>,
     pub progress: ProgressBar,
-    /// Write in `seq` order (the check-lines format), or with `by_file`, transcript by
-    /// transcript in the order given and each in its own order: the reports are the same
-    /// whatever `--jobs`. Otherwise as batches come.
-    pub ordered: bool,
-    pub by_file: bool,
     /// Where a written batch frees its slot, when the readers take one per batch.
     pub freed: Option<Receiver<()>>,
     /// Input errors found before the logs were read (the tools file's).
@@ -387,16 +382,15 @@ impl Sink {
         let mut waiting: BTreeMap<(usize, u64), Batch> = BTreeMap::new();
         let mut next = (0usize, 0u64);
         let mut failed: Option<std::io::Error> = None;
+        // Written in order: check lines by `seq`; transcripts one by one in the order given
+        // (a transcript's last batch says when the next begins), each in its own order. The
+        // reports are the same whatever `--jobs`.
         for batch in batches {
-            if !self.ordered {
-                self.write(batch, &mut failed);
-                continue;
-            }
             waiting.insert((batch.file, batch.seq), batch);
             while let Some(batch) = waiting.remove(&next) {
-                next = match (self.by_file, batch.last) {
-                    (true, true) => (next.0 + 1, 0),
-                    _ => (next.0, next.1 + 1),
+                next = match batch.last {
+                    true => (next.0 + 1, 0),
+                    false => (next.0, next.1 + 1),
                 };
                 self.write(batch, &mut failed);
             }

@@ -116,16 +116,33 @@ impl Gate {
             shared,
             metrics: Arc::clone(&metrics),
         });
-        Ok(Arc::new(Gate {
-            judge: Judge::new(Arc::clone(&parts)),
+        let executor = Arc::new(Executor::new(config.worker_threads, config.queue)?);
+        let receiving = Receiving::new(config.max_receiving_bytes);
+        Ok(Gate::assemble(
             parts,
-            executor: Arc::new(Executor::new(config.worker_threads, config.queue)?),
-            receiving: Receiving::new(config.max_receiving_bytes),
+            executor,
+            receiving,
+            Arc::new(config.auth),
+        ))
+    }
+
+    /// A gate over `parts`, its judge and its counts made from them.
+    fn assemble(
+        parts: Arc<Parts>,
+        executor: Arc<Executor>,
+        receiving: Arc<Receiving>,
+        auth: Arc<Auth>,
+    ) -> Arc<Gate> {
+        Arc::new(Gate {
+            judge: Judge::new(Arc::clone(&parts)),
+            instrument: Instrument::new(Arc::clone(&parts.metrics)),
+            parts,
+            executor,
+            receiving,
             registering: tokio::sync::Mutex::new(()),
-            auth: Arc::new(config.auth),
-            instrument: Instrument::new(metrics),
+            auth,
             ready: AtomicBool::new(true),
-        }))
+        })
     }
 
     /// A core for one session replayed offline (`schemagate check --format jsonrpc`): a registry
@@ -142,16 +159,12 @@ impl Gate {
             shared: None,
             metrics: Arc::clone(&self.parts.metrics),
         });
-        Arc::new(Gate {
-            judge: Judge::new(Arc::clone(&parts)),
-            instrument: Instrument::new(Arc::clone(&parts.metrics)),
+        Gate::assemble(
             parts,
-            executor: Arc::clone(&self.executor),
-            receiving: Arc::clone(&self.receiving),
-            registering: tokio::sync::Mutex::new(()),
-            auth: Arc::clone(&self.auth),
-            ready: AtomicBool::new(true),
-        })
+            Arc::clone(&self.executor),
+            Arc::clone(&self.receiving),
+            Arc::clone(&self.auth),
+        )
     }
 
     pub fn limits(&self) -> &Limits {

@@ -32,6 +32,10 @@ impl Judged {
         let (Some(was), Some(is)) = (old, new) else {
             return history::compare(old, new, options, usable);
         };
+        // The usual case, a listing registered again: nothing to hash or remember.
+        if history::unchanged(was, is) {
+            return None;
+        }
         let key = (
             history::contract_hash(Some(was)),
             history::contract_hash(Some(is)),

@@ -213,6 +213,18 @@ pub fn contract_hash(tool: Option<&ToolSchemas>) -> String {
     hasher.finalize().to_hex().to_string()
 }
 
+/// Whether `new` is `old` again: the same schemas (by hash), annotations, execution, title and
+/// description.
+pub(super) fn unchanged(old: &ToolSchemas, new: &ToolSchemas) -> bool {
+    let hash = |s: &Option<RegisteredSchema>| s.as_ref().map(|s| s.hash);
+    hash(&old.input) == hash(&new.input)
+        && hash(&old.output) == hash(&new.output)
+        && old.annotations == new.annotations
+        && old.execution == new.execution
+        && old.title == new.title
+        && old.description == new.description
+}
+
 /// What registering `new` does to the tool in force (`old`), judged under `options`; `None`
 /// when nothing of it changes. A schema change is analysed only when both schemas are `usable`
 /// (they compile under the cost bounds): otherwise it is `unknown`.
@@ -236,18 +248,12 @@ pub fn compare(
         (Some(old), None) => return Some(ToolChange::removed(old.name.as_str())),
         (Some(old), Some(new)) => (old, new),
     };
+    if unchanged(old, new) {
+        return None;
+    }
     let hash = |s: &Option<RegisteredSchema>| s.as_ref().map(|s| s.hash);
     let same_input = hash(&old.input) == hash(&new.input);
     let same_output = hash(&old.output) == hash(&new.output);
-    if same_input
-        && same_output
-        && old.annotations == new.annotations
-        && old.execution == new.execution
-        && old.title == new.title
-        && old.description == new.description
-    {
-        return None;
-    }
     let (was, is) = (
         Read::of(old, (same_input, same_output)),
         Read::of(new, (same_input, same_output)),

@@ -286,13 +286,17 @@ impl Registry {
     /// A registry of its own holding `other`'s contracts as they are now (no history, no
     /// accepted hashes): what it registers from then on is its alone.
     pub fn seeded_from(other: &Registry) -> Self {
-        let mut registry = Self::new(other.max_tools);
+        let registry = Self::with_judged(other.max_tools, Arc::clone(&other.judged));
         registry.servers.store(other.servers.load_full());
-        registry.judged = Arc::clone(&other.judged);
         registry
     }
 
     pub fn new(max_tools: usize) -> Self {
+        Self::with_judged(max_tools, Arc::new(changes::Judged::new()))
+    }
+
+    /// An empty registry whose changes are judged in `judged` (its own, or shared).
+    fn with_judged(max_tools: usize, judged: Arc<changes::Judged>) -> Self {
         Self {
             servers: ArcSwap::from_pointee(Servers::default()),
             writing: Mutex::new(()),
@@ -304,7 +308,7 @@ impl Registry {
             ),
             listing_base: Mutex::new(HashMap::new()),
             accepted: Mutex::new(HashMap::new()),
-            judged: Arc::new(changes::Judged::new()),
+            judged,
         }
     }
 

@@ -140,9 +140,7 @@ async fn replay(
         server: config.server.clone(),
         state: Mutex::new(State {
             at: Position { file, line: 0 },
-            batch: Batch::default(),
-            tally: Tally::default(),
-            sent: 0,
+            ..State::default()
         }),
     });
     // A core of the session's own, seeded with the tools file's contracts (compiled once).
@@ -172,11 +170,8 @@ async fn replay(
             },
         );
     }
-    let mut last = state.batch;
-    last.seq = state.sent;
-    last.file = file;
-    last.last = true;
-    let _ = done.send(last);
+    state.at.file = file;
+    let _ = done.send(state.cut(true));
     state.tally
 }
 
@@ -306,6 +301,7 @@ struct Verdicts {
     state: Mutex<State>,
 }
 
+#[derive(Default)]
 struct State {
     /// The line being replayed.
     at: Position,
@@ -313,6 +309,18 @@ struct State {
     tally: Tally,
     /// Batches sent so far.
     sent: u64,
+}
+
+impl State {
+    /// The batch so far, sent as the transcript's next (`last`: its final one).
+    fn cut(&mut self, last: bool) -> Batch {
+        let mut batch = std::mem::take(&mut self.batch);
+        batch.file = self.at.file;
+        batch.seq = self.sent;
+        batch.last = last;
+        self.sent += 1;
+        batch
+    }
 }
 
 impl Verdicts {
@@ -346,13 +354,7 @@ impl Verdicts {
         self.with(|state| {
             let full = state.batch.checks >= BATCH_CHECKS
                 || state.batch.errors.len() as u64 >= BATCH_CHECKS;
-            full.then(|| {
-                let mut batch = std::mem::take(&mut state.batch);
-                batch.file = state.at.file;
-                batch.seq = state.sent;
-                state.sent += 1;
-                batch
-            })
+            full.then(|| state.cut(false))
         })
         .flatten()
     }
@@ -364,12 +366,24 @@ impl Verdicts {
             tally: std::mem::take(&mut state.tally),
             sent: state.sent,
         })
-        .unwrap_or(State {
-            at: Position { file: 0, line: 0 },
-            batch: Batch::default(),
-            tally: Tally::default(),
-            sent: 0,
-        })
+        .unwrap_or_default()
+    }
+
+    /// The subject of a payload of this transcript's server.
+    fn subject<'a>(
+        &'a self,
+        tool: Option<&'a str>,
+        payload: PayloadKind,
+        attempt: u32,
+        call_id: &'a str,
+    ) -> Subject<'a> {
+        Subject {
+            server: Some(&self.server),
+            tool,
+            payload,
+            attempt,
+            call_id: Some(call_id),
+        }
     }
 }
 
@@ -380,13 +394,7 @@ impl Observer for Verdicts {
                 at, batch, tally, ..
             } = state;
             // Counted as the proxy counts it: a result, of no known tool.
-            let subject = Subject {
-                server: Some(&self.server),
-                tool: None,
-                payload: PayloadKind::Result,
-                attempt: 1,
-                call_id: Some(unjudged.call_id),
-            };
+            let subject = self.subject(None, PayloadKind::Result, 1, unjudged.call_id);
             let wire = Wire {
                 withheld: unjudged.withheld,
                 counted: unjudged.counted,
@@ -402,13 +410,12 @@ impl Observer for Verdicts {
             let State {
                 at, batch, tally, ..
             } = state;
-            let subject = Subject {
-                server: Some(&self.server),
-                tool: Some(judged.tool),
-                payload: judged.payload,
-                attempt: judged.attempt,
-                call_id: Some(judged.call_id),
-            };
+            let subject = self.subject(
+                Some(judged.tool),
+                judged.payload,
+                judged.attempt,
+                judged.call_id,
+            );
             match judged.verdict {
                 Ok(verdict) => self.recorder.verdict(
                     batch,
