@@ -121,16 +121,7 @@ fn benches(c: &mut Criterion) {
                         argv.push("--verdicts".to_owned());
                         argv.push(path.display().to_string());
                     }
-                    let Command::Check(args) = Cli::parse_from(argv).command else {
-                        unreachable!("a check command")
-                    };
-                    let config = args.check_config(false).expect("a configuration");
-                    let code = runtime.block_on(schemagate::cli::check::run(
-                        config,
-                        &mut std::io::sink(),
-                        &mut std::io::sink(),
-                    ));
-                    assert!(code <= 1, "exit code {code}");
+                    run_check(&runtime, argv);
                 })
             });
         }
@@ -158,20 +149,26 @@ fn benches(c: &mut Criterion) {
                 .map(str::to_owned)
                 .to_vec();
                 argv.extend(logs.iter().map(|p| p.display().to_string()));
-                let Command::Check(args) = Cli::parse_from(argv).command else {
-                    unreachable!("a check command")
-                };
-                let config = args.check_config(false).expect("a configuration");
-                let code = runtime.block_on(schemagate::cli::check::run(
-                    config,
-                    &mut std::io::sink(),
-                    &mut std::io::sink(),
-                ));
-                assert!(code <= 1, "exit code {code}");
+                run_check(&runtime, argv);
             })
         });
     }
     group.finish();
+}
+
+/// One `schemagate check` run of `argv`, its output discarded; it must pass or reject, never
+/// fail on its input.
+fn run_check(runtime: &tokio::runtime::Runtime, argv: Vec<String>) {
+    let Command::Check(args) = Cli::parse_from(argv).command else {
+        unreachable!("a check command")
+    };
+    let config = args.check_config(false).expect("a configuration");
+    let code = runtime.block_on(schemagate::cli::check::run(
+        config,
+        &mut std::io::sink(),
+        &mut std::io::sink(),
+    ));
+    assert!(code <= 1, "exit code {code}");
 }
 
 /// Transcripts of the corpus's busiest server: 400 one-session files, and their lines in one.

@@ -152,24 +152,32 @@ fn assert_replayed_as_live(file: &Path, server: &str, live: &BTreeMap<String, f6
     assert!(verdicts.contains("\"withheld\":true") && verdicts.contains("\"withheld\":false"));
 }
 
-#[tokio::test]
-async fn a_proxy_session_recorded_replays_to_the_live_verdicts() {
+/// A session through `schemagate proxy` recording into a directory of its own, with `flags`
+/// besides: the directory (kept while it lives), where the recordings go, the metrics port and
+/// the client.
+async fn recorded_proxy(
+    flags: &[&str],
+) -> (
+    tempfile::TempDir,
+    PathBuf,
+    u16,
+    RunningService<RoleClient, Host>,
+) {
     let dir = tempfile::tempdir().expect("a directory");
     let record = dir.path().join("recordings");
     let port = free_port();
     let listen = format!("127.0.0.1:{port}");
-    let client = sdk_client(
-        &[
-            "--metrics-listen",
-            &listen,
-            "--record",
-            record.to_str().expect("UTF-8"),
-            "--record-redact",
-            "/arguments/text",
-        ],
-        None,
-    )
-    .await;
+    let record_flag = record.to_str().expect("UTF-8");
+    let mut all = vec!["--metrics-listen", &listen, "--record", record_flag];
+    all.extend_from_slice(flags);
+    let client = sdk_client(&all, None).await;
+    (dir, record, port, client)
+}
+
+#[tokio::test]
+async fn a_proxy_session_recorded_replays_to_the_live_verdicts() {
+    let (_dir, record, port, client) =
+        recorded_proxy(&["--record-redact", "/arguments/text"]).await;
     traffic(&client).await;
     let live = live_counts(&metrics_text(port).await, "crm");
     assert!(live.len() >= 6, "{live:?}");
@@ -302,23 +310,12 @@ async fn a_route_of_the_routes_file_records_as_its_own_settings_say() {
 
 #[tokio::test]
 async fn a_recording_under_a_flood_stays_within_its_bounds() {
-    let dir = tempfile::tempdir().expect("a directory");
-    let record = dir.path().join("recordings");
-    let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
-    let client = sdk_client(
-        &[
-            "--metrics-listen",
-            &listen,
-            "--record",
-            record.to_str().expect("UTF-8"),
-            "--record-max-bytes",
-            "4096",
-            "--record-max-total-bytes",
-            "4096",
-        ],
-        None,
-    )
+    let (_dir, record, port, client) = recorded_proxy(&[
+        "--record-max-bytes",
+        "4096",
+        "--record-max-total-bytes",
+        "4096",
+    ])
     .await;
     for id in 0..200 {
         let answer = call(&client, "get_customer", json!({"id": id})).await;
