@@ -8,8 +8,10 @@
 //!   `enum`;
 //! - `unique_1000_numbers`: `uniqueItems` over 1,000 numbers.
 //!
-//! Each as `service/...` (`gate.check` of a parsed check, the schema compiled once) and
-//! `serde_json/...` (`jsonschema::validator_for(...).is_valid`).
+//! Each as `service/...` (`gate.check` of a parsed check, the schema compiled once: the
+//! instance read into a document, the check's fixed costs), `document/...` (the validator on the
+//! document representation, the instance read once: what item 3 compares) and `serde_json/...`
+//! (`jsonschema::validator_for(...).is_valid`).
 //!
 //! `cargo bench --bench equality`
 
@@ -23,6 +25,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use bytes::Bytes;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use schemagate::core::check::Check;
+use schemagate::core::document::{Document, DocumentJson};
 use schemagate::core::metrics::Transport;
 use serde_json::{json, Value};
 use std::hint::black_box;
@@ -74,6 +77,16 @@ fn benches(c: &mut Criterion) {
                 gate.check(black_box(&check), Transport::Rest)
                     .expect("a verdict")
             })
+        });
+        // The document representation alone: the instance read once, the validator over it.
+        let document =
+            Document::read(&serde_json::to_vec(&instance).expect("JSON"), 64).expect("a document");
+        let on_documents = jsonschema::options_for::<DocumentJson>()
+            .build(&schema)
+            .expect("compiles");
+        assert!(on_documents.is_valid(document.root()), "{name}");
+        group.bench_function(format!("document/{name}"), |b| {
+            b.iter(|| on_documents.is_valid(black_box(document.root())))
         });
         let validator = jsonschema::validator_for(&schema).expect("compiles");
         assert!(validator.is_valid(&instance), "{name}");

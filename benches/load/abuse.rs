@@ -12,7 +12,10 @@
 //! Beside them, one phase each of: nothing; 2,000 connections sending a header byte a second;
 //! 20 clients that send a 10,000-item batch (an answer of about 30 MB) and never read the answer; a 10,000-item expensive
 //! batch (every item a compile) abandoned after one second; the same batch running to its end;
-//! a compile storm (8 connections of new-schema checks without pause).
+//! a batch of heavy items (each an array checked against `anyOf` of 9,990 `const` branches, many
+//! milliseconds an item) running; a compile storm (8 connections of new-schema checks without
+//! pause). Beside the heavy batch, the probe's p99 is held to 100 ms: a check with a new schema is
+//! not queued behind a batch.
 
 use super::*;
 
@@ -66,6 +69,34 @@ fn expensive_batch(n: usize, salt: &str) -> Bytes {
     Bytes::from(json!({ "items": items }).to_string())
 }
 
+/// The heavy batch's schema: each item an array of numbers, each number `anyOf` 9,990 `const`
+/// branches.
+fn heavy_schema() -> Value {
+    let consts: Vec<Value> = (0..9_990).map(|i| json!({ "const": i })).collect();
+    json!({"type": "array", "items": {"anyOf": consts}})
+}
+
+/// A batch of `n` checks of the schema known by `hash` (see [`heavy_schema`]), each of an array
+/// of 100 numbers spread over the branches.
+fn heavy_batch(n: usize, hash: &str) -> Bytes {
+    let instance: Vec<u64> = (0..100).map(|i| (i * 97) % 9_990).collect();
+    let item = json!({ "schema_hash": hash, "instance": instance });
+    Bytes::from(json!({ "items": vec![item; n] }).to_string())
+}
+
+/// The abusive bodies the phases send.
+struct Bodies {
+    /// 10,000 items whose answer is about 30 MB, never read.
+    unread: Bytes,
+    /// [`heavy_batch`].
+    heavy: Bytes,
+}
+
+/// The probe's p99 beside the heavy batch must stay within this.
+const PROBE_BESIDE_HEAVY_MS: f64 = 100.0;
+/// The heavy batch's phase, by name.
+const HEAVY: &str = "600-item batch of a 9,990-const schema running";
+
 /// Runs the abuse leg (in a process of its own, for clean resident sizes).
 pub(crate) fn abuse_leg(cores: usize, seconds: f64, corpus: &corpus::Corpus) -> anyhow::Result<()> {
     let seconds = seconds.max(4.0);
@@ -103,10 +134,25 @@ pub(crate) fn abuse_leg(cores: usize, seconds: f64, corpus: &corpus::Corpus) -> 
     );
     // Every item fails on twenty fields: an answer of about 30 MB that the client never reads.
     let unread_item = json!({"schema": {"type": "array", "items": {"type": "string"}}, "instance": (0..20).collect::<Vec<u32>>()});
-    let unread_batch = Bytes::from(json!({ "items": vec![unread_item; 10_000] }).to_string());
+    let unread = Bytes::from(json!({ "items": vec![unread_item; 10_000] }).to_string());
     let phases = client_rt.block_on(async {
         // Register the corpus's tools.
         let http = crate::http_client::client();
+        // The heavy schema, made known once; its batch names it by hash.
+        let known: Value = http
+            .post(format!("http://{http_addr}/v1/validate"))
+            .body(json!({"schema": heavy_schema(), "instance": [1]}).to_string())
+            .send()
+            .await?
+            .json()
+            .await?;
+        let hash = known["schema_hash"]
+            .as_str()
+            .ok_or_else(|| anyhow::anyhow!("no schema_hash in {known}"))?;
+        let bodies = Bodies {
+            unread,
+            heavy: heavy_batch(600, hash),
+        };
         for (server, list) in corpus.tools["servers"].as_object().expect("servers") {
             http.put(format!("http://{http_addr}/v1/servers/{server}/tools"))
                 .body(list.to_string())
@@ -114,7 +160,7 @@ pub(crate) fn abuse_leg(cores: usize, seconds: f64, corpus: &corpus::Corpus) -> 
                 .await?;
         }
         let mut phases = Vec::new();
-        let kinds: [(&'static str, Abuse); 6] = [
+        let kinds: [(&'static str, Abuse); 7] = [
             ("alone", Abuse::None),
             ("2,000 slow-header connections", Abuse::SlowHeaders(2_000)),
             ("20 clients not reading 30 MB answers", Abuse::Unread(20)),
@@ -123,6 +169,7 @@ pub(crate) fn abuse_leg(cores: usize, seconds: f64, corpus: &corpus::Corpus) -> 
                 Abuse::Abandoned,
             ),
             ("10,000-item expensive batch running", Abuse::Running),
+            (HEAVY, Abuse::Heavy),
             (
                 "compile storm: 8 connections of new schemas",
                 Abuse::CompileStorm(8),
@@ -133,7 +180,7 @@ pub(crate) fn abuse_leg(cores: usize, seconds: f64, corpus: &corpus::Corpus) -> 
                 name,
                 http_addr,
                 Arc::clone(&singles),
-                &unread_batch,
+                &bodies,
                 abuse,
                 i,
                 seconds,
@@ -180,7 +227,11 @@ pub(crate) fn abuse_leg(cores: usize, seconds: f64, corpus: &corpus::Corpus) -> 
         "RSS max",
         "RSS aft"
     );
+    let mut beside_heavy = f64::NAN;
     for mut p in phases {
+        if p.name == HEAVY {
+            beside_heavy = p.probe.quantile(0.99);
+        }
         let rate = p.benign.times.len() as f64 / seconds;
         println!(
             "{:<50} {:>9.0} {:>8.2} {:>8.2} {:>6} {:>9.2} {:>9.2} {:>6} {:>8.0} {:>8.0} {:>8.0}",
@@ -198,6 +249,11 @@ pub(crate) fn abuse_leg(cores: usize, seconds: f64, corpus: &corpus::Corpus) -> 
         );
     }
     println!("fail = requests not answered 200 (refused, shed or timed out); RSS in MiB (after: 2 s after the abusive clients left)");
+    crate::verdict_line(
+        "a check with a new schema is answered within 100 ms (p99) while a heavy batch runs",
+        format!("{beside_heavy:.1} ms"),
+        beside_heavy <= PROBE_BESIDE_HEAVY_MS,
+    );
     println!("the server's counters after every phase:");
     for line in counters {
         println!("  {line}");
@@ -212,6 +268,7 @@ enum Abuse {
     Unread(usize),
     Abandoned,
     Running,
+    Heavy,
     CompileStorm(usize),
 }
 
@@ -219,7 +276,7 @@ async fn run_phase(
     name: &'static str,
     addr: SocketAddr,
     singles: Arc<Vec<Vec<u8>>>,
-    unread_batch: &Bytes,
+    bodies: &Bodies,
     abuse: Abuse,
     salt: usize,
     seconds: f64,
@@ -254,7 +311,7 @@ async fn run_phase(
             }
         }
         Abuse::Unread(n) => {
-            let request = Arc::new(http_post("/v1/validate/batch", unread_batch));
+            let request = Arc::new(http_post("/v1/validate/batch", &bodies.unread));
             for _ in 0..n {
                 let (stop, request) = (Arc::clone(&stop), Arc::clone(&request));
                 abusers.spawn(async move {
@@ -294,6 +351,17 @@ async fn run_phase(
                         start.elapsed().as_secs_f64()
                     );
                 }
+            });
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        Abuse::Heavy => {
+            // Sent and held until the phase ends (then dropped, and the batch with it).
+            let request = http_post("/v1/validate/batch", &bodies.heavy);
+            abusers.spawn(async move {
+                let Ok(mut conn) = HttpConnection::connect(addr).await else {
+                    return;
+                };
+                let _ = conn.round_trip(&request).await;
             });
             tokio::time::sleep(Duration::from_millis(300)).await;
         }

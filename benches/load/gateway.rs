@@ -13,6 +13,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 const IN_FLIGHT: usize = 64;
+/// Calls in flight where the CPU per call is compared with the bare relay's.
+const FEW_IN_FLIGHT: usize = 4;
 
 fn call(id: u64) -> String {
     format!(
@@ -44,6 +46,8 @@ struct Figures {
     /// CPU microseconds per call in the rate phase: this process (the client), the process it
     /// talks to (the server, or the gateway), and the server behind the gateway.
     cpu_us: [f64; 3],
+    /// The same with [`FEW_IN_FLIGHT`] calls in flight.
+    cpu4_us: [f64; 3],
 }
 
 /// Posts `body` to `url`, in `session` if any: the answer's body.
@@ -104,10 +108,54 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted.get(i).map_or(f64::NAN, |d| d.as_secs_f64() * 1e6)
 }
 
-/// Round trips to `url` one at a time for `seconds / 2`, then 64 in flight for `seconds / 2`;
-/// `pids`: the process answering and the one behind it, if any. With `in_session`, the calls
-/// are made in one session begun first (the gateway holds its rules, its own listing among
-/// them); else each is a request of its own.
+/// The calls answered by `in_flight` tasks calling `url` for `span`, their rate, and the CPU
+/// microseconds per call of this process and of `pids` (as [`Figures::cpu_us`]).
+async fn flight(
+    client: &reqwest::Client,
+    url: &str,
+    session: Option<&str>,
+    in_flight: usize,
+    span: Duration,
+    pids: [Option<u32>; 2],
+) -> anyhow::Result<(f64, [f64; 3])> {
+    let cpu = || {
+        [
+            crate::process_cpu(),
+            pids[0].map_or(f64::NAN, |pid| crate::cpu_of(&pid.to_string())),
+            pids[1].map_or(f64::NAN, |pid| crate::cpu_of(&pid.to_string())),
+        ]
+    };
+    let answered = Arc::new(AtomicU64::new(0));
+    let cpu0 = cpu();
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for task in 0..in_flight as u64 {
+        let (client, url, answered) = (client.clone(), url.to_owned(), Arc::clone(&answered));
+        let session = session.map(str::to_owned);
+        tasks.push(tokio::spawn(async move {
+            let mut id = 1_000_000 * (task + 1);
+            while start.elapsed() < span {
+                ask(&client, &url, session.as_deref(), call(id)).await?;
+                answered.fetch_add(1, Ordering::Relaxed);
+                id += 1;
+            }
+            anyhow::Ok(())
+        }));
+    }
+    for task in tasks {
+        task.await??;
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let cpu1 = cpu();
+    let answered = answered.load(Ordering::Relaxed);
+    let cpu_us = std::array::from_fn(|i| (cpu1[i] - cpu0[i]) / answered.max(1) as f64 * 1e6);
+    Ok((answered as f64 / elapsed, cpu_us))
+}
+
+/// Round trips to `url` one at a time for a third of `seconds`, then 4 in flight (the CPU per
+/// call) and 64 in flight (the rate) for a third each; `pids`: the process answering and the one
+/// behind it, if any. With `in_session`, the calls are made in one session begun first (the
+/// gateway holds its rules, its own listing among them); else each is a request of its own.
 async fn drive(
     url: &str,
     seconds: f64,
@@ -125,55 +173,26 @@ async fn drive(
     let session = session.as_deref();
     // The first call lets the gateway list the tools and compile the schema.
     let answer = ask(&client, url, session, call(1)).await?;
-    let half = Duration::from_secs_f64(seconds / 2.0);
+    let third = Duration::from_secs_f64(seconds / 3.0);
     let mut times = Vec::new();
     let start = Instant::now();
     let mut id = 10;
-    while start.elapsed() < half {
+    while start.elapsed() < third {
         let t = Instant::now();
         ask(&client, url, session, call(id)).await?;
         times.push(t.elapsed());
         id += 1;
     }
     times.sort_unstable();
-
-    let cpu = || {
-        [
-            crate::process_cpu(),
-            pids[0].map_or(f64::NAN, |pid| crate::cpu_of(&pid.to_string())),
-            pids[1].map_or(f64::NAN, |pid| crate::cpu_of(&pid.to_string())),
-        ]
-    };
-    let answered = Arc::new(AtomicU64::new(0));
-    let cpu0 = cpu();
-    let start = Instant::now();
-    let mut tasks = Vec::new();
-    for task in 0..IN_FLIGHT as u64 {
-        let (client, url, answered) = (client.clone(), url.to_owned(), Arc::clone(&answered));
-        let session = session.map(str::to_owned);
-        tasks.push(tokio::spawn(async move {
-            let mut id = 1_000_000 * (task + 1);
-            while start.elapsed() < half {
-                ask(&client, &url, session.as_deref(), call(id)).await?;
-                answered.fetch_add(1, Ordering::Relaxed);
-                id += 1;
-            }
-            anyhow::Ok(())
-        }));
-    }
-    for task in tasks {
-        task.await??;
-    }
-    let elapsed = start.elapsed().as_secs_f64();
-    let cpu1 = cpu();
-    let answered = answered.load(Ordering::Relaxed);
-    let cpu_us = std::array::from_fn(|i| (cpu1[i] - cpu0[i]) / answered.max(1) as f64 * 1e6);
+    let (_, cpu4_us) = flight(&client, url, session, FEW_IN_FLIGHT, third, pids).await?;
+    let (rate, cpu_us) = flight(&client, url, session, IN_FLIGHT, third, pids).await?;
     Ok(Figures {
         p50_us: percentile(&times, 0.50),
         p99_us: percentile(&times, 0.99),
-        rate: answered as f64 / elapsed,
+        rate,
         answer,
         cpu_us,
+        cpu4_us,
     })
 }
 
@@ -205,6 +224,7 @@ pub(crate) fn gateway_leg(seconds: f64) -> anyhow::Result<()> {
         (1024, false, true, true),
     ];
     let mut in_session_rate = f64::NAN;
+    let (mut worst_latency_ratio, mut worst_cpu_ratio) = (f64::NAN, f64::NAN);
     let mut recorded_ratio = f64::NAN;
     for (size, sse, in_session, record) in variants {
         let recordings = tempfile::tempdir()?;
@@ -239,6 +259,15 @@ pub(crate) fn gateway_leg(seconds: f64) -> anyhow::Result<()> {
         }
         let mut gateway = gateway.spawn()?;
         let through = format!("http://127.0.0.1:{port}/mcp/bench");
+        // The floor: the bare relay on the same upstream, for sessionless calls.
+        let mut bare = match (in_session, record) {
+            (false, false) => {
+                let mut relay = Command::new(std::env::current_exe()?);
+                relay.arg("--bare-relay").arg(&url);
+                Some(spawn_with_url(relay)?)
+            }
+            _ => None,
+        };
         let figures = runtime.block_on(async {
             let health = format!("http://127.0.0.1:{port}/healthz");
             for _ in 0..200 {
@@ -248,15 +277,29 @@ pub(crate) fn gateway_leg(seconds: f64) -> anyhow::Result<()> {
                 tokio::time::sleep(Duration::from_millis(25)).await;
             }
             let d = drive(&url, seconds, [Some(upstream.id()), None], in_session).await?;
+            let b = match &bare {
+                Some((relay, relayed)) => {
+                    let pids = [Some(relay.id()), Some(upstream.id())];
+                    Some(drive(relayed, seconds, pids, in_session).await?)
+                }
+                None => None,
+            };
             let pids = [Some(gateway.id()), Some(upstream.id())];
             let g = drive(&through, seconds, pids, in_session).await?;
-            anyhow::Ok((d, g))
+            anyhow::Ok((d, b, g))
         });
-        let _ = gateway.kill();
-        let _ = gateway.wait();
-        let _ = upstream.kill();
-        let _ = upstream.wait();
-        let (d, g) = figures?;
+        for child in [
+            Some(&mut gateway),
+            Some(&mut upstream),
+            bare.as_mut().map(|b| &mut b.0),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let (d, b, g) = figures?;
         anyhow::ensure!(
             d.answer == g.answer,
             "the gateway changed a conforming result:\n direct:  {}\n gateway: {}",
@@ -281,19 +324,38 @@ pub(crate) fn gateway_leg(seconds: f64) -> anyhow::Result<()> {
             d.cpu_us[0],
             d.cpu_us[1]
         );
+        let relayed = |name: &str, f: &Figures| {
+            println!(
+                "{:<44} {:>10.1} {:>10.1} {:>12.0} {:>14.1} {:>14.1}   {:.1}, {:.1}, {:.1}   (at {FEW_IN_FLIGHT} in flight: {:.1})",
+                format!("{kb} KB {form} {name}"),
+                f.p50_us,
+                f.p99_us,
+                f.rate,
+                f.p50_us - d.p50_us,
+                f.p99_us - d.p99_us,
+                f.cpu_us[0],
+                f.cpu_us[1],
+                f.cpu_us[2],
+                f.cpu4_us[1]
+            );
+        };
+        if let Some(b) = &b {
+            relayed("through a bare hyper relay", b);
+        }
+        relayed("through the gateway", &g);
         let added_p50 = g.p50_us - d.p50_us;
-        println!(
-            "{:<44} {:>10.1} {:>10.1} {:>12.0} {:>14.1} {:>14.1}   {:.1}, {:.1}, {:.1}",
-            format!("{kb} KB {form} through the gateway"),
-            g.p50_us,
-            g.p99_us,
-            g.rate,
-            added_p50,
-            g.p99_us - d.p99_us,
-            g.cpu_us[0],
-            g.cpu_us[1],
-            g.cpu_us[2]
-        );
+        if let Some(b) = &b {
+            let latency = added_p50 / (b.p50_us - d.p50_us);
+            let cpu = g.cpu4_us[1] / b.cpu4_us[1];
+            println!(
+                "{:<44} added p50 {latency:.2}x, CPU per call at {FEW_IN_FLIGHT} in flight {cpu:.2}x",
+                format!("{kb} KB {form}, gateway / bare relay")
+            );
+            if size == 1024 {
+                worst_latency_ratio = worst_latency_ratio.max(latency);
+                worst_cpu_ratio = worst_cpu_ratio.max(cpu);
+            }
+        }
         match (in_session, record) {
             (true, false) if size == 1024 => in_session_rate = g.rate,
             (true, true) => recorded_ratio = g.rate / in_session_rate,
@@ -309,6 +371,16 @@ pub(crate) fn gateway_leg(seconds: f64) -> anyhow::Result<()> {
         "the gateway adds < 150 us p50 for 1 KB results (JSON and SSE, the worse)",
         format!("{worst_added_p50_1kb:.1} us"),
         worst_added_p50_1kb < 150.0,
+    );
+    crate::verdict_line(
+        "the gateway's added p50 for 1 KB results <= 1.6x a bare hyper relay's (JSON and SSE, the worse)",
+        format!("{worst_latency_ratio:.2}x"),
+        worst_latency_ratio <= 1.6,
+    );
+    crate::verdict_line(
+        "the gateway's CPU per call at 4 in flight for 1 KB results <= 1.6x a bare relay's (the worse)",
+        format!("{worst_cpu_ratio:.2}x"),
+        worst_cpu_ratio <= 1.6,
     );
     crate::verdict_line(
         "--record keeps >= 0.9x the gateway's rate for 1 KB JSON in a session",

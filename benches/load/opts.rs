@@ -41,6 +41,10 @@ pub(crate) struct Opts {
     /// takes to reach a second replica.
     #[arg(long)]
     pub(crate) with_redis: bool,
+    /// Run as the gateway leg's bare relay to this upstream URL (see `bare_relay`), and nothing
+    /// else.
+    #[arg(long, hide = true)]
+    pub(crate) bare_relay: Option<String>,
     /// Passed by `cargo bench`; ignored.
     #[arg(long, hide = true)]
     bench: bool,

@@ -30,7 +30,8 @@ use std::time::{Duration, Instant};
 
 /// How long a worker stays with one request before it takes the next one's turn.
 pub const SLICE: Duration = Duration::from_millis(2);
-/// Items of a batch a worker claims at once.
+/// The most items of a batch a worker claims at once: fewer when the items are slow, so that a
+/// block ends within about a [`SLICE`] (see [`Map::claim`]).
 const BLOCK: usize = 8;
 
 /// The most work admitted at once (queued or running).
@@ -454,6 +455,10 @@ struct Map<T, R, F> {
     answers: Box<[Mutex<Option<R>>]>,
     /// The next item to claim.
     next: AtomicUsize,
+    /// Items claimed at once: as many as the last block's pace fits in a [`SLICE`], from 1 to
+    /// [`BLOCK`]. It starts at 1, so a batch of slow items (a heavy schema's checks, each many
+    /// milliseconds) never holds a worker for a block of them while a compile waits.
+    claim: AtomicUsize,
     /// Items answered.
     done: AtomicUsize,
     /// Items claimed but not started because the batch was cancelled.
@@ -480,6 +485,7 @@ impl<T, R, F> Map<T, R, F> {
             items: items.into_iter().map(|t| Mutex::new(Some(t))).collect(),
             answers: (0..len).map(|_| Mutex::new(None)).collect(),
             next: AtomicUsize::new(0),
+            claim: AtomicUsize::new(1),
             done: AtomicUsize::new(0),
             unstarted: AtomicUsize::new(0),
             one,
@@ -506,11 +512,13 @@ where
         loop {
             // Items are claimed a block at a time: two workers on one batch then touch each
             // other's cache lines once a block, not once an item.
-            let first = self.next.fetch_add(BLOCK, Ordering::Relaxed);
+            let claim = self.claim.load(Ordering::Relaxed);
+            let first = self.next.fetch_add(claim, Ordering::Relaxed);
             if first >= len {
                 return false;
             }
-            let block = first..(first + BLOCK).min(len);
+            let block = first..(first + claim).min(len);
+            let started = Instant::now();
             let mut answered = 0;
             for i in block.clone() {
                 // Cancelled: the block's items not started are given back as never started.
@@ -530,11 +538,18 @@ where
                 }
                 answered += 1;
             }
+            let now = Instant::now();
+            let per_item = (now - started).as_nanos() / answered.max(1) as u128;
+            let fits = SLICE.as_nanos() / per_item.max(1);
+            self.claim.store(
+                usize::try_from(fits).unwrap_or(BLOCK).clamp(1, BLOCK),
+                Ordering::Relaxed,
+            );
             if self.done.fetch_add(answered, Ordering::AcqRel) + answered == len {
                 self.reply();
                 return false;
             }
-            if Instant::now() >= until {
+            if now >= until {
                 return self.left();
             }
         }
@@ -721,5 +736,43 @@ mod tests {
             "the small request waited for the whole batch"
         );
         assert_eq!(big.await.expect("joined").expect("answered"), 2_000);
+    }
+
+    #[tokio::test]
+    async fn a_check_beside_a_batch_of_slow_items_waits_for_an_item_not_a_block() {
+        let ex = Arc::new(executor(1, usize::MAX));
+        let started = Arc::new(AtomicU64::new(0));
+        let big = {
+            let (ex, started) = (Arc::clone(&ex), Arc::clone(&started));
+            tokio::spawn(async move {
+                ex.batch(
+                    Cost::default(),
+                    Admit::Always,
+                    || Ok((0..40).collect::<Vec<u32>>()),
+                    move |_| {
+                        started.fetch_add(1, Ordering::Relaxed);
+                        // An item of a heavy schema: far longer than a slice.
+                        std::thread::sleep(Duration::from_millis(10));
+                    },
+                    |_| {},
+                )
+                .await
+                .map(|v| v.len())
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(25)).await;
+        let before = started.load(Ordering::Relaxed);
+        let seen = Arc::clone(&started);
+        let during = ex
+            .run(Cost::default(), move || Ok(seen.load(Ordering::Relaxed)))
+            .await
+            .expect("answered");
+        // The item in progress, and at most one more (a batch's turn), not a block of eight.
+        assert!(
+            during <= before + 2,
+            "the check waited for {} items of the batch",
+            during - before
+        );
+        assert_eq!(big.await.expect("joined").expect("answered"), 40);
     }
 }

@@ -655,6 +655,38 @@ async fn a_header_that_disagrees_with_the_body_is_a_header_mismatch() {
 }
 
 #[tokio::test]
+async fn a_json_answer_comes_whole_with_its_content_length() {
+    let (_server, url) = raw_upstream().await;
+    let gateway = Gateway::start(&[format!("crm={url}")], &[]).await;
+    let response = reqwest::Client::new()
+        .post(gateway.url("crm"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"sized","arguments":{"id":7}}}"#)
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(response.status(), 200);
+    let headers = response.headers().clone();
+    assert!(
+        headers.get("transfer-encoding").is_none(),
+        "a JSON answer is not chunked: {headers:?}"
+    );
+    let length: usize = headers
+        .get("content-length")
+        .and_then(|v| v.to_str().ok()?.parse().ok())
+        .unwrap_or_else(|| panic!("no Content-Length: {headers:?}"));
+    let body = response.bytes().await.expect("body");
+    assert_eq!(body.len(), length);
+    let answer: Value = serde_json::from_slice(&body).expect("JSON");
+    assert_eq!(answer["id"], 3);
+    assert!(
+        answer["result"]["structuredContent"].is_object(),
+        "{answer}"
+    );
+}
+
+#[tokio::test]
 async fn a_clients_oauth_flow_finds_the_routes_metadata_through_the_gateway() {
     let (_server, url) = raw_upstream_with(&["--require-auth"]).await;
     let gateway = Gateway::start(&[format!("crm={url}")], &[]).await;

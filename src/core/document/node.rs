@@ -3,11 +3,14 @@
 
 use super::number::Number;
 use super::{Document, Kind, INDEXED_MEMBERS};
+use ahash::{AHashSet, AHasher};
+use jsonschema::json::JsonNumber;
 use jsonschema::json::{Array, Json, Node, NodeIdentity, Object};
 use jsonschema::JsonType;
 use jsonschema_value::LazyInstance;
 use serde_json::Value;
 use std::borrow::Cow;
+use std::hash::{Hash, Hasher};
 
 /// The representation: documents read by [`Document::read`].
 #[derive(Debug)]
@@ -267,20 +270,67 @@ impl<'a> Array<'a, DocumentJson> for NodeRef<'a> {
     }
 
     fn is_unique(&self) -> bool {
-        if Array::len(self) > 32 {
-            let values: Vec<Cow<'a, Value>> = Elements::of(*self).map(|e| e.to_value()).collect();
-            return jsonschema::json::unique::is_unique(&values);
+        let len = Array::len(self);
+        if len <= PAIRWISE_UNIQUE {
+            // Pairwise for a few: no set built.
+            let items: Vec<NodeRef<'a>> = Elements::of(*self).collect();
+            return items
+                .iter()
+                .enumerate()
+                .all(|(i, a)| items[..i].iter().all(|b| !same(*a, *b)));
         }
-        // Pairwise for a few: no value built.
-        let items: Vec<NodeRef<'a>> = Elements::of(*self).collect();
-        for (i, a) in items.iter().enumerate() {
-            for b in &items[..i] {
-                if same(*a, *b) {
-                    return false;
+        // Hashed on the document itself: no value built for an element.
+        let mut seen = AHashSet::with_capacity(len);
+        Elements::of(*self).all(|e| seen.insert(Hashed(e)))
+    }
+}
+
+/// Up to this many elements, `uniqueItems` compares them pairwise; past it, by hash (the
+/// validator's own threshold on `serde_json` values).
+const PAIRWISE_UNIQUE: usize = 15;
+
+/// A value of a document, hashed as [`same`] compares: numbers by their value (as the nearest
+/// `f64`, `0` and `-0` alike, so equal numbers however written hash alike), objects whatever the
+/// order of their members.
+struct Hashed<'a>(NodeRef<'a>);
+
+impl PartialEq for Hashed<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        same(self.0, other.0)
+    }
+}
+
+impl Eq for Hashed<'_> {}
+
+impl Hash for Hashed<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        let node = self.0;
+        let slot = node.doc.slot(node.at);
+        match slot.kind {
+            Kind::Null => state.write_u32(3_221_225_473),
+            Kind::True => true.hash(state),
+            Kind::False => false.hash(state),
+            Kind::Unsigned | Kind::Signed | Kind::Float => {
+                // `0` and `-0` are one number.
+                let bits = node.doc.number(slot).as_f64().map(|f| match f == 0.0 {
+                    true => 0,
+                    false => f.to_bits(),
+                });
+                state.write_u64(bits.unwrap_or(u64::MAX));
+            }
+            Kind::String | Kind::Key | Kind::Shadowed => node.doc.text_of(slot).hash(state),
+            Kind::Array => Elements::of(node).for_each(|e| Hashed(e).hash(state)),
+            Kind::Object => {
+                let mut hash = 0;
+                for (key, value) in Members::of(node) {
+                    let mut member = AHasher::default();
+                    key.hash(&mut member);
+                    Hashed(value).hash(&mut member);
+                    hash ^= member.finish();
                 }
+                state.write_u64(hash);
             }
         }
-        true
     }
 }
 

@@ -336,6 +336,33 @@ fn const_enum_and_unique_items_compare_by_value() {
     let repeated = format!("[{},5.0]", many.join(","));
     assert!(valid(json!({"uniqueItems": true}), &unique));
     assert!(!valid(json!({"uniqueItems": true}), &repeated));
+    // Past the pairwise threshold, elements are hashed: equal values however written collide.
+    let past = |tail: &str| format!("[{},{tail}]", many.join(","));
+    for repeat in [
+        r#"{"a":1,"b":[2,"x"]},{"b":[2.0,"x"],"a":1e0}"#,
+        "0.0,-0",
+        r#"[1,[2]],[1,[2.0]]"#,
+        r#""x","x""#,
+        "-3,-3.0",
+        "null,null",
+    ] {
+        assert!(
+            !valid(json!({"uniqueItems": true}), &past(repeat)),
+            "{repeat}"
+        );
+    }
+    for distinct in [
+        r#"{"a":1,"b":2},{"a":2,"b":1}"#,
+        r#"[1,2],[2,1]"#,
+        "1e400,2e400",
+        r#""1",1.5,true,false,[],{}"#,
+        "9007199254740993,9007199254740992",
+    ] {
+        assert!(
+            valid(json!({"uniqueItems": true}), &past(distinct)),
+            "{distinct}"
+        );
+    }
 }
 
 /// Both paths, the document representation and serde_json's `Value`, give the same verdicts:

@@ -1,9 +1,11 @@
 //! One client request and everything it sets moving: the client's message handed to the MCP
 //! rules, the upstream's answer relayed back through them, and the client's answer built as that
 //! happens. An [`Exchange`] is the rules' [`Link`] on HTTP: a message sent to the server is a
-//! request to the upstream, whose answer (JSON, or a stream of server-sent events) is read in a
-//! task of its own and handed to the rules message by message; a message sent to the client goes
-//! into the client's answer.
+//! request to the upstream, whose answer (JSON, or a stream of server-sent events) is handed to
+//! the rules message by message; a message sent to the client goes into the client's answer. The
+//! client's message and an HTTP upstream's answer to it are relayed by the handler that answers
+//! the client ([`Exchange::relay`]); only what outlives the handler (an event stream, a client
+//! gone) goes on in a task of its own.
 //!
 //! The client's answer takes its head (status, headers, and whether it is JSON, an event stream,
 //! or the upstream's bytes relayed as they are) from the first of: the upstream's answer to the
@@ -65,6 +67,9 @@ pub struct Exchange {
     json_written: AtomicBool,
     /// The client's answer, until it ends (see [`Open`]).
     sink: Mutex<Option<mpsc::Sender<Bytes>>>,
+    /// An HTTP upstream's answer to the client's message, relayed by [`Exchange::relay`] once the
+    /// message is done with.
+    deferred: Mutex<Option<Pump>>,
 }
 
 /// What an exchange needs of the client's request.
@@ -118,14 +123,18 @@ impl Exchange {
             forwarded_once: AtomicBool::new(false),
             json_written: AtomicBool::new(false),
             sink: Mutex::new(Some(body_tx)),
+            deferred: Mutex::new(None),
         });
         (exchange, Answer { head, body })
     }
 
-    /// Relays the client's message (in a task of its own): a POST's through the rules, a GET or
-    /// DELETE straight to the upstream, whose answer comes back through the rules.
-    pub fn start(self: Arc<Self>) {
-        tokio::spawn(async move {
+    /// Relays the client's message: a POST's through the rules, a GET or DELETE straight to the
+    /// upstream, whose answer comes back through the rules. The future is the exchange's own
+    /// work, driven by the handler that answers the client (no task of its own): it relays the
+    /// client's message and then, from an HTTP upstream, the answer to it (see
+    /// [`Exchange::answered`]).
+    pub fn relay(self: Arc<Self>) -> futures_util::future::BoxFuture<'static, ()> {
+        Box::pin(async move {
             let open = Arc::new(Open(Arc::clone(&self)));
             if self.method != Method::POST {
                 let sent = self
@@ -140,23 +149,34 @@ impl Exchange {
                     Ok(response) => self.answered(response, None, Some(&open)),
                     Err(failure) => self.failed(&failure, None),
                 }
-                return;
+            } else {
+                let request = self.request.clone();
+                let link = Relay {
+                    exchange: &self,
+                    open: Some(&open),
+                    source: Some(request.clone()),
+                    event: None,
+                };
+                if let Err(e) = self
+                    .boundary
+                    .relay(&link, Direction::ToServer, &request)
+                    .await
+                {
+                    tracing::debug!(route = %self.route.route.name, error = %e, "the client's message was not relayed in full");
+                }
             }
-            let request = self.request.clone();
-            let link = Relay {
-                exchange: &self,
-                open: Some(&open),
-                source: Some(request.clone()),
-                event: None,
-            };
-            if let Err(e) = self
-                .boundary
-                .relay(&link, Direction::ToServer, &request)
-                .await
-            {
-                tracing::debug!(route = %self.route.route.name, error = %e, "the client's message was not relayed in full");
+            drop(open);
+            // The answer to the client's message, relayed once the message is done with (a
+            // recording holds the message before its answer).
+            let deferred = self
+                .deferred
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take();
+            if let Some(answer) = deferred {
+                pump(answer).await;
             }
-        });
+        })
     }
 
     /// The route's name, as logs and errors give it.
@@ -250,8 +270,10 @@ impl Exchange {
     /// The upstream's answer to `request` (`None`: the client's GET or DELETE) began. When it
     /// answers the client's own message (`open` is then the client's answer, held open while
     /// the answer is relayed), it gives the client's answer its head: at once for an event
-    /// stream or bytes relayed as they are, once read whole for JSON. Its body is relayed in a
-    /// task of its own.
+    /// stream or bytes relayed as they are, once read whole for JSON. Its body is relayed by
+    /// [`Exchange::relay`] when it answers the client's message from an HTTP upstream, else in a
+    /// task of its own (the answer to a request of the rules' own; a stdio server's, whose lines
+    /// are read while the rules' own requests to it wait).
     pub(super) fn answered(
         self: &Arc<Self>,
         response: Upstreamed,
@@ -292,14 +314,20 @@ impl Exchange {
             }
             head => head,
         };
-        tokio::spawn(pump(Pump {
+        let deferred = open.is_some() && matches!(response, Upstreamed::Http(_));
+        let answer = Pump {
             exchange: Arc::clone(self),
             response,
             kind,
             request,
             open: open.cloned(),
             head,
-        }));
+        };
+        if deferred {
+            *self.deferred.lock().unwrap_or_else(|e| e.into_inner()) = Some(answer);
+        } else {
+            tokio::spawn(pump(answer));
+        }
     }
 
     /// Why the upstream's answer (of `kind`) cannot be relayed as one, if it cannot: a
