@@ -264,6 +264,7 @@ pub(crate) fn proxy_leg(seconds: f64) -> anyhow::Result<()> {
     );
     let mut ratio_1kb = f64::NAN;
     let mut recorded_1kb = f64::NAN;
+    let (mut added_p50_1kb, mut proxy_cpu_1kb) = (f64::NAN, f64::NAN);
     for size in [1024usize, 64 * 1024] {
         let mut direct = Command::new(&server);
         direct.args(["--raw", "--result-bytes", &size.to_string()]);
@@ -302,10 +303,22 @@ pub(crate) fn proxy_leg(seconds: f64) -> anyhow::Result<()> {
         );
         if size == 1024 {
             ratio_1kb = p.rate / d.rate;
+            added_p50_1kb = p.p50_us - d.p50_us;
+            proxy_cpu_1kb = p.cpu_us[1];
             recorded_1kb = recorded(&server, seconds)?;
         }
     }
     println!("targets: added p50 < 100 us and p99 < 1000 us for 1 KB results; at least 10,000 calls/s through the proxy");
+    crate::verdict_line(
+        "the proxy adds <= 20 us p50 at 1 KB results",
+        format!("{added_p50_1kb:.1} us"),
+        added_p50_1kb <= 20.0,
+    );
+    crate::verdict_line(
+        "the proxy's CPU per call <= 5 us at 1 KB results (64 in flight)",
+        format!("{proxy_cpu_1kb:.1} us"),
+        proxy_cpu_1kb <= 5.0,
+    );
     crate::verdict_line(
         "--record keeps >= 0.9x the proxy's rate at 1 KB results (median of the rounds)",
         format!("{recorded_1kb:.2}x"),

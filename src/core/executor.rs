@@ -556,9 +556,10 @@ where
     }
 
     fn shareable(&self) -> bool {
-        // More than one block left: worth a second worker.
+        // More than one block (as claimed now) left: worth a second worker.
         !self.cancelled.load(Ordering::Relaxed)
-            && self.next.load(Ordering::Relaxed) + BLOCK < self.items.len()
+            && self.next.load(Ordering::Relaxed) + self.claim.load(Ordering::Relaxed)
+                < self.items.len()
     }
 }
 

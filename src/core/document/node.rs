@@ -319,7 +319,11 @@ impl Hash for Hashed<'_> {
                 state.write_u64(bits.unwrap_or(u64::MAX));
             }
             Kind::String | Kind::Key | Kind::Shadowed => node.doc.text_of(slot).hash(state),
-            Kind::Array => Elements::of(node).for_each(|e| Hashed(e).hash(state)),
+            Kind::Array => {
+                // The length first: `[[1],[2]]` and `[[1,2]]` must not feed the same words.
+                state.write_u32(slot.a);
+                Elements::of(node).for_each(|e| Hashed(e).hash(state));
+            }
             Kind::Object => {
                 let mut hash = 0;
                 for (key, value) in Members::of(node) {

@@ -30,10 +30,12 @@ use super::Gateway;
 use crate::mcp::{self, Boundary, Direction, Link, Outgoing};
 use answer::Decided;
 use bytes::Bytes;
+use futures_util::FutureExt;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode};
 use pump::{content_mode, pump, Pump};
 use std::io;
+use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{mpsc, oneshot};
@@ -134,7 +136,8 @@ impl Exchange {
     /// client's message and then, from an HTTP upstream, the answer to it (see
     /// [`Exchange::answered`]).
     pub fn relay(self: Arc<Self>) -> futures_util::future::BoxFuture<'static, ()> {
-        Box::pin(async move {
+        let exchange = Arc::clone(&self);
+        let work = async move {
             let open = Arc::new(Open(Arc::clone(&self)));
             if self.method != Method::POST {
                 let sent = self
@@ -175,6 +178,18 @@ impl Exchange {
                 .take();
             if let Some(answer) = deferred {
                 pump(answer).await;
+            }
+        };
+        Box::pin(async move {
+            // A panic in the rules ends this exchange alone: the client gets the 502 of an
+            // answer never decided, and an answer left deferred (which holds the exchange) goes.
+            if AssertUnwindSafe(work).catch_unwind().await.is_err() {
+                tracing::error!(route = %exchange.route.route.name, "relaying a message panicked");
+                exchange
+                    .deferred
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .take();
             }
         })
     }
