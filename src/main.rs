@@ -11,7 +11,13 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
-    tokio::runtime::Builder::new_multi_thread()
+    let mut runtime = match &cli.command {
+        // One stdio session a process: one thread relays both directions, with no wake-ups
+        // between threads (a large payload's check still runs on the gate's worker threads).
+        Command::Proxy(_) => tokio::runtime::Builder::new_current_thread(),
+        _ => tokio::runtime::Builder::new_multi_thread(),
+    };
+    runtime
         .enable_all()
         // A runtime thread out of work gives back the memory it freed (answers it wrote).
         .on_thread_park(schemagate::ops::memory::return_freed)

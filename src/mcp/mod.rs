@@ -479,14 +479,15 @@ impl Boundary {
                     unreadable_id,
                 },
             ) => {
-                let carries = result.is_some_and(answers::carries_tool_result);
+                // A request followed is known without reading the result again.
+                let carries = || result.is_some_and(answers::carries_tool_result);
                 match id {
                     Some(id) => {
-                        carries
-                            || self.session.follows(id.get())
+                        self.session.follows(id.get())
+                            || carries()
                             || ids::Readings::of_answer(id.get()).doubtful
                     }
-                    None => carries && *unreadable_id,
+                    None => *unreadable_id && carries(),
                 }
             }
             (Direction::ToClient, Message::Notification { method, .. }) => {
