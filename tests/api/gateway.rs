@@ -212,7 +212,7 @@ async fn events_pass_in_order_as_sent_and_delete_ends_the_session() {
     );
 
     // DELETE ends the session at the upstream; the session is gone for the client after it.
-    let deleted = reqwest::Client::new()
+    let deleted = crate::http_client::client()
         .delete(gateway.url("crm"))
         .header("mcp-session-id", session.as_str())
         .header("mcp-protocol-version", "2025-11-25")
@@ -400,7 +400,7 @@ async fn a_stdio_route_runs_one_server_per_session_behind_the_same_checks() {
     until_children(pid, 2).await;
     // Both sessions in use (a stream open): a third is refused, no session in use is stopped for
     // it (an idle one would be: see gateway_sessions).
-    let listening = reqwest::Client::new()
+    let listening = crate::http_client::client()
         .get(&url)
         .header("accept", "text/event-stream")
         .header("mcp-session-id", &session)
@@ -436,7 +436,7 @@ async fn a_stdio_route_runs_one_server_per_session_behind_the_same_checks() {
     assert_eq!(answer["result"]["structuredContent"], json!({"counted": 3}));
 
     // DELETE ends the session and its process; the session is then unknown.
-    let deleted = reqwest::Client::new()
+    let deleted = crate::http_client::client()
         .delete(&url)
         .header("mcp-session-id", session.as_str())
         .send()
@@ -502,7 +502,7 @@ async fn the_gateways_token_is_its_own_and_the_upstreams_credentials_pass_throug
     .await;
     let call = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"headers","arguments":{}}}"#;
     let send = |proxy_token: Option<&'static str>| {
-        let mut request = reqwest::Client::new()
+        let mut request = crate::http_client::client()
             .post(gateway.url("crm"))
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
@@ -628,7 +628,7 @@ async fn a_header_that_disagrees_with_the_body_is_a_header_mismatch() {
     let gateway = Gateway::start(&[format!("crm={url}")], &[]).await;
     let call = r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"sized","arguments":{"id":7}}}"#;
     let send = |method: &'static str, name: &'static str| {
-        reqwest::Client::new()
+        crate::http_client::client()
             .post(gateway.url("crm"))
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
@@ -658,7 +658,7 @@ async fn a_header_that_disagrees_with_the_body_is_a_header_mismatch() {
 async fn a_json_answer_comes_whole_with_its_content_length() {
     let (_server, url) = raw_upstream().await;
     let gateway = Gateway::start(&[format!("crm={url}")], &[]).await;
-    let response = reqwest::Client::new()
+    let response = crate::http_client::client()
         .post(gateway.url("crm"))
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
@@ -692,7 +692,7 @@ async fn a_clients_oauth_flow_finds_the_routes_metadata_through_the_gateway() {
     let gateway = Gateway::start(&[format!("crm={url}")], &[]).await;
     let base = format!("http://127.0.0.1:{}", gateway.port);
     let call = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"sized","arguments":{"id":7}}}"#;
-    let challenged = reqwest::Client::new()
+    let challenged = crate::http_client::client()
         .post(gateway.url("crm"))
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
@@ -735,7 +735,7 @@ async fn a_clients_oauth_flow_finds_the_routes_metadata_through_the_gateway() {
 
     // With the upstream's token, the call goes through and is checked.
     let (status, _, body) = {
-        let response = reqwest::Client::new()
+        let response = crate::http_client::client()
             .post(gateway.url("crm"))
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
@@ -864,7 +864,7 @@ async fn a_stream_resumed_with_last_event_id_brings_the_answer_through_the_same_
     };
     // The upstream primes the call's stream and holds it: the answer is not on it.
     let call = r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"resumable","arguments":{}}}"#;
-    let mut stream = with_session(reqwest::Client::new().post(&target))
+    let mut stream = with_session(crate::http_client::client().post(&target))
         .header("content-type", "application/json")
         .body(call)
         .send()
@@ -879,7 +879,7 @@ async fn a_stream_resumed_with_last_event_id_brings_the_answer_through_the_same_
     );
     // The client loses the stream and resumes it after the last event it read.
     drop(stream);
-    let mut resumed = with_session(reqwest::Client::new().get(&target))
+    let mut resumed = with_session(crate::http_client::client().get(&target))
         .header("last-event-id", "r1")
         .send()
         .await

@@ -21,7 +21,7 @@ const TOOLS: &str = r#"{"tools":[{"name":"t","inputSchema":{"type":"object"},"ou
 
 /// A POST of `body` to `url` with `headers` set as given (`Host` too): status and body.
 async fn post_with(url: &str, headers: &[(&str, &str)], body: &str) -> (u16, String) {
-    let mut request = reqwest::Client::new()
+    let mut request = crate::http_client::client()
         .post(url)
         .header("accept", "application/json, text/event-stream")
         .body(body.to_owned());
@@ -93,7 +93,7 @@ async fn the_gateway_answers_only_its_own_hosts_and_origins() {
         assert_eq!(status, 200, "{headers:?}: {body}");
     }
     // Probes are not a browser's business: a kubelet names the pod's address.
-    let probe = reqwest::Client::new()
+    let probe = crate::http_client::client()
         .get(format!("http://127.0.0.1:{port}/healthz"))
         .header("host", "10.1.2.3:8090")
         .send()
@@ -116,7 +116,7 @@ async fn the_rest_ports_v1_routes_answer_only_their_own_hosts_and_origins() {
     let answer: Value = serde_json::from_str(&answer).expect("JSON");
     assert_eq!(answer["error"]["code"], "origin_not_allowed");
     // Through the router too: a registration is refused the same way.
-    let put = reqwest::Client::new()
+    let put = crate::http_client::client()
         .put(app.url("/v1/servers/crm/tools"))
         .header("host", "evil.example")
         .body(r#"{"tools":[]}"#)
@@ -235,7 +235,7 @@ async fn upstream_answers_the_gateway_cannot_stand_behind_are_502_with_an_error_
     for (what, answer, says) in answers {
         let (url, _) = raw_upstream("/mcp", answer).await;
         let gateway = InProcess::start(&[format!("crm={url}")], &[]).await;
-        let response = reqwest::Client::new()
+        let response = crate::http_client::client()
             .post(gateway.url("crm"))
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
@@ -267,7 +267,7 @@ async fn an_event_stream_cut_before_its_answer_ends_with_an_error_for_the_reques
     })
     .await;
     let gateway = InProcess::start(&[format!("crm={url}")], &[]).await;
-    let response = reqwest::Client::new()
+    let response = crate::http_client::client()
         .post(gateway.url("crm"))
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")

@@ -205,7 +205,7 @@ async fn listen_until(url: &str, session: &str, needle: &str) -> Vec<String> {
 
 /// The GET stream of session `session` at `url`, once its head has come.
 async fn listen(url: &str, session: &str) -> reqwest::Response {
-    let response = reqwest::Client::new()
+    let response = crate::http_client::client()
         .get(url)
         .header("accept", "text/event-stream")
         .header("mcp-session-id", session)

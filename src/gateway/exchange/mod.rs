@@ -3,9 +3,9 @@
 //! happens. An [`Exchange`] is the rules' [`Link`] on HTTP: a message sent to the server is a
 //! request to the upstream, whose answer (JSON, or a stream of server-sent events) is handed to
 //! the rules message by message; a message sent to the client goes into the client's answer. The
-//! client's message and an HTTP upstream's answer to it are relayed by the handler that answers
-//! the client ([`Exchange::relay`]); only what outlives the handler (an event stream, a client
-//! gone) goes on in a task of its own.
+//! client's message and the upstream's answer to it are relayed by the handler that answers the
+//! client ([`Exchange::relay`]); only what outlives the handler (an event stream, a client gone)
+//! and the answers to the rules' own requests go on in tasks of their own.
 //!
 //! The client's answer takes its head (status, headers, and whether it is JSON, an event stream,
 //! or the upstream's bytes relayed as they are) from the first of: the upstream's answer to the
@@ -69,7 +69,7 @@ pub struct Exchange {
     json_written: AtomicBool,
     /// The client's answer, until it ends (see [`Open`]).
     sink: Mutex<Option<mpsc::Sender<Bytes>>>,
-    /// An HTTP upstream's answer to the client's message, relayed by [`Exchange::relay`] once the
+    /// The upstream's answer to the client's message, relayed by [`Exchange::relay`] once the
     /// message is done with.
     deferred: Mutex<Option<Pump>>,
 }
@@ -133,8 +133,7 @@ impl Exchange {
     /// Relays the client's message: a POST's through the rules, a GET or DELETE straight to the
     /// upstream, whose answer comes back through the rules. The future is the exchange's own
     /// work, driven by the handler that answers the client (no task of its own): it relays the
-    /// client's message and then, from an HTTP upstream, the answer to it (see
-    /// [`Exchange::answered`]).
+    /// client's message and then the answer to it (see [`Exchange::answered`]).
     pub fn relay(self: Arc<Self>) -> futures_util::future::BoxFuture<'static, ()> {
         let exchange = Arc::clone(&self);
         let work = async move {
@@ -286,9 +285,9 @@ impl Exchange {
     /// answers the client's own message (`open` is then the client's answer, held open while
     /// the answer is relayed), it gives the client's answer its head: at once for an event
     /// stream or bytes relayed as they are, once read whole for JSON. Its body is relayed by
-    /// [`Exchange::relay`] when it answers the client's message from an HTTP upstream, else in a
-    /// task of its own (the answer to a request of the rules' own; a stdio server's, whose lines
-    /// are read while the rules' own requests to it wait).
+    /// [`Exchange::relay`] when it answers the client's message, once the rules are done with
+    /// that message (so a recording never holds an answer before its request); the answer to a
+    /// request of the rules' own is relayed in a task of its own, since the rules may wait for it.
     pub(super) fn answered(
         self: &Arc<Self>,
         response: Upstreamed,
@@ -329,7 +328,7 @@ impl Exchange {
             }
             head => head,
         };
-        let deferred = open.is_some() && matches!(response, Upstreamed::Http(_));
+        let deferred = open.is_some();
         let answer = Pump {
             exchange: Arc::clone(self),
             response,

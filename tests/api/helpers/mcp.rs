@@ -362,7 +362,7 @@ pub(crate) async fn post_in(
     session: Option<&str>,
     body: &str,
 ) -> (u16, Option<String>, String) {
-    let mut request = reqwest::Client::new()
+    let mut request = crate::http_client::client()
         .post(url)
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
