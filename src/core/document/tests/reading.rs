@@ -1,0 +1,60 @@
+//! Reading JSON text into a document as serde_json reads it: the same values, the same refusals.
+
+use super::*;
+use proptest::prelude::*;
+
+fn text_value() -> impl Strategy<Value = Value> {
+    let leaf = prop_oneof![
+        Just(Value::Null),
+        any::<bool>().prop_map(Value::Bool),
+        any::<i64>().prop_map(Value::from),
+        any::<u64>().prop_map(Value::from),
+        any::<f64>()
+            .prop_filter("finite", |f| f.is_finite())
+            .prop_map(Value::from),
+        ".{0,12}".prop_map(Value::String),
+        "[\"\\\\\u{1}\u{1f}a/é😀]{0,20}".prop_map(Value::String),
+    ];
+    leaf.prop_recursive(4, 40, 6, |inner| {
+        prop_oneof![
+            prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+            prop::collection::btree_map(".{0,4}", inner, 0..24)
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ]
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Any JSON serde_json writes, pretty or not, reads back as the same value.
+    #[test]
+    fn what_serde_json_writes_reads_back(value in text_value(), pretty in any::<bool>()) {
+        let text = if pretty {
+            serde_json::to_string_pretty(&value).expect("writes")
+        } else {
+            value.to_string()
+        };
+        let doc = Document::read(text.as_bytes(), 64).expect("reads");
+        prop_assert_eq!(doc.to_value(), value);
+    }
+
+    /// Arbitrary bytes are read or refused, never a panic, and refused exactly when
+    /// serde_json refuses them.
+    #[test]
+    fn bytes_are_read_or_refused_as_serde_json_does(bytes in prop::collection::vec(
+        prop_oneof![
+            Just(b'"'), Just(b'\\'), Just(b'u'), Just(b'{'), Just(b'}'), Just(b'['),
+            Just(b']'), Just(b':'), Just(b','), Just(b'1'), Just(b'e'), Just(b'-'),
+            Just(b'.'), Just(b' '), Just(0xff), Just(b'd'), Just(b'8'), any::<u8>(),
+        ],
+        0..40,
+    )) {
+        let ours = Document::read(&bytes, 64).map(|d| d.to_value());
+        let theirs = serde_json::from_slice::<Value>(&bytes);
+        prop_assert_eq!(ours.is_ok(), theirs.is_ok(), "{:?}", String::from_utf8_lossy(&bytes));
+        if let (Ok(ours), Ok(theirs)) = (ours, theirs) {
+            prop_assert_eq!(ours, theirs);
+        }
+    }
+}
