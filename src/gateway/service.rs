@@ -2,7 +2,7 @@
 //! the session), the routes' OAuth metadata, `/healthz` and `/readyz`; anything else is 404, another method on a route 405. A body that is
 //! not one JSON-RPC message is refused here with a JSON-RPC error, before the rules see it.
 
-use super::exchange::{Answer, AnswerHead, ClientRequest, Exchange, Mode};
+use super::exchange::{AnswerHead, ClientRequest, Exchange};
 use super::routes::RouteState;
 use super::sessions::{Held, Order, ORDER_WAIT};
 use super::upstream::headers::MCP_SESSION_ID;
@@ -13,16 +13,12 @@ use crate::core::domain::ProtocolVersion;
 use crate::core::error::{CheckError, ErrorClass, Unauthenticated};
 use crate::core::metrics::Transport;
 use crate::mcp::{self, Framing};
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
 use axum::extract::{Path, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use futures_util::future::BoxFuture;
-use futures_util::FutureExt;
-use std::convert::Infallible;
-use std::future::Future;
 use std::sync::Arc;
 
 /// The `MCP-Protocol-Version` header.
@@ -353,8 +349,8 @@ async fn post_message(
     };
     // Not the exchange itself: the head's sender lives in it, and must go when it ends.
     let route_name = route.route.name.clone();
-    let (exchange, answer) = Exchange::new(gateway, route, boundary, request);
-    respond(answer, exchange.relay(), move || match framing {
+    let answer = Exchange::start(gateway, route, boundary, request);
+    answer.respond(move || match framing {
         // A request is owed an answer: never a 202 that says there is none.
         Framing::Request { id, .. } => refusal(
             StatusCode::BAD_GATEWAY,
@@ -422,10 +418,8 @@ async fn relay_bodyless(
         caller: caller.name(),
         adopt,
     };
-    let (exchange, answer) = Exchange::new(gateway, route, boundary, request);
-    let response = respond(answer, exchange.relay(), || {
-        AnswerHead::accepted().into_response()
-    });
+    let answer = Exchange::start(gateway, route, boundary, request);
+    let response = answer.respond(|| AnswerHead::accepted().into_response());
     let Some(opening) = opening else {
         return response.await;
     };
@@ -477,79 +471,4 @@ fn header_mismatch(headers: &HeaderMap, framing: &Framing, message: &[u8]) -> Op
             "schemagate gateway: HeaderMismatch: the Mcp-Name header says {said:?}, the body calls tool {tool:?}; send the same in both"
         )
     })
-}
-
-/// The client's answer, built while `relay` (the exchange's work) is driven here: its head once
-/// decided; a JSON answer's one message whole, with its Content-Length; any other body streamed
-/// as the exchange writes it, the rest of the work then in a task of its own. `undecided` when
-/// the exchange ended with no head decided.
-async fn respond(
-    answer: Answer,
-    relay: BoxFuture<'static, ()>,
-    undecided: impl FnOnce() -> Response,
-) -> Response {
-    let Answer { mut head, mut body } = answer;
-    let mut relay = Driven(Some(relay));
-    let Ok(head) = relay.until(&mut head).await else {
-        return undecided();
-    };
-    let body = match head.mode {
-        // A JSON answer holds one message.
-        Mode::Json => {
-            let message = relay.until(body.recv()).await;
-            // What is left (the answer's bookkeeping) is done here when it needs no wait.
-            relay.now_or_later();
-            Body::from(message.unwrap_or_default())
-        }
-        _ => {
-            drop(relay);
-            let stream = futures_util::stream::unfold(body, |mut body| async move {
-                body.recv()
-                    .await
-                    .map(|chunk| (Ok::<_, Infallible>(chunk), body))
-            });
-            Body::from_stream(stream)
-        }
-    };
-    let mut response = Response::new(body);
-    *response.status_mut() = head.status;
-    *response.headers_mut() = head.headers;
-    response
-}
-
-/// An exchange's work driven by the handler: whatever of it is left when the handler is done
-/// with it (the client's answer streams on, or the client went away) goes on in a task of its
-/// own, so the exchange always ends as it would have.
-struct Driven(Option<BoxFuture<'static, ()>>);
-
-impl Driven {
-    /// `wanted`'s output, the work driven meanwhile (and, once it is done, `wanted` alone).
-    async fn until<T>(&mut self, wanted: impl Future<Output = T>) -> T {
-        tokio::pin!(wanted);
-        if let Some(work) = self.0.as_mut() {
-            tokio::select! {
-                biased;
-                out = &mut wanted => return out,
-                () = work => self.0 = None,
-            }
-        }
-        wanted.await
-    }
-
-    /// Finishes the work now if it needs no wait; else leaves it to a task of its own.
-    fn now_or_later(mut self) {
-        if let Some(work) = self.0.as_mut() {
-            if work.now_or_never().is_some() {
-                self.0 = None;
-            }
-        }
-    }
-}
-
-impl Drop for Driven {
-    fn drop(&mut self) {
-        if let Some(work) = self.0.take() {
-            tokio::spawn(work);
-        }
-    }
 }

@@ -7,9 +7,15 @@ use super::Exchange;
 use crate::gateway::sse::{self, Event};
 use crate::gateway::upstream::Requester;
 use crate::mcp::Outgoing;
+use axum::body::Body;
+use axum::response::Response;
 use bytes::Bytes;
+use futures_util::future::BoxFuture;
+use futures_util::FutureExt;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::StatusCode;
+use std::convert::Infallible;
+use std::future::Future;
 use std::io;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -67,10 +73,88 @@ impl AnswerHead {
     }
 }
 
-/// The client's answer, as the exchange's tasks build it.
+/// The client's answer, as the exchange builds it, and the exchange's work that builds it.
 pub struct Answer {
-    pub head: oneshot::Receiver<AnswerHead>,
-    pub body: mpsc::Receiver<Bytes>,
+    pub(super) head: oneshot::Receiver<AnswerHead>,
+    pub(super) body: mpsc::Receiver<Bytes>,
+    pub(super) work: BoxFuture<'static, ()>,
+}
+
+impl Answer {
+    /// The client's answer, built while the exchange's work is driven here: its head once
+    /// decided; a JSON answer's one message whole, with its Content-Length; any other body
+    /// streamed as the exchange writes it, the rest of the work then in a task of its own.
+    /// `undecided` when the exchange ended with no head decided.
+    pub async fn respond(self, undecided: impl FnOnce() -> Response) -> Response {
+        let Answer {
+            mut head,
+            mut body,
+            work,
+        } = self;
+        let mut work = Driven(Some(work));
+        let Ok(head) = work.until(&mut head).await else {
+            return undecided();
+        };
+        let body = match head.mode {
+            // A JSON answer holds one message.
+            Mode::Json => {
+                let message = work.until(body.recv()).await;
+                // What is left (the answer's bookkeeping) is done here when it needs no wait.
+                work.now_or_later();
+                Body::from(message.unwrap_or_default())
+            }
+            _ => {
+                drop(work);
+                let stream = futures_util::stream::unfold(body, |mut body| async move {
+                    body.recv()
+                        .await
+                        .map(|chunk| (Ok::<_, Infallible>(chunk), body))
+                });
+                Body::from_stream(stream)
+            }
+        };
+        let mut response = Response::new(body);
+        *response.status_mut() = head.status;
+        *response.headers_mut() = head.headers;
+        response
+    }
+}
+
+/// An exchange's work driven by the handler: whatever of it is left when the handler is done
+/// with it (the client's answer streams on, or the client went away) goes on in a task of its
+/// own, so the exchange always ends as it would have.
+struct Driven(Option<BoxFuture<'static, ()>>);
+
+impl Driven {
+    /// `wanted`'s output, the work driven meanwhile (and, once it is done, `wanted` alone).
+    async fn until<T>(&mut self, wanted: impl Future<Output = T>) -> T {
+        tokio::pin!(wanted);
+        if let Some(work) = self.0.as_mut() {
+            tokio::select! {
+                biased;
+                out = &mut wanted => return out,
+                () = work => self.0 = None,
+            }
+        }
+        wanted.await
+    }
+
+    /// Finishes the work now if it needs no wait; else leaves it to a task of its own.
+    fn now_or_later(mut self) {
+        if let Some(work) = self.0.as_mut() {
+            if work.now_or_never().is_some() {
+                self.0 = None;
+            }
+        }
+    }
+}
+
+impl Drop for Driven {
+    fn drop(&mut self) {
+        if let Some(work) = self.0.take() {
+            tokio::spawn(work);
+        }
+    }
 }
 
 /// Keeps the client's answer open while held: by the task relaying the client's message, and by

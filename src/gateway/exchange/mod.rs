@@ -89,14 +89,14 @@ pub struct ClientRequest<'a> {
 }
 
 impl Exchange {
-    /// An exchange for the client's `request` on `route`, in the session `boundary`, and the
-    /// answer it builds.
-    pub fn new(
+    /// An exchange for the client's `request` on `route`, in the session `boundary`: the answer
+    /// it builds, with the exchange's work for the handler to drive ([`Answer::respond`]).
+    pub fn start(
         gateway: Arc<Gateway>,
         route: Arc<RouteState>,
         boundary: Arc<Boundary>,
         request: ClientRequest<'_>,
-    ) -> (Arc<Exchange>, Answer) {
+    ) -> Answer {
         let client_headers = request.headers;
         let (head_tx, head) = oneshot::channel();
         // A few messages of slack: past them a client that does not read holds the upstream back.
@@ -127,14 +127,18 @@ impl Exchange {
             sink: Mutex::new(Some(body_tx)),
             deferred: Mutex::new(None),
         });
-        (exchange, Answer { head, body })
+        Answer {
+            head,
+            body,
+            work: exchange.relay(),
+        }
     }
 
     /// Relays the client's message: a POST's through the rules, a GET or DELETE straight to the
     /// upstream, whose answer comes back through the rules. The future is the exchange's own
     /// work, driven by the handler that answers the client (no task of its own): it relays the
     /// client's message and then the answer to it (see [`Exchange::answered`]).
-    pub fn relay(self: Arc<Self>) -> futures_util::future::BoxFuture<'static, ()> {
+    fn relay(self: Arc<Self>) -> futures_util::future::BoxFuture<'static, ()> {
         let exchange = Arc::clone(&self);
         let work = async move {
             let open = Arc::new(Open(Arc::clone(&self)));
