@@ -138,7 +138,7 @@ impl GatewayArgs {
         if let Some(url) = self
             .public_url
             .as_deref()
-            .and_then(|u| reqwest::Url::parse(u).ok())
+            .and_then(|u| url::Url::parse(u).ok())
         {
             if let Some(host) = url.host_str() {
                 allowed.hosts.push(host.to_owned());
@@ -164,7 +164,7 @@ impl GatewayArgs {
         );
         anyhow::ensure!(self.max_sessions > 0, "--max-sessions must be at least 1");
         if let Some(url) = &self.public_url {
-            let parsed = reqwest::Url::parse(url)
+            let parsed = url::Url::parse(url)
                 .map_err(|e| anyhow::anyhow!("--public-url {url:?} is not a URL: {e}"))?;
             anyhow::ensure!(
                 matches!(parsed.scheme(), "http" | "https")

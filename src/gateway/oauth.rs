@@ -7,7 +7,7 @@
 //! route's URL and everything else (`authorization_servers`, scopes, ...) as the upstream says.
 
 use super::routes::RouteState;
-use super::upstream::RouteUpstream;
+use super::upstream::{next_chunk, Endpoint, RouteUpstream};
 use super::Gateway;
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, StatusCode};
@@ -72,7 +72,7 @@ fn rewrite_challenge(text: &str, base: &str, route: &str) -> Option<String> {
 
 /// Where the upstream's metadata for `url` lives (RFC 9728, section 3.1: the well-known path
 /// inserted before the resource's path).
-fn upstream_metadata_url(url: &reqwest::Url) -> Option<reqwest::Url> {
+fn upstream_metadata_url(url: &url::Url) -> Option<url::Url> {
     let mut metadata = url.clone();
     let path = url.path().trim_end_matches('/');
     metadata.set_path(&format!("{METADATA_PREFIX}{path}"));
@@ -90,7 +90,7 @@ pub async fn metadata(gateway: &Gateway, route: &RouteState, base: &str) -> (Sta
         });
         (StatusCode::BAD_GATEWAY, body.to_string())
     };
-    let RouteUpstream::Http(upstream) = &route.upstream else {
+    let RouteUpstream::Http(Endpoint { url: upstream, .. }) = &route.upstream else {
         let body = serde_json::json!({
             "error": "not_found",
             "error_description": format!("schemagate gateway: route {} runs its server on stdio, which publishes no protected-resource metadata", route.route.name),
@@ -107,9 +107,13 @@ pub async fn metadata(gateway: &Gateway, route: &RouteState, base: &str) -> (Sta
     );
     let mut headers = HeaderMap::new();
     headers.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
+    let uri = match Endpoint::new(&url) {
+        Ok(endpoint) => endpoint.uri,
+        Err(why) => return failed(format!("its metadata {at}: {why}")),
+    };
     let response = match gateway
         .upstream
-        .send(Method::GET, &url, headers, None)
+        .send(Method::GET, &uri, headers, None)
         .await
     {
         Ok(response) => response,
@@ -131,7 +135,7 @@ pub async fn metadata(gateway: &Gateway, route: &RouteState, base: &str) -> (Sta
     let mut body = Vec::new();
     let mut response = response;
     loop {
-        match response.chunk().await {
+        match next_chunk(&mut response).await {
             Ok(Some(chunk)) => {
                 if body.len() + chunk.len() > MAX_METADATA_BYTES {
                     return failed(format!(
@@ -141,7 +145,7 @@ pub async fn metadata(gateway: &Gateway, route: &RouteState, base: &str) -> (Sta
                 body.extend_from_slice(&chunk);
             }
             Ok(None) => break,
-            Err(e) => return failed(format!("reading its metadata {at}: {}", e.without_url())),
+            Err(e) => return failed(format!("reading its metadata {at}: {e}")),
         }
     }
     let mut document: serde_json::Map<String, serde_json::Value> =
@@ -189,7 +193,7 @@ mod tests {
             )
         );
         assert_eq!(rewrite_challenge("Bearer realm=\"crm\"", base, "crm"), None);
-        let url = reqwest::Url::parse("https://crm.internal/v1/mcp/").expect("a URL");
+        let url = url::Url::parse("https://crm.internal/v1/mcp/").expect("a URL");
         assert_eq!(
             upstream_metadata_url(&url)
                 .map(|u| u.to_string())

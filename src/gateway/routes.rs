@@ -5,7 +5,7 @@
 //! reloaded when it changes.
 
 use super::upstream::stdio::{Servers, StdioLimits};
-use super::upstream::RouteUpstream;
+use super::upstream::{Endpoint, RouteUpstream};
 use crate::core::gate::Gate;
 use crate::core::metrics::Transport;
 use crate::mcp::record::{check_settings, RecordOverride, SettingNames};
@@ -33,7 +33,7 @@ pub struct Route {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
     /// Its Streamable HTTP endpoint (`http` or `https`).
-    Http(reqwest::Url),
+    Http(url::Url),
     /// The command (program and arguments) that runs it on stdio.
     Stdio(Arc<[String]>),
 }
@@ -87,7 +87,7 @@ impl Target {
 }
 
 /// A URL's scheme, host and port (`https://crm.internal:8443`).
-pub fn public_origin(url: &reqwest::Url) -> String {
+pub fn public_origin(url: &url::Url) -> String {
     url.origin().ascii_serialization()
 }
 
@@ -121,7 +121,7 @@ impl FromStr for Route {
             })?;
             return Route::stdio(name, words);
         }
-        let parsed = reqwest::Url::parse(url).map_err(|e| {
+        let parsed = url::Url::parse(url).map_err(|e| {
             BadRoute(format!(
                 "route {name}: {url:?} is not a URL (nor stdio:COMMAND): {e}"
             ))
@@ -131,6 +131,7 @@ impl FromStr for Route {
                 "route {name}: {parsed} is not an http:// or https:// URL with a host, nor stdio:COMMAND"
             )));
         }
+        Endpoint::new(&parsed).map_err(|why| BadRoute(format!("route {name}: {why}")))?;
         Ok(Route {
             name: name.to_owned(),
             target: Target::Http(parsed),
@@ -370,8 +371,9 @@ impl RouteTable {
                     kept.record.store(Arc::new(route.record.clone()));
                 }
             }
-            let state = kept.unwrap_or_else(|| {
-                Arc::new(RouteState {
+            let state = match kept {
+                Some(kept) => kept,
+                None => Arc::new(RouteState {
                     config: BoundaryConfig {
                         server: route.name.clone(),
                         transport: Transport::Gateway,
@@ -381,7 +383,10 @@ impl RouteTable {
                     record: arc_swap::ArcSwap::from_pointee(route.record.clone()),
                     sessionless: std::sync::OnceLock::new(),
                     upstream: match &route.target {
-                        Target::Http(url) => RouteUpstream::Http(url.clone()),
+                        Target::Http(url) => RouteUpstream::Http(
+                            Endpoint::new(url)
+                                .map_err(|why| anyhow::anyhow!("route {}: {why}", route.name))?,
+                        ),
                         Target::Stdio(command) => RouteUpstream::Stdio(Servers::new(
                             &route.name,
                             Arc::clone(command),
@@ -390,8 +395,8 @@ impl RouteTable {
                         )),
                     },
                     route: route.clone(),
-                })
-            });
+                }),
+            };
             by_name.insert(route.name, state);
         }
         let mut names: Vec<&str> = by_name.keys().map(String::as_str).collect();

@@ -6,7 +6,7 @@
 
 use super::{AnswerHead, Exchange, Mode, Open, Relay};
 use crate::gateway::sse::{self, Event, Next};
-use crate::gateway::upstream::{Failure, GiveBack, Upstreamed};
+use crate::gateway::upstream::{self, Failure, GiveBack, Response, Upstreamed};
 use crate::mcp::{self, Direction};
 use crate::ops::lines::Line;
 use bytes::{Bytes, BytesMut};
@@ -94,16 +94,13 @@ pub(super) fn pump(pump: Pump) -> futures_util::future::BoxFuture<'static, ()> {
 /// The next chunk of the upstream's answer, or `None` at its end; with `open`, an error once the
 /// client has gone.
 async fn next_chunk(
-    response: &mut reqwest::Response,
+    response: &mut Response,
     open: Option<&Arc<Open>>,
 ) -> io::Result<Option<Bytes>> {
-    let read = |e: reqwest::Error| {
-        io::Error::other(format!(
-            "reading the upstream's answer: {}",
-            e.without_url()
-        ))
-    };
-    unless_gone(open, response.chunk()).await?.map_err(read)
+    let read = |e: String| io::Error::other(format!("reading the upstream's answer: {e}"));
+    unless_gone(open, upstream::next_chunk(response))
+        .await?
+        .map_err(read)
 }
 
 /// `next`'s output; with `open`, an error once the client has gone instead.
@@ -194,7 +191,7 @@ async fn relay_line(
 /// A JSON answer read to its end: its bytes (at most `max`, or its first bytes past it, to find
 /// its id) and its whole length.
 async fn read_whole(
-    response: &mut reqwest::Response,
+    response: &mut Response,
     open: Option<&Arc<Open>>,
     max: usize,
 ) -> io::Result<(BytesMut, usize)> {
@@ -211,7 +208,7 @@ async fn read_whole(
 
 async fn pump_json(
     exchange: &Arc<Exchange>,
-    mut response: reqwest::Response,
+    mut response: Response,
     open: Option<&Arc<Open>>,
     head: Option<AnswerHead>,
     request: Option<&Bytes>,
@@ -289,7 +286,7 @@ async fn pump_json(
 
 async fn pump_events(
     exchange: &Arc<Exchange>,
-    mut response: reqwest::Response,
+    mut response: Response,
     open: Option<&Arc<Open>>,
     resumable: &mut bool,
 ) -> io::Result<()> {
@@ -367,7 +364,7 @@ async fn relay_event(
 
 async fn pump_raw(
     exchange: &Arc<Exchange>,
-    mut response: reqwest::Response,
+    mut response: Response,
     open: Option<&Arc<Open>>,
 ) -> io::Result<()> {
     while let Some(chunk) = next_chunk(&mut response, open).await? {

@@ -7,15 +7,30 @@ use super::{Failure, UpstreamConfig};
 use anyhow::Context;
 use bytes::Bytes;
 use http::header::HeaderMap;
-use http::Method;
+use http::{Method, Request, Uri};
+use http_body_util::{BodyExt, Full};
+use hyper_rustls::HttpsConnector;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// An upstream's answer, its body still to read ([`next_chunk`]).
+pub type Response = http::Response<AnswerBody>;
+
+/// An answer's body: as it comes from an upstream, or whole (an answer of the gateway's own in
+/// a server's place).
+pub enum AnswerBody {
+    Incoming(hyper::body::Incoming),
+    Whole(Option<Bytes>),
+}
+
 /// The pooled client to every upstream.
 pub struct HttpClient {
-    client: reqwest::Client,
+    client: Client<HttpsConnector<HttpConnector>, Full<Bytes>>,
     timeout: Duration,
 }
 
@@ -40,44 +55,70 @@ impl HttpClient {
         let verifier =
             rustls_platform_verifier::Verifier::new_with_extra_roots(extra, Arc::clone(&provider))
                 .context("the system's certificate store")?;
-        let mut tls = rustls::ClientConfig::builder_with_provider(provider)
+        let tls = rustls::ClientConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()
             .context("TLS protocol versions")?
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(verifier))
             .with_no_client_auth();
-        tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-        let client = reqwest::Client::builder()
-            .tls_backend_preconfigured(tls)
-            .redirect(reqwest::redirect::Policy::none())
-            .connect_timeout(config.connect_timeout)
+        let mut tcp = HttpConnector::new();
+        tcp.enforce_http(false);
+        tcp.set_nodelay(true);
+        tcp.set_connect_timeout(Some(config.connect_timeout));
+        // ALPN offers h2 and http/1.1 (set by the builder).
+        let connector = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_tls_config(tls)
+            .https_or_http()
+            .enable_http1()
+            .enable_http2()
+            .wrap_connector(tcp);
+        // Redirects are not followed: this client follows none.
+        let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(90))
-            .tcp_nodelay(true)
-            .build()
-            .context("the upstream client")?;
+            .pool_timer(TokioTimer::new())
+            .build(connector);
         Ok(Self {
             client,
             timeout: config.timeout,
         })
     }
 
-    /// Sends `method` to `url` with `headers` and `body`; the answer once its head has come.
+    /// Sends `method` to `uri` with `headers` and `body`; the answer once its head has come.
     pub async fn send(
         &self,
         method: Method,
-        url: &reqwest::Url,
+        uri: &Uri,
         headers: HeaderMap,
         body: Option<Bytes>,
-    ) -> Result<reqwest::Response, Failure> {
-        let mut request = self.client.request(method, url.clone()).headers(headers);
-        if let Some(body) = body {
-            request = request.body(body);
-        }
-        match tokio::time::timeout(self.timeout, request.send()).await {
+    ) -> Result<Response, Failure> {
+        let mut request = Request::new(Full::new(body.unwrap_or_default()));
+        *request.method_mut() = method;
+        *request.uri_mut() = uri.clone();
+        *request.headers_mut() = headers;
+        match tokio::time::timeout(self.timeout, self.client.request(request)).await {
             Err(_) => Err(Failure::TimedOut(self.timeout)),
-            // Without the URL, which may hold secrets: the failure reaches the client.
-            Ok(Err(e)) => Err(Failure::Unreachable(error_chain(&e.without_url()))),
-            Ok(Ok(response)) => Ok(response),
+            // hyper's errors name no URL (which may hold secrets): the failure reaches the client.
+            Ok(Err(e)) => Err(Failure::Unreachable(error_chain(&e))),
+            Ok(Ok(response)) => Ok(response.map(AnswerBody::Incoming)),
+        }
+    }
+}
+
+/// The next chunk of `response`'s body, or `None` at its end (trailers are not relayed).
+pub async fn next_chunk(response: &mut Response) -> Result<Option<Bytes>, String> {
+    let body = match response.body_mut() {
+        AnswerBody::Whole(whole) => return Ok(whole.take()),
+        AnswerBody::Incoming(body) => body,
+    };
+    loop {
+        match body.frame().await {
+            None => return Ok(None),
+            Some(Err(e)) => return Err(error_chain(&e)),
+            Some(Ok(frame)) => {
+                if let Ok(data) = frame.into_data() {
+                    return Ok(Some(data));
+                }
+            }
         }
     }
 }

@@ -8,7 +8,7 @@ pub mod headers;
 mod http;
 pub mod stdio;
 
-pub use self::http::HttpClient;
+pub use self::http::{next_chunk, AnswerBody, HttpClient, Response};
 
 use crate::ops::lines::Line;
 use ::http::header::HeaderMap;
@@ -67,7 +67,7 @@ impl std::fmt::Display for Failure {
 
 /// An upstream's answer: an HTTP response, or the messages a stdio server writes for a request.
 pub enum Upstreamed {
-    Http(reqwest::Response),
+    Http(Response),
     /// An event stream of the stdio server's messages, each a line as written.
     Lines {
         status: StatusCode,
@@ -119,10 +119,28 @@ pub struct UpstreamRequest<'a> {
     pub requester: Requester,
 }
 
+/// An HTTP upstream's URL, and the same as the request URI the client sends (built once).
+pub struct Endpoint {
+    pub url: url::Url,
+    pub uri: ::http::Uri,
+}
+
+impl Endpoint {
+    /// `url` as an endpoint, or why it cannot be one.
+    pub fn new(url: &url::Url) -> Result<Self, String> {
+        let uri = ::http::Uri::try_from(url.as_str())
+            .map_err(|e| format!("{url} cannot be a request's URI: {e}"))?;
+        Ok(Endpoint {
+            url: url.clone(),
+            uri,
+        })
+    }
+}
+
 /// How a route's server is reached.
 pub enum RouteUpstream {
     /// Over HTTP, at this URL.
-    Http(reqwest::Url),
+    Http(Endpoint),
     /// On stdio: its processes, one per session.
     Stdio(Servers),
 }
@@ -136,8 +154,8 @@ impl RouteUpstream {
         request: UpstreamRequest<'_>,
     ) -> Result<Upstreamed, Failure> {
         match self {
-            RouteUpstream::Http(url) => client
-                .send(request.method, url, request.headers, request.body)
+            RouteUpstream::Http(endpoint) => client
+                .send(request.method, &endpoint.uri, request.headers, request.body)
                 .await
                 .map(Upstreamed::Http),
             RouteUpstream::Stdio(servers) => servers.send(&request).await,

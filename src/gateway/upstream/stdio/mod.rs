@@ -14,7 +14,7 @@
 //! unchanged. A client without a session (2026-07-28 has none) is refused: the process would be
 //! shared by callers whose ids may collide.
 
-use super::{Failure, Requester, UpstreamRequest, Upstreamed};
+use super::{AnswerBody, Failure, Requester, UpstreamRequest, Upstreamed};
 use crate::core::error::{Capacity, CheckError};
 use crate::core::metrics::{Metrics, Transport};
 use crate::gateway::sessions::SessionLimits;
@@ -362,7 +362,9 @@ fn fixed(status: StatusCode, body: Option<Vec<u8>>) -> Upstreamed {
             HeaderValue::from_static("application/json"),
         );
     }
-    Upstreamed::Http(response.into())
+    Upstreamed::Http(
+        response.map(|body| AnswerBody::Whole((!body.is_empty()).then(|| body.into()))),
+    )
 }
 
 /// A JSON-RPC error answer to the request `id` (if one), as the process's server would refuse it.
