@@ -1,6 +1,7 @@
 //! TLS on both ports with certificates made in the test (rcgen): REST and gRPC over TLS, a
 //! certificate replaced on disk and picked up without a restart, and mutual TLS where a client
-//! certificate's DNS name stands for a token.
+//! certificate's DNS name stands for a token; the gateway's client to an `https` upstream, which
+//! trusts the system's store and `--upstream-ca` and nothing else.
 
 use crate::helpers::{spawn_app_with, TestApp};
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
@@ -282,4 +283,86 @@ async fn mutual_tls_requires_a_client_certificate_and_its_name_can_stand_for_a_t
     .await
     .expect("answered");
     assert_eq!(status, 401, "{text}");
+}
+
+/// A TLS terminator in front of `upstream` (`host:port`), as a load balancer would stand there:
+/// its certificate `leaf` (HTTP/1.1 offered by ALPN); its port.
+async fn tls_in_front_of(upstream: String, leaf: &(String, String)) -> u16 {
+    let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .expect("versions")
+    .with_no_client_auth()
+    .with_single_cert(
+        CertificateDer::pem_slice_iter(leaf.0.as_bytes())
+            .collect::<Result<Vec<_>, _>>()
+            .expect("cert"),
+        PrivateKeyDer::from_pem_slice(leaf.1.as_bytes()).expect("key"),
+    )
+    .expect("server config");
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    tokio::spawn(async move {
+        while let Ok((tcp, _)) = listener.accept().await {
+            let (acceptor, upstream) = (acceptor.clone(), upstream.clone());
+            tokio::spawn(async move {
+                // A handshake the client refuses ends here.
+                let Ok(mut tls) = acceptor.accept(tcp).await else {
+                    return;
+                };
+                if let Ok(mut plain) = TcpStream::connect(&upstream).await {
+                    let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
+                }
+            });
+        }
+    });
+    port
+}
+
+#[tokio::test]
+async fn the_gateway_reaches_an_https_upstream_it_trusts_and_refuses_one_it_does_not() {
+    use crate::helpers::mcp::{raw_upstream, Gateway};
+    let (_server, url) = raw_upstream().await;
+    let (authority, path) = url
+        .strip_prefix("http://")
+        .and_then(|rest| rest.split_once('/'))
+        .expect("http://HOST:PORT/PATH");
+    let ca = Ca::new("upstream CA");
+    let port = tls_in_front_of(authority.to_owned(), &ca.leaf("localhost")).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ca_file = write(dir.path(), "upstream-ca.pem", &ca.pem());
+    let route = format!("crm=https://localhost:{port}/{path}");
+    let call = r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"sized","arguments":{"id":7}}}"#;
+    let ask = |gateway: &Gateway| {
+        crate::http_client::client()
+            .post(gateway.url("crm"))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(call)
+            .send()
+    };
+
+    let trusting = Gateway::start(std::slice::from_ref(&route), &["--upstream-ca", &ca_file]).await;
+    let answer = ask(&trusting).await.expect("POST");
+    assert_eq!(answer.status(), 200);
+    let answer: serde_json::Value = answer.json().await.expect("JSON");
+    assert_eq!(answer["id"], 5);
+    assert!(
+        answer["result"]["structuredContent"].is_object(),
+        "{answer}"
+    );
+
+    // The upstream's CA is in no store this gateway trusts: no answer is relayed, and the
+    // client is told why.
+    let wary = Gateway::start(&[route], &[]).await;
+    let refused = ask(&wary).await.expect("POST");
+    assert_eq!(refused.status(), 502);
+    let text = refused.text().await.expect("text");
+    assert!(text.contains("certificate"), "{text}");
+    assert!(!text.contains("structuredContent"), "{text}");
 }
