@@ -390,11 +390,39 @@ impl Boundary {
         direction: Direction,
         line: &Bytes,
     ) -> io::Result<()> {
+        self.relay_parsed(link, direction, line, envelope::parse(line, direction))
+            .await
+    }
+
+    /// As [`Boundary::relay`], for a line that must hold one JSON-RPC message (an answer owed
+    /// to a client's HTTP request): `false`, with nothing relayed or recorded, when it holds
+    /// anything else. The line is read once for both.
+    pub async fn relay_message(
+        &self,
+        link: &impl Link,
+        direction: Direction,
+        line: &Bytes,
+    ) -> io::Result<bool> {
+        let parsed = envelope::parse(line, direction);
+        if !matches!(parsed, Parsed::One(_)) {
+            return Ok(false);
+        }
+        self.relay_parsed(link, direction, line, parsed).await?;
+        Ok(true)
+    }
+
+    async fn relay_parsed(
+        &self,
+        link: &impl Link,
+        direction: Direction,
+        line: &Bytes,
+        parsed: Parsed<'_>,
+    ) -> io::Result<()> {
         let taped = Taped {
             link,
             recording: self.recording.as_deref(),
         };
-        let relayed = self.relay_one(&taped, direction, line).await;
+        let relayed = self.relay_one(&taped, direction, line, parsed).await;
         if let Some(recording) = &self.recording {
             recording.received(line);
         }
@@ -406,8 +434,9 @@ impl Boundary {
         link: &impl Link,
         direction: Direction,
         line: &Bytes,
+        parsed: Parsed<'_>,
     ) -> io::Result<()> {
-        let items = match envelope::parse(line, direction) {
+        let items = match parsed {
             Parsed::One(message) => {
                 return self.message(link, direction, line, line, message).await
             }

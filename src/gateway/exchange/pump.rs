@@ -7,7 +7,7 @@
 use super::{AnswerHead, Exchange, Mode, Open, Relay};
 use crate::gateway::sse::{self, Event, Next};
 use crate::gateway::upstream::{self, Failure, GiveBack, Response, Upstreamed};
-use crate::mcp::{self, Direction};
+use crate::mcp::Direction;
 use crate::ops::lines::Line;
 use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderMap};
@@ -235,16 +235,6 @@ async fn pump_json(
         body = body.slice(BOM.len()..);
         len -= BOM.len();
     }
-    if len <= max && open.is_some() && exchange.expects_answer() {
-        if let mcp::Framing::NotJsonRpc | mcp::Framing::Batch = mcp::framing(&body) {
-            // The answer owed to the client cannot be read: not relayed unchecked.
-            let failure = Failure::BadAnswer(
-                "answered with a body that is not a JSON-RPC message".to_owned(),
-            );
-            exchange.failed(&failure, request);
-            return Ok(());
-        }
-    }
     if let Some(head) = head {
         exchange.stage(head);
     }
@@ -265,10 +255,22 @@ async fn pump_json(
             source: Some(body.clone()),
             ..link
         };
-        exchange
-            .boundary()
-            .relay(&link, Direction::ToClient, &body)
-            .await?;
+        let boundary = exchange.boundary();
+        if open.is_some() && exchange.expects_answer() {
+            if !boundary
+                .relay_message(&link, Direction::ToClient, &body)
+                .await?
+            {
+                // The answer owed to the client cannot be read: not relayed unchecked.
+                let failure = Failure::BadAnswer(
+                    "answered with a body that is not a JSON-RPC message".to_owned(),
+                );
+                exchange.failed(&failure, request);
+                return Ok(());
+            }
+        } else {
+            boundary.relay(&link, Direction::ToClient, &body).await?;
+        }
     }
     if open.is_some() && exchange.mode().is_none() {
         if exchange.expects_answer() {
