@@ -82,7 +82,7 @@ pub struct GatewayArgs {
     /// Seconds an upstream has to begin its answer before the client gets 504.
     #[arg(long, env = "SCHEMAGATE_UPSTREAM_TIMEOUT_SECS", default_value_t = DEFAULT_UPSTREAM_TIMEOUT_SECS)]
     pub upstream_timeout_secs: u64,
-    /// Seconds to connect to an upstream before the client gets 502.
+    /// Seconds to connect to an upstream (name lookup, TCP and TLS) before the client gets 502.
     #[arg(long, env = "SCHEMAGATE_UPSTREAM_CONNECT_TIMEOUT_SECS", default_value_t = DEFAULT_UPSTREAM_CONNECT_TIMEOUT_SECS)]
     pub upstream_connect_timeout_secs: u64,
     /// Extra certificate authorities (PEM) trusted for https upstreams, beside the system's.

@@ -107,13 +107,13 @@ pub async fn metadata(gateway: &Gateway, route: &RouteState, base: &str) -> (Sta
     );
     let mut headers = HeaderMap::new();
     headers.insert(header::ACCEPT, HeaderValue::from_static("application/json"));
-    let uri = match Endpoint::new(&url) {
-        Ok(endpoint) => endpoint.uri,
+    let endpoint = match Endpoint::new(&url) {
+        Ok(endpoint) => endpoint,
         Err(why) => return failed(format!("its metadata {at}: {why}")),
     };
     let response = match gateway
         .upstream
-        .send(Method::GET, &uri, headers, None)
+        .send(Method::GET, &endpoint, &headers, None)
         .await
     {
         Ok(response) => response,

@@ -131,7 +131,7 @@ impl FromStr for Route {
                 "route {name}: {parsed} is not an http:// or https:// URL with a host, nor stdio:COMMAND"
             )));
         }
-        Endpoint::new(&parsed).map_err(|why| BadRoute(format!("route {name}: {why}")))?;
+        Endpoint::new(&parsed).map_err(|why| BadRoute(format!("route {name}: {url:?}: {why}")))?;
         Ok(Route {
             name: name.to_owned(),
             target: Target::Http(parsed),

@@ -931,3 +931,65 @@ async fn a_message_that_does_not_arrive_in_time_gets_408_and_the_route_serves_on
     let call = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"sized","arguments":{"id":7}}}"#;
     assert_eq!(post(&gateway.url("crm"), call).await.0, 200);
 }
+
+#[tokio::test]
+async fn a_route_urls_user_and_password_go_as_basic_credentials_unless_the_client_sends_its_own() {
+    let (_server, url) = raw_upstream().await;
+    let with_user = url.replacen("http://", "http://agent:p%40ss@", 1);
+    let gateway = Gateway::start(&[format!("crm={with_user}")], &[]).await;
+    let call = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"headers","arguments":{}}}"#;
+    let seen = |authorization: Option<&'static str>| {
+        let mut request = crate::http_client::client()
+            .post(gateway.url("crm"))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(call);
+        if let Some(value) = authorization {
+            request = request.header("authorization", value);
+        }
+        async move {
+            let answer = request.send().await.expect("POST");
+            assert_eq!(answer.status(), 200);
+            let answer: Value = answer.json().await.expect("JSON");
+            answer["result"]["structuredContent"]["authorization"].clone()
+        }
+    };
+    // "agent:p@ss", the password percent-decoded, in base64.
+    assert_eq!(seen(None).await, "Basic YWdlbnQ6cEBzcw==");
+    assert_eq!(seen(Some("Bearer own")).await, "Bearer own");
+}
+
+#[tokio::test]
+async fn a_tls_handshake_that_never_ends_is_cut_at_the_connect_timeout() {
+    // Accepts connections and says nothing: TCP connects, TLS never does.
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let port = silent.local_addr().expect("addr").port();
+    let held = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = silent.accept().await {
+            held.push(socket);
+        }
+    });
+    let gateway = Gateway::start(
+        &[format!("crm=https://127.0.0.1:{port}/mcp")],
+        &["--upstream-connect-timeout-secs", "1"],
+    )
+    .await;
+    let started = std::time::Instant::now();
+    let answer = crate::http_client::client()
+        .post(gateway.url("crm"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"sized","arguments":{}}}"#)
+        .send()
+        .await
+        .expect("POST");
+    assert_eq!(answer.status(), 502);
+    let text = answer.text().await.expect("text");
+    assert!(text.contains("--upstream-connect-timeout-secs"), "{text}");
+    // Well before --upstream-timeout-secs (300 s by default).
+    assert!(started.elapsed() < std::time::Duration::from_secs(60));
+    held.abort();
+}

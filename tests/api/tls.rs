@@ -286,8 +286,8 @@ async fn mutual_tls_requires_a_client_certificate_and_its_name_can_stand_for_a_t
 }
 
 /// A TLS terminator in front of `upstream` (`host:port`), as a load balancer would stand there:
-/// its certificate `leaf` (HTTP/1.1 offered by ALPN); its port.
-async fn tls_in_front_of(upstream: String, leaf: &(String, String)) -> u16 {
+/// its certificate `leaf`, `alpn` the one protocol it offers; its port.
+async fn tls_in_front_of(upstream: String, leaf: &(String, String), alpn: &[u8]) -> u16 {
     let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
@@ -301,7 +301,7 @@ async fn tls_in_front_of(upstream: String, leaf: &(String, String)) -> u16 {
         PrivateKeyDer::from_pem_slice(leaf.1.as_bytes()).expect("key"),
     )
     .expect("server config");
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.alpn_protocols = vec![alpn.to_vec()];
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
@@ -326,6 +326,13 @@ async fn tls_in_front_of(upstream: String, leaf: &(String, String)) -> u16 {
 
 #[tokio::test]
 async fn the_gateway_reaches_an_https_upstream_it_trusts_and_refuses_one_it_does_not() {
+    // HTTP/1.1, and HTTP/2 (the upstream serves both; ALPN picks).
+    for alpn in [&b"http/1.1"[..], b"h2"] {
+        https_upstream(alpn).await;
+    }
+}
+
+async fn https_upstream(alpn: &[u8]) {
     use crate::helpers::mcp::{raw_upstream, Gateway};
     let (_server, url) = raw_upstream().await;
     let (authority, path) = url
@@ -333,7 +340,7 @@ async fn the_gateway_reaches_an_https_upstream_it_trusts_and_refuses_one_it_does
         .and_then(|rest| rest.split_once('/'))
         .expect("http://HOST:PORT/PATH");
     let ca = Ca::new("upstream CA");
-    let port = tls_in_front_of(authority.to_owned(), &ca.leaf("localhost")).await;
+    let port = tls_in_front_of(authority.to_owned(), &ca.leaf("localhost"), alpn).await;
     let dir = tempfile::tempdir().expect("tempdir");
     let ca_file = write(dir.path(), "upstream-ca.pem", &ca.pem());
     let route = format!("crm=https://localhost:{port}/{path}");
@@ -365,4 +372,8 @@ async fn the_gateway_reaches_an_https_upstream_it_trusts_and_refuses_one_it_does
     let text = refused.text().await.expect("text");
     assert!(text.contains("certificate"), "{text}");
     assert!(!text.contains("structuredContent"), "{text}");
+    assert!(
+        !text.contains(path),
+        "the upstream's path is not shown: {text}"
+    );
 }

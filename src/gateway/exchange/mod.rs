@@ -146,7 +146,7 @@ impl Exchange {
                 let sent = self
                     .send(
                         self.method.clone(),
-                        self.forwarded.clone(),
+                        &self.forwarded,
                         None,
                         Requester::Client,
                     )
@@ -241,10 +241,15 @@ impl Exchange {
         } else {
             Bytes::copy_from_slice(bytes)
         };
-        let mut headers = self.forwarded.clone();
-        if requester == Requester::Rules {
+        let own;
+        let headers = if requester == Requester::Rules {
+            let mut headers = self.forwarded.clone();
             headers::own_request_headers(&mut headers, &body);
-        }
+            own = headers;
+            &own
+        } else {
+            &self.forwarded
+        };
         let sent = self
             .send(Method::POST, headers, Some(body.clone()), requester)
             .await;
@@ -267,7 +272,7 @@ impl Exchange {
     async fn send(
         &self,
         method: Method,
-        headers: HeaderMap,
+        headers: &HeaderMap,
         body: Option<Bytes>,
         requester: Requester,
     ) -> Result<Upstreamed, Failure> {

@@ -11,7 +11,7 @@ pub mod stdio;
 pub use self::http::{next_chunk, AnswerBody, HttpClient, Response};
 
 use crate::ops::lines::Line;
-use ::http::header::HeaderMap;
+use ::http::header::{HeaderMap, HeaderValue};
 use ::http::{Method, StatusCode};
 use bytes::Bytes;
 use std::path::PathBuf;
@@ -24,7 +24,7 @@ use tokio::sync::mpsc;
 pub struct UpstreamConfig {
     /// Longest wait for an upstream's answer to begin (its status and headers).
     pub timeout: Duration,
-    /// Longest wait for a connection to an upstream.
+    /// Longest wait for a connection to an upstream (name lookup, TCP and TLS).
     pub connect_timeout: Duration,
     /// Extra certificate authorities (PEM) trusted for `https` upstreams.
     pub ca: Option<PathBuf>,
@@ -109,7 +109,7 @@ pub enum Requester {
 /// One request to a route's upstream.
 pub struct UpstreamRequest<'a> {
     pub method: Method,
-    pub headers: HeaderMap,
+    pub headers: &'a HeaderMap,
     /// A POST's message.
     pub body: Option<Bytes>,
     /// Who sent it (a stdio route's processes are kept per caller and session).
@@ -119,22 +119,56 @@ pub struct UpstreamRequest<'a> {
     pub requester: Requester,
 }
 
-/// An HTTP upstream's URL, and the same as the request URI the client sends (built once).
+/// An HTTP upstream's URL, and what a request to it carries (built once): its URI without user
+/// information, and the URL's user and password, if any, as HTTP Basic credentials.
 pub struct Endpoint {
     pub url: url::Url,
     pub uri: ::http::Uri,
+    pub credentials: Option<HeaderValue>,
 }
 
 impl Endpoint {
-    /// `url` as an endpoint, or why it cannot be one.
+    /// `url` as an endpoint, or why it cannot be one (without the URL, which may hold secrets).
     pub fn new(url: &url::Url) -> Result<Self, String> {
-        let uri = ::http::Uri::try_from(url.as_str())
-            .map_err(|e| format!("{url} cannot be a request's URI: {e}"))?;
+        let mut bare = url.clone();
+        let credentials = basic_credentials(url);
+        if credentials.is_some() {
+            // Infallible for an http(s) URL with a host, which every endpoint is.
+            let _ = bare.set_username("");
+            let _ = bare.set_password(None);
+        }
+        let uri = ::http::Uri::try_from(bare.as_str())
+            .map_err(|e| format!("the URL cannot be a request's URI: {e}"))?;
         Ok(Endpoint {
             url: url.clone(),
             uri,
+            credentials,
         })
     }
+}
+
+/// The `Authorization` value for the user and password in `url`, percent-decoded, if it has
+/// either (as reqwest sent them).
+fn basic_credentials(url: &url::Url) -> Option<HeaderValue> {
+    use base64::Engine;
+    let decode = |text: &str| {
+        percent_encoding::percent_decode_str(text)
+            .decode_utf8_lossy()
+            .into_owned()
+    };
+    let password = url.password().map(decode);
+    if url.username().is_empty() && password.is_none() {
+        return None;
+    }
+    let pair = format!(
+        "{}:{}",
+        decode(url.username()),
+        password.unwrap_or_default()
+    );
+    let encoded = base64::engine::general_purpose::STANDARD.encode(pair);
+    let mut value = HeaderValue::try_from(format!("Basic {encoded}")).ok()?;
+    value.set_sensitive(true);
+    Some(value)
 }
 
 /// How a route's server is reached.
@@ -155,7 +189,7 @@ impl RouteUpstream {
     ) -> Result<Upstreamed, Failure> {
         match self {
             RouteUpstream::Http(endpoint) => client
-                .send(request.method, &endpoint.uri, request.headers, request.body)
+                .send(request.method, endpoint, request.headers, request.body)
                 .await
                 .map(Upstreamed::Http),
             RouteUpstream::Stdio(servers) => servers.send(&request).await,
