@@ -341,7 +341,7 @@ async fn post_message(
     }
     let request = ClientRequest {
         method: Method::POST,
-        headers: &parts.headers,
+        headers: parts.headers,
         message,
         expects_answer,
         caller: caller.name(),
@@ -412,7 +412,7 @@ async fn relay_bodyless(
     };
     let request = ClientRequest {
         method,
-        headers,
+        headers: parts.headers,
         message: Bytes::new(),
         expects_answer: false,
         caller: caller.name(),

@@ -99,8 +99,9 @@ pub struct SessionLimits {
     pub idle: Duration,
 }
 
-/// What a session is held under: the route's name, the caller's name, the session id.
-type Key = (Box<str>, Box<str>, Box<str>);
+/// What a session is held under: the route's name, the caller's name and the session id, in
+/// one string (see [`with_key`]).
+type Key = Box<str>;
 
 /// Sessions by route, caller and session id.
 pub struct Sessions {
@@ -121,29 +122,50 @@ impl Sessions {
     /// one that expired here, an id never issued) is held only once the upstream answers it,
     /// so ids the upstream does not know never take the place of sessions in use.
     pub fn get(&self, route: &str, caller: &str, id: &str) -> Option<Held> {
-        self.held.get(&(route.into(), caller.into(), id.into()))
+        with_key(route, caller, id, |key| self.held.get(key))
     }
 
     /// Session `id` is `caller`'s: the upstream issued it for a session begun here, or
     /// answered it for one held elsewhere until now.
     pub fn insert(&self, route: &str, caller: &str, id: &str, boundary: Arc<Boundary>) {
-        self.held.insert(
-            (route.into(), caller.into(), id.into()),
-            Held::new(boundary),
-        );
+        let key: Key = with_key(route, caller, id, |key| key.into());
+        self.held.insert(key, Held::new(boundary));
     }
 
     /// Session `id` ended (DELETE) or the upstream no longer knows it.
     pub fn remove(&self, route: &str, caller: &str, id: &str) {
-        self.held
-            .invalidate(&(route.into(), caller.into(), id.into()));
+        with_key(route, caller, id, |key| self.held.invalidate(key));
     }
+}
+
+/// `f` of the key of session `id` of `route` and `caller`: each name after its length, so no
+/// two triples make one key. Written into a buffer of the thread's own, so a lookup allocates
+/// nothing.
+fn with_key<T>(route: &str, caller: &str, id: &str, f: impl FnOnce(&str) -> T) -> T {
+    use std::fmt::Write;
+    thread_local! {
+        static KEY: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+    }
+    KEY.with_borrow_mut(|key| {
+        key.clear();
+        // Writing into a String cannot fail.
+        let _ = write!(key, "{}:{route}{}:{caller}{id}", route.len(), caller.len());
+        f(key)
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use futures_util::FutureExt;
+
+    #[test]
+    fn no_two_sessions_share_a_key() {
+        let key = |route, caller, id| with_key(route, caller, id, |key| key.to_owned());
+        assert_ne!(key("a", "bc", "d"), key("ab", "c", "d"));
+        assert_ne!(key("a", "b", "cd"), key("a", "bc", "d"));
+        assert_eq!(key("crm", "agent", "s1"), key("crm", "agent", "s1"));
+    }
 
     #[tokio::test]
     async fn a_request_in_a_session_just_begun_goes_after_the_get_the_client_is_opening() {

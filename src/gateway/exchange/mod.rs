@@ -77,7 +77,7 @@ pub struct Exchange {
 /// What an exchange needs of the client's request.
 pub struct ClientRequest<'a> {
     pub method: Method,
-    pub headers: &'a HeaderMap,
+    pub headers: HeaderMap,
     /// The message (empty for GET and DELETE).
     pub message: Bytes,
     /// The message is a request.
@@ -97,25 +97,26 @@ impl Exchange {
         boundary: Arc<Boundary>,
         request: ClientRequest<'_>,
     ) -> Answer {
-        let client_headers = request.headers;
         let (head_tx, head) = oneshot::channel();
         // A few messages of slack: past them a client that does not read holds the upstream back.
         let (body_tx, body) = mpsc::channel(16);
-        let session = client_headers
+        let session = request
+            .headers
             .get(MCP_SESSION_ID)
             .and_then(|v| v.to_str().ok())
             .map(Box::from);
+        let host = request.headers.get(header::HOST).cloned();
         let exchange = Arc::new(Exchange {
             gateway,
             route,
             boundary,
-            forwarded: headers::for_upstream(client_headers),
+            forwarded: headers::for_upstream(request.headers),
             session,
             adopt: request.adopt,
             method: request.method,
             expects_answer: request.expects_answer,
             caller: request.caller.into(),
-            host: client_headers.get(header::HOST).cloned(),
+            host,
             request: request.message,
             decided: Mutex::new(Decided {
                 head: Some(head_tx),

@@ -23,8 +23,7 @@ const HOP_BY_HOP: [HeaderName; 8] = [
 /// `Mcp-Param-*` and any other), less those of one hop, `Host` and `Content-Length` (the
 /// client to the upstream sets them) and `Accept-Encoding` (the gateway reads what it relays,
 /// so it asks for no compression).
-pub fn for_upstream(client: &HeaderMap) -> HeaderMap {
-    let mut headers = client.clone();
+pub fn for_upstream(mut headers: HeaderMap) -> HeaderMap {
     strip_hop_by_hop(&mut headers);
     for name in [
         header::HOST,
@@ -116,7 +115,7 @@ mod tests {
                 HeaderValue::from_static(value),
             );
         }
-        let sent = for_upstream(&client);
+        let sent = for_upstream(client);
         let mut names: Vec<&str> = sent.keys().map(|n| n.as_str()).collect();
         names.sort_unstable();
         assert_eq!(
