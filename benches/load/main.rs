@@ -29,7 +29,8 @@
 //!   answer serialised to JSON, all in this process.
 //! - The transports: a real server on loopback ports. REST is driven the way wrk drives it:
 //!   pre-built requests on keep-alive connections, answers read whole by their Content-Length,
-//!   so the client costs little beside the server. gRPC is driven by tonic's client.
+//!   so the client costs little beside the server. gRPC is driven the same way: pre-encoded
+//!   calls on a bare HTTP/2 connection, answers counted, not decoded.
 //!
 //! The transport legs' server is `schemagate serve` (the binary cargo builds beside this harness)
 //! in a process of its own, so its clients are another process, as wrk is; its CPU is read from
@@ -144,7 +145,7 @@ fn main() -> anyhow::Result<()> {
         ((0..cores).collect(), (0..cores).collect())
     };
     println!(
-        "machine: {cores} cores; the clients and the server share this machine and this process (separate runtimes and threads, CPU counted per thread); {}; {:.0} s per leg",
+        "machine: {cores} cores; the clients and the transport legs' server share this machine (the server a process of its own, CPU counted per process and per client thread); {}; {:.0} s per leg",
         if pin {
             format!("pinned: server on CPUs {server_cpus:?}, client on CPUs {client_cpus:?}")
         } else {
