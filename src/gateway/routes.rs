@@ -33,7 +33,7 @@ pub struct Route {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
     /// Its Streamable HTTP endpoint (`http` or `https`).
-    Http(url::Url),
+    Http(Endpoint),
     /// The command (program and arguments) that runs it on stdio.
     Stdio(Arc<[String]>),
 }
@@ -41,7 +41,7 @@ pub enum Target {
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Target::Http(url) => write!(f, "{url}"),
+            Target::Http(endpoint) => write!(f, "{}", endpoint.url),
             Target::Stdio(command) => {
                 f.write_str("stdio:")?;
                 for (i, word) in command.iter().enumerate() {
@@ -60,7 +60,7 @@ impl Target {
     /// arguments may hold secrets).
     pub fn public(&self) -> String {
         match self {
-            Target::Http(url) => public_origin(url),
+            Target::Http(endpoint) => public_origin(&endpoint.url),
             Target::Stdio(_) => "(its stdio server)".to_owned(),
         }
     }
@@ -69,8 +69,8 @@ impl Target {
     /// query's values hidden, a command in full.
     pub fn redacted(&self) -> String {
         match self {
-            Target::Http(url) => {
-                let mut url = url.clone();
+            Target::Http(endpoint) => {
+                let mut url = endpoint.url.clone();
                 let _ = url.set_password(None);
                 if url.query().is_some() {
                     let pairs: Vec<String> = url
@@ -131,10 +131,11 @@ impl FromStr for Route {
                 "route {name}: {parsed} is not an http:// or https:// URL with a host, nor stdio:COMMAND"
             )));
         }
-        Endpoint::new(&parsed).map_err(|why| BadRoute(format!("route {name}: {url:?}: {why}")))?;
+        let endpoint = Endpoint::new(&parsed)
+            .map_err(|why| BadRoute(format!("route {name}: {url:?}: {why}")))?;
         Ok(Route {
             name: name.to_owned(),
-            target: Target::Http(parsed),
+            target: Target::Http(endpoint),
             record: RecordOverride::default(),
         })
     }
@@ -371,9 +372,8 @@ impl RouteTable {
                     kept.record.store(Arc::new(route.record.clone()));
                 }
             }
-            let state = match kept {
-                Some(kept) => kept,
-                None => Arc::new(RouteState {
+            let state = kept.unwrap_or_else(|| {
+                Arc::new(RouteState {
                     config: BoundaryConfig {
                         server: route.name.clone(),
                         transport: Transport::Gateway,
@@ -383,10 +383,7 @@ impl RouteTable {
                     record: arc_swap::ArcSwap::from_pointee(route.record.clone()),
                     sessionless: std::sync::OnceLock::new(),
                     upstream: match &route.target {
-                        Target::Http(url) => RouteUpstream::Http(
-                            Endpoint::new(url)
-                                .map_err(|why| anyhow::anyhow!("route {}: {why}", route.name))?,
-                        ),
+                        Target::Http(endpoint) => RouteUpstream::Http(endpoint.clone()),
                         Target::Stdio(command) => RouteUpstream::Stdio(Servers::new(
                             &route.name,
                             Arc::clone(command),
@@ -395,8 +392,8 @@ impl RouteTable {
                         )),
                     },
                     route: route.clone(),
-                }),
-            };
+                })
+            });
             by_name.insert(route.name, state);
         }
         let mut names: Vec<&str> = by_name.keys().map(String::as_str).collect();

@@ -181,7 +181,7 @@ impl Exchange {
                 .unwrap_or_else(|e| e.into_inner())
                 .take();
             if let Some(answer) = deferred {
-                pump(answer).await;
+                pump::run(answer).await;
             }
         };
         Box::pin(async move {

@@ -41,54 +41,58 @@ pub(super) struct Pump {
 /// a request of the rules' own is read to its end. A request whose answer did not come, and
 /// cannot come later (not on a stream the client may resume, or the rules' own), is no longer
 /// followed.
+pub(super) async fn run(pump: Pump) {
+    let Pump {
+        exchange,
+        response,
+        kind,
+        request,
+        open,
+        head,
+    } = pump;
+    let mut resumable = false;
+    let relayed = match (kind, response) {
+        (
+            _,
+            Upstreamed::Lines {
+                lines, give_back, ..
+            },
+        ) => pump_lines(&exchange, lines, &give_back, open.as_ref()).await,
+        (Mode::Json, Upstreamed::Http(response)) => {
+            pump_json(&exchange, response, open.as_ref(), head, request.as_ref()).await
+        }
+        (Mode::Sse, Upstreamed::Http(response)) => {
+            pump_events(&exchange, response, open.as_ref(), &mut resumable).await
+        }
+        (Mode::Raw, Upstreamed::Http(response)) => {
+            pump_raw(&exchange, response, open.as_ref()).await
+        }
+    };
+    if let Err(e) = &relayed {
+        tracing::debug!(route = %exchange.route_name(), error = %e, "relay of the upstream's answer ended");
+    }
+    let client_gone = relayed.as_ref().is_err_and(client_gone);
+    if let Some(request) = &request {
+        if !client_gone
+            && open.is_some()
+            && !resumable
+            && exchange.boundary().awaits_answer(request)
+        {
+            // The stream ended (or was cut) before the answer it owes: the client gets an
+            // error for its request, not a stream that ends in silence.
+            exchange.stream_cut(request).await;
+        }
+        if open.is_none() || !resumable {
+            exchange.boundary().unanswered(request);
+        }
+    }
+    drop(open);
+}
+
+/// [`run`] in a box of its own, for a task: the answer to one of the rules' own requests (its
+/// pump may relay messages that send more requests, whose pumps are tasks again).
 pub(super) fn pump(pump: Pump) -> futures_util::future::BoxFuture<'static, ()> {
-    Box::pin(async move {
-        let Pump {
-            exchange,
-            response,
-            kind,
-            request,
-            open,
-            head,
-        } = pump;
-        let mut resumable = false;
-        let relayed = match (kind, response) {
-            (
-                _,
-                Upstreamed::Lines {
-                    lines, give_back, ..
-                },
-            ) => pump_lines(&exchange, lines, &give_back, open.as_ref()).await,
-            (Mode::Json, Upstreamed::Http(response)) => {
-                pump_json(&exchange, response, open.as_ref(), head, request.as_ref()).await
-            }
-            (Mode::Sse, Upstreamed::Http(response)) => {
-                pump_events(&exchange, response, open.as_ref(), &mut resumable).await
-            }
-            (Mode::Raw, Upstreamed::Http(response)) => {
-                pump_raw(&exchange, response, open.as_ref()).await
-            }
-        };
-        if let Err(e) = &relayed {
-            tracing::debug!(route = %exchange.route_name(), error = %e, "relay of the upstream's answer ended");
-        }
-        let client_gone = relayed.as_ref().is_err_and(client_gone);
-        if let Some(request) = &request {
-            if !client_gone
-                && open.is_some()
-                && !resumable
-                && exchange.boundary().awaits_answer(request)
-            {
-                // The stream ended (or was cut) before the answer it owes: the client gets an
-                // error for its request, not a stream that ends in silence.
-                exchange.stream_cut(request).await;
-            }
-            if open.is_none() || !resumable {
-                exchange.boundary().unanswered(request);
-            }
-        }
-        drop(open);
-    })
+    Box::pin(run(pump))
 }
 
 /// The next chunk of the upstream's answer, or `None` at its end; with `open`, an error once the
@@ -189,20 +193,35 @@ async fn relay_line(
 }
 
 /// A JSON answer read to its end: its bytes (at most `max`, or its first bytes past it, to find
-/// its id) and its whole length.
+/// its id) and its whole length. An answer that came in one chunk is that chunk, not a copy.
 async fn read_whole(
     response: &mut Response,
     open: Option<&Arc<Open>>,
     max: usize,
-) -> io::Result<(BytesMut, usize)> {
-    let mut body = BytesMut::new();
+) -> io::Result<(Bytes, usize)> {
+    let keep = max.max(HEAD_BYTES);
+    let mut first: Option<Bytes> = None;
+    let mut joined = BytesMut::new();
     let mut len = 0usize;
     while let Some(chunk) = next_chunk(response, open).await? {
         len += chunk.len();
-        if body.len() < max.max(HEAD_BYTES) {
-            body.extend_from_slice(&chunk);
+        if joined.is_empty() {
+            match first.take() {
+                None => {
+                    first = Some(chunk);
+                    continue;
+                }
+                Some(first) => joined.extend_from_slice(&first),
+            }
+        }
+        if joined.len() < keep {
+            joined.extend_from_slice(&chunk);
         }
     }
+    let body = match first {
+        Some(first) => first,
+        None => joined.freeze(),
+    };
     Ok((body, len))
 }
 
@@ -214,23 +233,23 @@ async fn pump_json(
     request: Option<&Bytes>,
 ) -> io::Result<()> {
     let max = exchange.max_message_bytes();
-    let (body, mut len) = match read_whole(&mut response, open, max).await {
+    // The client is owed this answer: one it cannot read goes as the gateway's error instead.
+    let owed = open.is_some() && exchange.expects_answer();
+    let bad_answer = |why: String| exchange.failed(&Failure::BadAnswer(why), request);
+    let (mut body, mut len) = match read_whole(&mut response, open, max).await {
         Ok(read) => read,
         Err(e) if client_gone(&e) => return Err(e),
         Err(e) => {
             // Cut off (a connection closed before the length it declared, a chunked body that
             // never ended): what came cannot be stood behind.
             if open.is_some() {
-                let failure =
-                    Failure::BadAnswer(format!("cut its answer off before its end ({e})"));
-                exchange.failed(&failure, request);
+                bad_answer(format!("cut its answer off before its end ({e})"));
             }
             return Ok(());
         }
     };
     // A byte order mark is not JSON, yet clients that read JSON skip it: the rules read what
     // the client will.
-    let mut body = body.freeze();
     if body.starts_with(BOM) {
         body = body.slice(BOM.len()..);
         len -= BOM.len();
@@ -256,29 +275,27 @@ async fn pump_json(
             ..link
         };
         let boundary = exchange.boundary();
-        if open.is_some() && exchange.expects_answer() {
-            if !boundary
-                .relay_message(&link, Direction::ToClient, &body)
-                .await?
-            {
-                // The answer owed to the client cannot be read: not relayed unchecked.
-                let failure = Failure::BadAnswer(
-                    "answered with a body that is not a JSON-RPC message".to_owned(),
-                );
-                exchange.failed(&failure, request);
-                return Ok(());
+        let relayed = match owed {
+            true => {
+                boundary
+                    .relay_message(&link, Direction::ToClient, &body)
+                    .await?
             }
-        } else {
-            boundary.relay(&link, Direction::ToClient, &body).await?;
+            false => boundary
+                .relay(&link, Direction::ToClient, &body)
+                .await
+                .map(|()| true)?,
+        };
+        if !relayed {
+            // The answer owed to the client cannot be read: not relayed unchecked.
+            bad_answer("answered with a body that is not a JSON-RPC message".to_owned());
+            return Ok(());
         }
     }
     if open.is_some() && exchange.mode().is_none() {
-        if exchange.expects_answer() {
+        if owed {
             // The rules withheld the one message, and wrote nothing in its place.
-            let failure = Failure::BadAnswer(
-                "answered with a message the gateway withheld (see its log)".to_owned(),
-            );
-            exchange.failed(&failure, request);
+            bad_answer("answered with a message the gateway withheld (see its log)".to_owned());
         } else {
             exchange.decide_staged();
         }

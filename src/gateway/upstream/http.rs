@@ -12,7 +12,7 @@ use anyhow::Context;
 use bytes::Bytes;
 use http::header::{self, HeaderMap};
 use http::{Method, Request, Uri};
-use http_body_util::{BodyExt, Full};
+use http_body_util::{BodyExt, Either, Full};
 use hyper_rustls::HttpsConnector;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
@@ -33,10 +33,7 @@ pub type Response = http::Response<AnswerBody>;
 
 /// An answer's body: as it comes from an upstream, or whole (an answer of the gateway's own in
 /// a server's place).
-pub enum AnswerBody {
-    Incoming(hyper::body::Incoming),
-    Whole(Option<Bytes>),
-}
+pub type AnswerBody = Either<hyper::body::Incoming, Full<Bytes>>;
 
 /// The pooled client to every upstream.
 pub struct HttpClient {
@@ -129,7 +126,7 @@ impl HttpClient {
             Err(_) => Err(Failure::TimedOut(self.timeout)),
             // hyper's errors name no URL (which may hold secrets): the failure reaches the client.
             Ok(Err(e)) => Err(Failure::Unreachable(error_chain(&e))),
-            Ok(Ok(response)) => Ok(response.map(AnswerBody::Incoming)),
+            Ok(Ok(response)) => Ok(response.map(Either::Left)),
         }
     }
 }
@@ -157,28 +154,28 @@ fn request(
 /// Whether an HTTP/2 upstream refused the request before processing it, so that sending it again
 /// is safe (RFC 9113, 8.7): a stream refused, or a graceful GOAWAY.
 fn refused_unprocessed(error: &hyper_util::client::legacy::Error) -> bool {
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        if let Some(h2) = cause.downcast_ref::<h2::Error>() {
-            return h2.is_remote()
+    causes(error)
+        .find_map(|cause| cause.downcast_ref::<h2::Error>())
+        .is_some_and(|h2| {
+            h2.is_remote()
                 && ((h2.is_go_away() && h2.reason() == Some(h2::Reason::NO_ERROR))
-                    || (h2.is_reset() && h2.reason() == Some(h2::Reason::REFUSED_STREAM)));
-        }
-        source = cause.source();
-    }
-    false
+                    || (h2.is_reset() && h2.reason() == Some(h2::Reason::REFUSED_STREAM)))
+        })
+}
+
+/// `error` and its causes, outermost first.
+fn causes<'e>(
+    error: &'e (dyn std::error::Error + 'static),
+) -> impl Iterator<Item = &'e (dyn std::error::Error + 'static)> {
+    std::iter::successors(Some(error), |e| e.source())
 }
 
 /// The next chunk of `response`'s body, or `None` at its end (trailers are not relayed).
 pub async fn next_chunk(response: &mut Response) -> Result<Option<Bytes>, String> {
-    let body = match response.body_mut() {
-        AnswerBody::Whole(whole) => return Ok(whole.take()),
-        AnswerBody::Incoming(body) => body,
-    };
     loop {
-        match body.frame().await {
+        match response.body_mut().frame().await {
             None => return Ok(None),
-            Some(Err(e)) => return Err(error_chain(&e)),
+            Some(Err(e)) => return Err(error_chain(&*e)),
             Some(Ok(frame)) => {
                 if let Ok(data) = frame.into_data() {
                     return Ok(Some(data));
@@ -228,12 +225,8 @@ impl tower::Service<Uri> for Bounded {
 
 /// An error and its causes, on one line.
 fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
+    causes(error)
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(": ")
 }

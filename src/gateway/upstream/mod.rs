@@ -8,7 +8,7 @@ pub mod headers;
 mod http;
 pub mod stdio;
 
-pub use self::http::{next_chunk, AnswerBody, HttpClient, Response};
+pub use self::http::{next_chunk, HttpClient, Response};
 
 use crate::ops::lines::Line;
 use ::http::header::{HeaderMap, HeaderValue};
@@ -121,6 +121,7 @@ pub struct UpstreamRequest<'a> {
 
 /// An HTTP upstream's URL, and what a request to it carries (built once): its URI without user
 /// information, and the URL's user and password, if any, as HTTP Basic credentials.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoint {
     pub url: url::Url,
     pub uri: ::http::Uri,

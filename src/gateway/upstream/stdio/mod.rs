@@ -14,7 +14,7 @@
 //! unchanged. A client without a session (2026-07-28 has none) is refused: the process would be
 //! shared by callers whose ids may collide.
 
-use super::{AnswerBody, Failure, Requester, UpstreamRequest, Upstreamed};
+use super::{Failure, Requester, UpstreamRequest, Upstreamed};
 use crate::core::error::{Capacity, CheckError};
 use crate::core::metrics::{Metrics, Transport};
 use crate::gateway::sessions::SessionLimits;
@@ -22,6 +22,7 @@ use crate::mcp::{self, Framing};
 use crate::ops::child;
 use http::header::{self, HeaderValue};
 use http::{Method, StatusCode};
+use http_body_util::{Either, Full};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -362,9 +363,7 @@ fn fixed(status: StatusCode, body: Option<Vec<u8>>) -> Upstreamed {
             HeaderValue::from_static("application/json"),
         );
     }
-    Upstreamed::Http(
-        response.map(|body| AnswerBody::Whole((!body.is_empty()).then(|| body.into()))),
-    )
+    Upstreamed::Http(response.map(|body| Either::Right(Full::from(body))))
 }
 
 /// A JSON-RPC error answer to the request `id` (if one), as the process's server would refuse it.
