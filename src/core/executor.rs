@@ -509,6 +509,8 @@ where
 {
     fn run(&self, until: Instant) -> bool {
         let len = self.items.len();
+        // One clock reading per block: where a block ends, the next starts.
+        let mut started = Instant::now();
         loop {
             // Items are claimed a block at a time: two workers on one batch then touch each
             // other's cache lines once a block, not once an item.
@@ -518,7 +520,6 @@ where
                 return false;
             }
             let block = first..(first + claim).min(len);
-            let started = Instant::now();
             let mut answered = 0;
             for i in block.clone() {
                 // Cancelled: the block's items not started are given back as never started.
@@ -539,12 +540,12 @@ where
                 answered += 1;
             }
             let now = Instant::now();
-            let per_item = (now - started).as_nanos() / answered.max(1) as u128;
+            // A block holds at least one item.
+            let per_item = (now - started).as_nanos() / answered as u128;
+            started = now;
             let fits = SLICE.as_nanos() / per_item.max(1);
-            self.claim.store(
-                usize::try_from(fits).unwrap_or(BLOCK).clamp(1, BLOCK),
-                Ordering::Relaxed,
-            );
+            self.claim
+                .store(fits.clamp(1, BLOCK as u128) as usize, Ordering::Relaxed);
             if self.done.fetch_add(answered, Ordering::AcqRel) + answered == len {
                 self.reply();
                 return false;

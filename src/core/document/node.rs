@@ -272,12 +272,10 @@ impl<'a> Array<'a, DocumentJson> for NodeRef<'a> {
     fn is_unique(&self) -> bool {
         let len = Array::len(self);
         if len <= PAIRWISE_UNIQUE {
-            // Pairwise for a few: no set built.
-            let items: Vec<NodeRef<'a>> = Elements::of(*self).collect();
-            return items
-                .iter()
+            // Pairwise for a few: no set built, nothing collected.
+            return Elements::of(*self)
                 .enumerate()
-                .all(|(i, a)| items[..i].iter().all(|b| !same(*a, *b)));
+                .all(|(i, a)| Elements::of(*self).take(i).all(|b| !same(a, b)));
         }
         // Hashed on the document itself: no value built for an element.
         let mut seen = AHashSet::with_capacity(len);
@@ -344,7 +342,14 @@ fn same(a: NodeRef<'_>, b: NodeRef<'_>) -> bool {
     let number = |k: Kind| matches!(k, Kind::Unsigned | Kind::Signed | Kind::Float);
     match (sa.kind, sb.kind) {
         (Kind::Unsigned, Kind::Unsigned) | (Kind::Signed, Kind::Signed) => sa.c == sb.c,
-        (ka, kb) if number(ka) && number(kb) => a.equals_value(&b.value()),
+        (ka, kb) if number(ka) && number(kb) => {
+            // Equal numbers have one nearest `f64`: two finite ones that differ are two numbers,
+            // found with no value built. The rest are compared exactly.
+            match (a.doc.number(sa).as_f64(), b.doc.number(sb).as_f64()) {
+                (Some(x), Some(y)) if x.is_finite() && y.is_finite() && x != y => false,
+                _ => a.equals_value(&b.value()),
+            }
+        }
         (Kind::String, Kind::String) => a.doc.text_of(sa) == b.doc.text_of(sb),
         (Kind::Array, Kind::Array) => {
             sa.a == sb.a
