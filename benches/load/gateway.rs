@@ -345,7 +345,11 @@ pub(crate) fn gateway_leg(seconds: f64) -> anyhow::Result<()> {
         relayed("through the gateway", &g);
         let added_p50 = g.p50_us - d.p50_us;
         if let Some(b) = &b {
-            let latency = added_p50 / (b.p50_us - d.p50_us);
+            // A bare relay that added nothing (or less) leaves no ratio to meet.
+            let latency = match b.p50_us - d.p50_us {
+                bare if bare > 0.0 => added_p50 / bare,
+                _ => f64::INFINITY,
+            };
             let cpu = g.cpu4_us[1] / b.cpu4_us[1];
             println!(
                 "{:<44} added p50 {latency:.2}x, CPU per call at {FEW_IN_FLIGHT} in flight {cpu:.2}x",

@@ -1,7 +1,6 @@
-//! reqwest clients for the tests and the load harness. schemagate's own reqwest (the gateway's
-//! client to its upstreams) is built with rustls and no crypto provider, a configuration handed
-//! over whole; a plain client takes the process's default provider, installed here (ring, as
-//! schemagate uses) before one is built.
+//! reqwest clients for the tests and the load harness. Their reqwest carries rustls with no
+//! crypto provider chosen; a plain client takes the process's default provider, installed here
+//! (ring, as schemagate uses) before one is built.
 
 pub fn builder() -> reqwest::ClientBuilder {
     let _ = rustls::crypto::ring::default_provider().install_default();
