@@ -502,10 +502,7 @@ async fn the_gateways_token_is_its_own_and_the_upstreams_credentials_pass_throug
     .await;
     let call = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"headers","arguments":{}}}"#;
     let send = |proxy_token: Option<&'static str>| {
-        let mut request = crate::http_client::client()
-            .post(gateway.url("crm"))
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
+        let mut request = mcp_request(gateway.url("crm"))
             .header("authorization", "Bearer upstream-credential")
             .body(call);
         if let Some(token) = proxy_token {
@@ -628,10 +625,7 @@ async fn a_header_that_disagrees_with_the_body_is_a_header_mismatch() {
     let gateway = Gateway::start(&[format!("crm={url}")], &[]).await;
     let call = r#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"sized","arguments":{"id":7}}}"#;
     let send = |method: &'static str, name: &'static str| {
-        crate::http_client::client()
-            .post(gateway.url("crm"))
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
+        mcp_request(gateway.url("crm"))
             .header("mcp-protocol-version", "2026-07-28")
             .header("mcp-method", method)
             .header("mcp-name", name)
@@ -658,10 +652,7 @@ async fn a_header_that_disagrees_with_the_body_is_a_header_mismatch() {
 async fn a_json_answer_comes_whole_with_its_content_length() {
     let (_server, url) = raw_upstream().await;
     let gateway = Gateway::start(&[format!("crm={url}")], &[]).await;
-    let response = crate::http_client::client()
-        .post(gateway.url("crm"))
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
+    let response = mcp_request(gateway.url("crm"))
         .body(r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"sized","arguments":{"id":7}}}"#)
         .send()
         .await
@@ -692,10 +683,7 @@ async fn a_clients_oauth_flow_finds_the_routes_metadata_through_the_gateway() {
     let gateway = Gateway::start(&[format!("crm={url}")], &[]).await;
     let base = format!("http://127.0.0.1:{}", gateway.port);
     let call = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"sized","arguments":{"id":7}}}"#;
-    let challenged = crate::http_client::client()
-        .post(gateway.url("crm"))
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
+    let challenged = mcp_request(gateway.url("crm"))
         .body(call)
         .send()
         .await
@@ -735,10 +723,7 @@ async fn a_clients_oauth_flow_finds_the_routes_metadata_through_the_gateway() {
 
     // With the upstream's token, the call goes through and is checked.
     let (status, _, body) = {
-        let response = crate::http_client::client()
-            .post(gateway.url("crm"))
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
+        let response = mcp_request(gateway.url("crm"))
             .header("authorization", "Bearer from-the-authorization-server")
             .body(call)
             .send()
@@ -939,11 +924,7 @@ async fn a_route_urls_user_and_password_go_as_basic_credentials_unless_the_clien
     let gateway = Gateway::start(&[format!("crm={with_user}")], &[]).await;
     let call = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"headers","arguments":{}}}"#;
     let seen = |authorization: Option<&'static str>| {
-        let mut request = crate::http_client::client()
-            .post(gateway.url("crm"))
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .body(call);
+        let mut request = mcp_request(gateway.url("crm")).body(call);
         if let Some(value) = authorization {
             request = request.header("authorization", value);
         }
@@ -978,10 +959,7 @@ async fn a_tls_handshake_that_never_ends_is_cut_at_the_connect_timeout() {
     )
     .await;
     let started = std::time::Instant::now();
-    let answer = crate::http_client::client()
-        .post(gateway.url("crm"))
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
+    let answer = mcp_request(gateway.url("crm"))
         .body(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"sized","arguments":{}}}"#)
         .send()
         .await

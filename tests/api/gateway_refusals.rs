@@ -5,7 +5,7 @@
 
 use crate::helpers::gateway::InProcess;
 use crate::helpers::mcp::{children_of, Gateway};
-use crate::helpers::mcp::{free_port, stdio_route};
+use crate::helpers::mcp::{free_port, mcp_request, stdio_route};
 use crate::helpers::spawn_app;
 use serde_json::Value;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -235,10 +235,7 @@ async fn upstream_answers_the_gateway_cannot_stand_behind_are_502_with_an_error_
     for (what, answer, says) in answers {
         let (url, _) = raw_upstream("/mcp", answer).await;
         let gateway = InProcess::start(&[format!("crm={url}")], &[]).await;
-        let response = crate::http_client::client()
-            .post(gateway.url("crm"))
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
+        let response = mcp_request(gateway.url("crm"))
             .body(CALL)
             .send()
             .await
@@ -267,10 +264,7 @@ async fn an_event_stream_cut_before_its_answer_ends_with_an_error_for_the_reques
     })
     .await;
     let gateway = InProcess::start(&[format!("crm={url}")], &[]).await;
-    let response = crate::http_client::client()
-        .post(gateway.url("crm"))
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
+    let response = mcp_request(gateway.url("crm"))
         .body(CALL)
         .send()
         .await

@@ -346,10 +346,7 @@ async fn https_upstream(alpn: &[u8]) {
     let route = format!("crm=https://localhost:{port}/{path}");
     let call = r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"sized","arguments":{"id":7}}}"#;
     let ask = |gateway: &Gateway| {
-        crate::http_client::client()
-            .post(gateway.url("crm"))
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
+        crate::helpers::mcp::mcp_request(gateway.url("crm"))
             .body(call)
             .send()
     };

@@ -336,12 +336,17 @@ pub(crate) fn discover() -> Option<ClientLifecycleMode> {
     })
 }
 
-/// A POST of `body` to `url` as an MCP client sends it; the status, content type and body.
-pub(crate) async fn post(url: &str, body: &str) -> (u16, String, String) {
-    let response = crate::http_client::client()
+/// A POST to `url` with the headers an MCP client sends with a message (its body still to add).
+pub(crate) fn mcp_request(url: impl reqwest::IntoUrl) -> reqwest::RequestBuilder {
+    crate::http_client::client()
         .post(url)
         .header("content-type", "application/json")
         .header("accept", "application/json, text/event-stream")
+}
+
+/// A POST of `body` to `url` as an MCP client sends it; the status, content type and body.
+pub(crate) async fn post(url: &str, body: &str) -> (u16, String, String) {
+    let response = mcp_request(url)
         .body(body.to_owned())
         .send()
         .await
@@ -362,11 +367,7 @@ pub(crate) async fn post_in(
     session: Option<&str>,
     body: &str,
 ) -> (u16, Option<String>, String) {
-    let mut request = crate::http_client::client()
-        .post(url)
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .body(body.to_owned());
+    let mut request = mcp_request(url).body(body.to_owned());
     if let Some(session) = session {
         request = request
             .header("mcp-session-id", session)
