@@ -226,6 +226,10 @@ fn main() -> anyhow::Result<()> {
         ] {
             let policy = service::one_rule_per_tool(&corpus.tools, expr);
             let gate = service::gate_with_policy(cores, &corpus.tools, &policy);
+            // Warmed as the plain leg's core is (every schema compiled) before it is measured.
+            for body in &bodies {
+                core_check(&gate, &body.json);
+            }
             let leg = in_process(
                 &format!("core, 1 thread, a rule per tool on {what}"),
                 &bodies,

@@ -15,9 +15,16 @@
 //! compiles its pattern on each call). The rule cannot be evaluated, which fails it.
 
 use super::paths;
+use crate::core::document::DocumentJson;
 use cel::common::ast::{EntryExpr, Expr};
-use cel::objects::{Key, Map};
+use cel::common::types::{
+    CelBool, CelDouble, CelInt, CelList, CelMap, CelMapKey, CelNull, CelString, CelUInt,
+};
+use cel::common::value::Val;
 use cel::{Context, ExecutionError, FunctionContext, IdedExpr, Program, Value};
+use jsonschema::json::{Array, Json, JsonNumber, Node, Object};
+use jsonschema_value::SerdeJson;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -318,11 +325,20 @@ fn shape(root: &IdedExpr, variable: &str) -> Shape {
 }
 
 /// A payload as rules read it: whole, or member by member (only what a rule reads is built).
+/// The CEL values borrow the payload's strings.
 pub trait Readable {
     /// The whole payload.
     fn whole(&self) -> serde_json::Value;
     /// The root object's member `key`.
     fn member(&self, key: &str) -> Option<serde_json::Value>;
+    /// The whole payload as a CEL value, within `budget`.
+    fn cel_whole(&self, budget: &mut Budget) -> Result<Box<dyn Val + '_>, String>;
+    /// The root object's member `key` as a CEL value, within `budget`.
+    fn cel_member(
+        &self,
+        key: &str,
+        budget: &mut Budget,
+    ) -> Option<Result<Box<dyn Val + '_>, String>>;
 }
 
 impl Readable for serde_json::Value {
@@ -332,6 +348,19 @@ impl Readable for serde_json::Value {
 
     fn member(&self, key: &str) -> Option<serde_json::Value> {
         self.get(key).cloned()
+    }
+
+    fn cel_whole(&self, budget: &mut Budget) -> Result<Box<dyn Val + '_>, String> {
+        value_of::<SerdeJson, _>(&self, budget)
+    }
+
+    fn cel_member(
+        &self,
+        key: &str,
+        budget: &mut Budget,
+    ) -> Option<Result<Box<dyn Val + '_>, String>> {
+        self.get(key)
+            .map(|value| value_of::<SerdeJson, _>(&value, budget))
     }
 }
 
@@ -423,18 +452,19 @@ impl Compiled {
         let (variable, readable) = bindings.payload;
         let mut budget = Budget::default();
         let payload = match &self.reads {
-            None => convert(&readable.whole(), &mut budget),
+            None => readable.cel_whole(&mut budget),
             Some(members) => members
                 .iter()
-                .filter_map(|key| readable.member(key).map(|value| (key, value)))
+                .filter_map(|key| {
+                    readable
+                        .cel_member(key, &mut budget)
+                        .map(|value| (key, value))
+                })
                 .try_fold(HashMap::new(), |mut map, (key, value)| {
-                    map.insert(
-                        Key::String(string(key, &mut budget)?),
-                        convert(&value, &mut budget)?,
-                    );
+                    map.insert(CelMapKey::String(CelString::from(key.as_str())), value?);
                     Ok::<_, String>(map)
                 })
-                .map(|map| Value::Map(Map { map: Arc::new(map) })),
+                .map(|map| Box::new(CelMap::from(map)) as Box<dyn Val>),
         };
         let payload = match payload {
             Ok(value) => value,
@@ -449,34 +479,43 @@ impl Compiled {
                 ));
             }
         }
-        let mut scope = base.context.new_inner_scope();
-        scope.add_variable_from_value(variable, payload);
+        // The base binds nothing borrowed; this evaluation's scope binds the payload and the
+        // facts, borrowed for the evaluation.
+        let context: &Context<'_, '_> = &base.context;
+        let mut scope = context.new_inner_scope();
+        scope.add_variable_as_val(variable, payload);
         // Only what the expression reads is bound.
         let [server, tool, caller] = self.uses;
         if server {
-            scope.add_variable_from_value("server", bindings.server);
+            scope.add_variable_as_val("server", Box::new(CelString::from(bindings.server)));
         }
         if tool {
-            scope.add_variable_from_value("tool", bindings.tool);
+            scope.add_variable_as_val("tool", Box::new(CelString::from(bindings.tool)));
         }
         if caller {
-            let caller = HashMap::from([
-                (Key::from("name"), Value::from(bindings.caller.0)),
+            let (name, scopes) = bindings.caller;
+            let scopes: Vec<Box<dyn Val>> = scopes
+                .iter()
+                .map(|s| Box::new(CelString::from(*s)) as Box<dyn Val>)
+                .collect();
+            let caller: HashMap<CelMapKey<'_>, Box<dyn Val>> = HashMap::from([
                 (
-                    Key::from("scopes"),
-                    Value::List(Arc::new(
-                        bindings.caller.1.iter().map(|s| Value::from(*s)).collect(),
-                    )),
+                    CelMapKey::String(CelString::from("name")),
+                    Box::new(CelString::from(name)) as Box<dyn Val>,
+                ),
+                (
+                    CelMapKey::String(CelString::from("scopes")),
+                    Box::new(CelList::from(scopes)),
                 ),
             ]);
-            let caller = Value::Map(Map {
-                map: Arc::new(caller),
-            });
-            scope.add_variable_from_value("caller", caller);
+            scope.add_variable_as_val("caller", Box::new(CelMap::from(caller)));
         }
         if let (Some(roots), true) = (bindings.roots, self.uses_roots) {
-            let list = roots.iter().map(|r| Value::from(r.as_str())).collect();
-            scope.add_variable_from_value("roots", Value::List(Arc::new(list)));
+            let list: Vec<Box<dyn Val>> = roots
+                .iter()
+                .map(|r| Box::new(CelString::from(r.as_str())) as Box<dyn Val>)
+                .collect();
+            scope.add_variable_as_val("roots", Box::new(CelList::from(list)));
         }
         match self.program.execute(&scope) {
             Ok(Value::Bool(true)) => Evaluated::Holds,
@@ -509,58 +548,68 @@ fn kind(value: &Value) -> &'static str {
 
 /// What a conversion has used.
 #[derive(Debug, Default)]
-struct Budget {
+pub struct Budget {
     values: usize,
     string_bytes: usize,
 }
 
-/// `value` as CEL values (integers as `int`, or `uint` past it; other numbers as `double`),
-/// within the budget: an error says which bound it passed.
-fn convert(value: &serde_json::Value, budget: &mut Budget) -> Result<Value, String> {
-    use serde_json::Value as J;
+/// `node` as a CEL value (integers as `int`, or `uint` past it; other numbers as `double`), its
+/// strings borrowed, within the budget: an error says which bound it passed. Documents are
+/// depth-bounded when read, and so is this recursion.
+fn value_of<'a, F: Json, N: Node<'a, F>>(
+    node: &N,
+    budget: &mut Budget,
+) -> Result<Box<dyn Val + 'a>, String> {
     budget.values += 1;
     if budget.values > MAX_VALUES {
         return Err(format!(
             "holds more than {MAX_VALUES} values: too many for a rule to judge"
         ));
     }
-    Ok(match value {
-        J::Null => Value::Null,
-        J::Bool(b) => Value::Bool(*b),
-        J::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
-            (Some(i), _, _) => Value::Int(i),
-            (None, Some(u), _) => Value::UInt(u),
-            (None, None, Some(f)) if f.is_finite() => Value::Float(f),
-            _ => return Err(format!("hold the number {n}, past a double's range")),
-        },
-        J::String(s) => Value::String(string(s, budget)?),
-        J::Array(items) => {
-            let mut list = Vec::with_capacity(items.len().min(MAX_VALUES));
-            for item in items {
-                list.push(convert(item, budget)?);
-            }
-            Value::List(Arc::new(list))
+    if let Some(members) = node.as_object() {
+        let mut map = HashMap::with_capacity(members.len().min(MAX_VALUES));
+        for (key, item) in members.members() {
+            let key = string(key.into(), budget)?;
+            map.insert(CelMapKey::String(key), value_of(&item, budget)?);
         }
-        J::Object(members) => {
-            let mut map = HashMap::with_capacity(members.len().min(MAX_VALUES));
-            for (key, item) in members {
-                let key = string(key, budget)?;
-                map.insert(Key::String(key), convert(item, budget)?);
-            }
-            Value::Map(Map { map: Arc::new(map) })
+        return Ok(Box::new(CelMap::from(map)));
+    }
+    if let Some(items) = node.as_array() {
+        let mut list = Vec::with_capacity(items.len().min(MAX_VALUES));
+        for item in items.elements() {
+            list.push(value_of(&item, budget)?);
         }
+        return Ok(Box::new(CelList::from(list)));
+    }
+    if let Some(text) = node.as_string() {
+        return Ok(Box::new(string(text, budget)?));
+    }
+    if let Some(n) = node.as_number() {
+        return match (n.as_i64(), n.as_u64(), n.as_f64()) {
+            (Some(i), _, _) => Ok(Box::new(CelInt::from(i))),
+            (None, Some(u), _) => Ok(Box::new(CelUInt::from(u))),
+            (None, None, Some(f)) if f.is_finite() => Ok(Box::new(CelDouble::from(f))),
+            _ => Err(format!(
+                "hold the number {}, past a double's range",
+                n.as_str()
+            )),
+        };
+    }
+    Ok(match node.as_boolean() {
+        Some(b) => Box::new(CelBool::from(b)),
+        None => Box::new(CelNull),
     })
 }
 
 /// A string of the payload, counted against the budget.
-fn string(s: &str, budget: &mut Budget) -> Result<Arc<String>, String> {
+fn string<'a>(s: Cow<'a, str>, budget: &mut Budget) -> Result<CelString<'a>, String> {
     budget.string_bytes += s.len();
     if budget.string_bytes > MAX_STRING_BYTES {
         return Err(format!(
             "holds more than {MAX_STRING_BYTES} bytes of strings: too many for a rule to judge"
         ));
     }
-    Ok(Arc::new(s.to_owned()))
+    Ok(CelString::from(s))
 }
 
 impl Readable for crate::core::document::Document {
@@ -570,5 +619,18 @@ impl Readable for crate::core::document::Document {
 
     fn member(&self, key: &str) -> Option<serde_json::Value> {
         self.member_value(key)
+    }
+
+    fn cel_whole(&self, budget: &mut Budget) -> Result<Box<dyn Val + '_>, String> {
+        value_of::<DocumentJson, _>(&self.root(), budget)
+    }
+
+    fn cel_member(
+        &self,
+        key: &str,
+        budget: &mut Budget,
+    ) -> Option<Result<Box<dyn Val + '_>, String>> {
+        self.member(key)
+            .map(|node| value_of::<DocumentJson, _>(&node, budget))
     }
 }

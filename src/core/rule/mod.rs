@@ -10,11 +10,12 @@ pub(crate) mod on_check;
 pub mod paths;
 
 use crate::core::domain::Tier;
+use ahash::AHashMap;
 pub use expr::Readable;
 use globset::{Glob, GlobMatcher};
 use paths::PathPointer;
 use serde::Deserialize;
-use std::collections::HashMap;
+use std::borrow::Cow;
 
 /// The most values a `paths` rule looks at in one payload.
 const MAX_PATHS: usize = 10_000;
@@ -28,6 +29,14 @@ pub enum RulePayload {
 }
 
 impl RulePayload {
+    /// Where the rules on this payload are kept in [`RuleSet`]'s index.
+    fn index(self) -> usize {
+        match self {
+            RulePayload::Arguments => 0,
+            RulePayload::Result => 1,
+        }
+    }
+
     fn variable(self) -> &'static str {
         match self {
             RulePayload::Arguments => "arguments",
@@ -92,8 +101,9 @@ pub struct Rule {
 #[derive(Default)]
 pub struct RuleSet {
     rules: Vec<Rule>,
-    /// The rules naming a server and a tool exactly, by server then tool: found without a glob.
-    exact: HashMap<String, HashMap<String, Vec<usize>>>,
+    /// The rules naming a server and a tool exactly, by server then tool, then payload (see
+    /// [`RulePayload::index`]): found without a glob.
+    exact: AHashMap<String, AHashMap<String, [Vec<usize>; 2]>>,
     /// The others, matched by their globs.
     globbed: Vec<usize>,
     /// The context their expressions run in (none without rules).
@@ -152,7 +162,7 @@ impl RuleSet {
             true => None,
             false => Some(expr::Base::new().map_err(|e| (String::new(), e))?),
         };
-        let mut exact: HashMap<String, HashMap<String, Vec<usize>>> = HashMap::new();
+        let mut exact: AHashMap<String, AHashMap<String, [Vec<usize>; 2]>> = AHashMap::new();
         let mut globbed = Vec::new();
         for (i, rule) in rules.iter().enumerate() {
             match (
@@ -163,8 +173,8 @@ impl RuleSet {
                     .entry(server.to_owned())
                     .or_default()
                     .entry(tool.to_owned())
-                    .or_default()
-                    .push(i),
+                    .or_default()[rule.payload.index()]
+                .push(i),
                 _ => globbed.push(i),
             }
         }
@@ -199,25 +209,34 @@ impl RuleSet {
         )
     }
 
-    /// The rules that apply to `server`'s `tool` for `kind`, in file order.
+    /// The rules that apply to `server`'s `tool` for `kind`, in file order. Without globbed
+    /// rules, that is a list kept already.
     pub fn applying(&self, kind: RulePayload, server: &str, tool: &str) -> Applying<'_> {
-        let exact = self.exact.get(server).and_then(|tools| tools.get(tool));
-        let mut found: Vec<usize> = exact
-            .into_iter()
-            .flatten()
-            .copied()
-            .chain(self.globbed.iter().copied().filter(|&i| {
-                let rule = &self.rules[i];
-                rule.payload == kind && matches(&rule.server, server) && matches(&rule.tool, tool)
-            }))
-            .filter(|&i| self.rules[i].payload == kind)
-            .collect();
-        found.sort_unstable();
-        let rules = found.into_iter().map(|i| &self.rules[i]).collect();
+        let exact: &[usize] = self
+            .exact
+            .get(server)
+            .and_then(|tools| tools.get(tool))
+            .map_or(&[], |kinds| &kinds[kind.index()]);
+        let indices = if self.globbed.is_empty() {
+            Cow::Borrowed(exact)
+        } else {
+            let mut found: Vec<usize> = exact
+                .iter()
+                .copied()
+                .chain(self.globbed.iter().copied().filter(|&i| {
+                    let rule = &self.rules[i];
+                    rule.payload == kind
+                        && matches(&rule.server, server)
+                        && matches(&rule.tool, tool)
+                }))
+                .collect();
+            found.sort_unstable();
+            Cow::Owned(found)
+        };
         Applying {
             set: self,
             kind,
-            rules,
+            indices,
         }
     }
 }
@@ -236,12 +255,17 @@ fn literal(pattern: &str) -> Option<&str> {
 pub struct Applying<'r> {
     set: &'r RuleSet,
     kind: RulePayload,
-    rules: Vec<&'r Rule>,
+    /// The rules' places in the set, in file order.
+    indices: Cow<'r, [usize]>,
 }
 
 impl Applying<'_> {
     pub fn is_empty(&self) -> bool {
-        self.rules.is_empty()
+        self.indices.is_empty()
+    }
+
+    fn rules(&self) -> impl Iterator<Item = &Rule> {
+        self.indices.iter().map(|&i| &self.set.rules[i])
     }
 
     /// The most work they can take over a payload of `values` values (see
@@ -251,8 +275,7 @@ impl Applying<'_> {
         if values > expr::MAX_VALUES {
             return 0.0;
         }
-        self.rules
-            .iter()
+        self.rules()
             .map(|rule| match &rule.body {
                 Body::Expr(compiled) => compiled.work(values),
                 Body::Paths(_) => values as f64,
@@ -292,7 +315,7 @@ impl Applying<'_> {
             None
         };
         let mut broken = Vec::new();
-        for rule in &self.rules {
+        for rule in self.rules() {
             let judged = match &too_large {
                 Some(why) => Judged::Fails(format!(
                     "{} (could not be evaluated: {why}: too many for a rule to judge)",
@@ -722,5 +745,48 @@ message = "amount above 1,000 needs a person to approve it"
             &facts(None, &[]),
         );
         assert!(broken[0].message.contains("too many"), "{broken:?}");
+    }
+
+    #[test]
+    fn a_document_reads_as_the_same_value_serde_json_reads() {
+        let rules = rule_set(
+            r#"
+[[rules]]
+name = "members"
+payload = "result"
+expr = "type(result.i) == int && type(result.u) == uint && type(result.f) == double && result.e == 100.0 && result.n == -3 && result.s == 'a\"b' && result.o.k"
+
+[[rules]]
+name = "whole"
+payload = "result"
+expr = "size(result) == 8 && result.l.exists(x, x == 2) && result.o == {'k': true}"
+"#,
+        )
+        .expect("compiles");
+        let judge_both = |text: &str| {
+            let value: serde_json::Value = serde_json::from_str(text).expect("JSON");
+            let document =
+                crate::core::document::Document::read(text.as_bytes(), 64).expect("read");
+            let broken = |payload: &dyn Readable| -> Vec<String> {
+                rules
+                    .applying(RulePayload::Result, "s", "t")
+                    .judge(
+                        (Size::default(), payload),
+                        &facts(None, &[]),
+                        &mut Vec::new(),
+                    )
+                    .into_iter()
+                    .map(|b| b.rule)
+                    .collect()
+            };
+            let (parsed, read) = (broken(&value), broken(&document));
+            assert_eq!(parsed, read, "{text}");
+            read
+        };
+        let holds = r#"{"i": 5, "u": 18446744073709551615, "f": 1.5, "e": 1e2, "n": -3, "s": "a\"b", "l": [1, 2], "o": {"k": false, "k": true}}"#;
+        assert!(judge_both(holds).is_empty());
+        // An integer written as a double is a double; a member given once more is a ninth.
+        let breaks = holds.replace(r#""i": 5"#, r#""i": 5.0, "x": null"#);
+        assert_eq!(judge_both(&breaks), ["members", "whole"]);
     }
 }
