@@ -20,7 +20,8 @@ use cel::common::ast::{EntryExpr, Expr};
 use cel::common::types::{
     CelBool, CelDouble, CelInt, CelList, CelMap, CelMapKey, CelNull, CelString, CelUInt,
 };
-use cel::common::value::Val;
+use cel::common::value::{CowVal, Val};
+use cel::context::VariableResolver;
 use cel::{Context, ExecutionError, FunctionContext, IdedExpr, Program, Value};
 use jsonschema::json::{Array, Json, JsonNumber, Node, Object};
 use jsonschema_value::SerdeJson;
@@ -479,44 +480,23 @@ impl Compiled {
                 ));
             }
         }
-        // The base binds nothing borrowed; this evaluation's scope binds the payload and the
-        // facts, borrowed for the evaluation.
-        let context: &Context<'_, '_> = &base.context;
-        let mut scope = context.new_inner_scope();
-        scope.add_variable_as_val(variable, payload);
         // Only what the expression reads is bound.
         let [server, tool, caller] = self.uses;
-        if server {
-            scope.add_variable_as_val("server", Box::new(CelString::from(bindings.server)));
-        }
-        if tool {
-            scope.add_variable_as_val("tool", Box::new(CelString::from(bindings.tool)));
-        }
-        if caller {
-            let (name, scopes) = bindings.caller;
-            let scopes: Vec<Box<dyn Val>> = scopes
-                .iter()
-                .map(|s| Box::new(CelString::from(*s)) as Box<dyn Val>)
-                .collect();
-            let caller: HashMap<CelMapKey<'_>, Box<dyn Val>> = HashMap::from([
-                (
-                    CelMapKey::String(CelString::from("name")),
-                    Box::new(CelString::from(name)) as Box<dyn Val>,
-                ),
-                (
-                    CelMapKey::String(CelString::from("scopes")),
-                    Box::new(CelList::from(scopes)),
-                ),
-            ]);
-            scope.add_variable_as_val("caller", Box::new(CelMap::from(caller)));
-        }
-        if let (Some(roots), true) = (bindings.roots, self.uses_roots) {
-            let list: Vec<Box<dyn Val>> = roots
-                .iter()
-                .map(|r| Box::new(CelString::from(r.as_str())) as Box<dyn Val>)
-                .collect();
-            scope.add_variable_as_val("roots", Box::new(CelList::from(list)));
-        }
+        let bound = Bound {
+            variable,
+            payload,
+            server: server.then(|| CelString::from(bindings.server)),
+            tool: tool.then(|| CelString::from(bindings.tool)),
+            caller: caller.then(|| caller_value(bindings.caller)),
+            roots: bindings
+                .roots
+                .filter(|_| self.uses_roots)
+                .map(|roots| strings(roots.iter().map(String::as_str))),
+        };
+        // The base binds nothing; this evaluation's scope finds its variables in `bound`.
+        let context: &Context<'_, '_> = &base.context;
+        let mut scope = context.new_inner_scope();
+        scope.set_variable_resolver(&bound);
         match self.program.execute(&scope) {
             Ok(Value::Bool(true)) => Evaluated::Holds,
             Ok(Value::Bool(false)) => Evaluated::Fails,
@@ -533,6 +513,56 @@ impl Compiled {
             Err(e) => Evaluated::Unevaluable(e.to_string()),
         }
     }
+}
+
+/// One evaluation's variables, found by name (cel's resolver) rather than inserted into a scope;
+/// each borrows what it was built from.
+struct Bound<'a> {
+    /// `arguments` or `result`.
+    variable: &'static str,
+    payload: Box<dyn Val + 'a>,
+    server: Option<CelString<'a>>,
+    tool: Option<CelString<'a>>,
+    caller: Option<CelMap<'a>>,
+    roots: Option<CelList<'a>>,
+}
+
+impl VariableResolver for Bound<'_> {
+    fn resolve<'b>(&'b self, name: &str) -> Option<CowVal<'b, 'b>> {
+        let value: &'b dyn Val = match name {
+            "server" => self.server.as_ref()?,
+            "tool" => self.tool.as_ref()?,
+            "caller" => self.caller.as_ref()?,
+            "roots" => self.roots.as_ref()?,
+            _ if name == self.variable => self.payload.as_ref(),
+            _ => return None,
+        };
+        Some(CowVal::Borrowed(value))
+    }
+}
+
+/// `caller`: `{"name": ..., "scopes": [...]}`.
+fn caller_value<'a>((name, scopes): (&'a str, &'a [&'static str])) -> CelMap<'a> {
+    let members: HashMap<CelMapKey<'a>, Box<dyn Val + 'a>> = HashMap::from([
+        (
+            CelMapKey::String(CelString::from("name")),
+            Box::new(CelString::from(name)) as Box<dyn Val>,
+        ),
+        (
+            CelMapKey::String(CelString::from("scopes")),
+            Box::new(strings(scopes.iter().copied())),
+        ),
+    ]);
+    CelMap::from(members)
+}
+
+/// A list of strings, borrowed.
+fn strings<'a>(items: impl Iterator<Item = &'a str>) -> CelList<'a> {
+    CelList::from(
+        items
+            .map(|s| Box::new(CelString::from(s)) as Box<dyn Val + 'a>)
+            .collect::<Vec<_>>(),
+    )
 }
 
 fn kind(value: &Value) -> &'static str {
