@@ -15,17 +15,12 @@
 //! compiles its pattern on each call). The rule cannot be evaluated, which fails it.
 
 use super::paths;
-use crate::core::document::DocumentJson;
+use super::payload::{Budget, Readable};
 use cel::common::ast::{EntryExpr, Expr};
-use cel::common::types::{
-    CelBool, CelDouble, CelInt, CelList, CelMap, CelMapKey, CelNull, CelString, CelUInt,
-};
+use cel::common::types::{CelList, CelMap, CelMapKey, CelString};
 use cel::common::value::{CowVal, Val};
 use cel::context::VariableResolver;
 use cel::{Context, ExecutionError, FunctionContext, IdedExpr, Program, Value};
-use jsonschema::json::{Array, Json, JsonNumber, Node, Object};
-use jsonschema_value::SerdeJson;
-use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -34,8 +29,7 @@ pub const MAX_NODES: usize = 256;
 pub const MAX_DEPTH: usize = 32;
 pub const MAX_NESTING: usize = 2;
 pub const MAX_PLUS: usize = 8;
-pub const MAX_VALUES: usize = 100_000;
-pub const MAX_STRING_BYTES: usize = 1 << 20;
+pub use super::payload::{MAX_STRING_BYTES, MAX_VALUES};
 pub const MAX_WORK: f64 = 1e7;
 /// The worst-case weight of a `matches` call (it compiles its pattern each time), in nodes.
 const MATCHES_WEIGHT: usize = 1000;
@@ -325,46 +319,6 @@ fn shape(root: &IdedExpr, variable: &str) -> Shape {
     shape
 }
 
-/// A payload as rules read it: whole, or member by member (only what a rule reads is built).
-/// The CEL values borrow the payload's strings.
-pub trait Readable {
-    /// The whole payload.
-    fn whole(&self) -> serde_json::Value;
-    /// The root object's member `key`.
-    fn member(&self, key: &str) -> Option<serde_json::Value>;
-    /// The whole payload as a CEL value, within `budget`.
-    fn cel_whole(&self, budget: &mut Budget) -> Result<Box<dyn Val + '_>, String>;
-    /// The root object's member `key` as a CEL value, within `budget`.
-    fn cel_member(
-        &self,
-        key: &str,
-        budget: &mut Budget,
-    ) -> Option<Result<Box<dyn Val + '_>, String>>;
-}
-
-impl Readable for serde_json::Value {
-    fn whole(&self) -> serde_json::Value {
-        self.clone()
-    }
-
-    fn member(&self, key: &str) -> Option<serde_json::Value> {
-        self.get(key).cloned()
-    }
-
-    fn cel_whole(&self, budget: &mut Budget) -> Result<Box<dyn Val + '_>, String> {
-        value_of::<SerdeJson, _>(&self, budget)
-    }
-
-    fn cel_member(
-        &self,
-        key: &str,
-        budget: &mut Budget,
-    ) -> Option<Result<Box<dyn Val + '_>, String>> {
-        self.get(key)
-            .map(|value| value_of::<SerdeJson, _>(&value, budget))
-    }
-}
-
 impl Compiled {
     /// The most work its evaluation over a payload of `values` values can take (in nodes
     /// visited): what decides whether it may run on an async thread.
@@ -472,11 +426,11 @@ impl Compiled {
             Err(why) => return Evaluated::Unevaluable(format!("the {variable} {why}")),
         };
         if self.loops > 0 {
-            let work = (budget.values as f64).powi(self.loops as i32) * self.weight as f64;
+            let work = (budget.values() as f64).powi(self.loops as i32) * self.weight as f64;
             if work > MAX_WORK {
                 return Evaluated::Unevaluable(format!(
                     "the {variable} holds {} values: too many for this rule's nested comprehensions to judge within its bound",
-                    budget.values
+                    budget.values()
                 ));
             }
         }
@@ -573,94 +527,5 @@ fn kind(value: &Value) -> &'static str {
         Value::String(_) => "a string",
         Value::Null => "null",
         _ => "another value",
-    }
-}
-
-/// What a conversion has used.
-#[derive(Debug, Default)]
-pub struct Budget {
-    values: usize,
-    string_bytes: usize,
-}
-
-/// `node` as a CEL value (integers as `int`, or `uint` past it; other numbers as `double`), its
-/// strings borrowed, within the budget: an error says which bound it passed. Documents are
-/// depth-bounded when read, and so is this recursion.
-fn value_of<'a, F: Json, N: Node<'a, F>>(
-    node: &N,
-    budget: &mut Budget,
-) -> Result<Box<dyn Val + 'a>, String> {
-    budget.values += 1;
-    if budget.values > MAX_VALUES {
-        return Err(format!(
-            "holds more than {MAX_VALUES} values: too many for a rule to judge"
-        ));
-    }
-    if let Some(members) = node.as_object() {
-        let mut map = HashMap::with_capacity(members.len().min(MAX_VALUES));
-        for (key, item) in members.members() {
-            let key = string(key.into(), budget)?;
-            map.insert(CelMapKey::String(key), value_of(&item, budget)?);
-        }
-        return Ok(Box::new(CelMap::from(map)));
-    }
-    if let Some(items) = node.as_array() {
-        let mut list = Vec::with_capacity(items.len().min(MAX_VALUES));
-        for item in items.elements() {
-            list.push(value_of(&item, budget)?);
-        }
-        return Ok(Box::new(CelList::from(list)));
-    }
-    if let Some(text) = node.as_string() {
-        return Ok(Box::new(string(text, budget)?));
-    }
-    if let Some(n) = node.as_number() {
-        return match (n.as_i64(), n.as_u64(), n.as_f64()) {
-            (Some(i), _, _) => Ok(Box::new(CelInt::from(i))),
-            (None, Some(u), _) => Ok(Box::new(CelUInt::from(u))),
-            (None, None, Some(f)) if f.is_finite() => Ok(Box::new(CelDouble::from(f))),
-            _ => Err(format!(
-                "hold the number {}, past a double's range",
-                n.as_str()
-            )),
-        };
-    }
-    Ok(match node.as_boolean() {
-        Some(b) => Box::new(CelBool::from(b)),
-        None => Box::new(CelNull),
-    })
-}
-
-/// A string of the payload, counted against the budget.
-fn string<'a>(s: Cow<'a, str>, budget: &mut Budget) -> Result<CelString<'a>, String> {
-    budget.string_bytes += s.len();
-    if budget.string_bytes > MAX_STRING_BYTES {
-        return Err(format!(
-            "holds more than {MAX_STRING_BYTES} bytes of strings: too many for a rule to judge"
-        ));
-    }
-    Ok(CelString::from(s))
-}
-
-impl Readable for crate::core::document::Document {
-    fn whole(&self) -> serde_json::Value {
-        self.to_value()
-    }
-
-    fn member(&self, key: &str) -> Option<serde_json::Value> {
-        self.member_value(key)
-    }
-
-    fn cel_whole(&self, budget: &mut Budget) -> Result<Box<dyn Val + '_>, String> {
-        value_of::<DocumentJson, _>(&self.root(), budget)
-    }
-
-    fn cel_member(
-        &self,
-        key: &str,
-        budget: &mut Budget,
-    ) -> Option<Result<Box<dyn Val + '_>, String>> {
-        self.member(key)
-            .map(|node| value_of::<DocumentJson, _>(&node, budget))
     }
 }

@@ -8,12 +8,13 @@
 pub mod expr;
 pub(crate) mod on_check;
 pub mod paths;
+pub mod payload;
 
 use crate::core::domain::Tier;
 use ahash::AHashMap;
-pub use expr::Readable;
 use globset::{Glob, GlobMatcher};
 use paths::PathPointer;
+pub use payload::Readable;
 use serde::Deserialize;
 use std::borrow::Cow;
 

@@ -1,0 +1,154 @@
+//! A payload as rules read it: converted straight into CEL's values, whose strings borrow the
+//! payload's, through the validator's representation traits (so a document and a
+//! `serde_json::Value` convert alike), within a budget of values and string bytes.
+
+use crate::core::document::DocumentJson;
+use cel::common::types::{
+    CelBool, CelDouble, CelInt, CelList, CelMap, CelMapKey, CelNull, CelString, CelUInt,
+};
+use cel::common::value::Val;
+use jsonschema::json::{Array, Json, JsonNumber, Node, Object};
+use jsonschema_value::SerdeJson;
+use std::borrow::Cow;
+use std::collections::HashMap;
+
+/// The most values of a payload rules read.
+pub const MAX_VALUES: usize = 100_000;
+/// The most bytes of strings of a payload rules read.
+pub const MAX_STRING_BYTES: usize = 1 << 20;
+
+/// A payload as rules read it: whole, or member by member (only what a rule reads is built).
+/// The CEL values borrow the payload's strings.
+pub trait Readable {
+    /// The whole payload.
+    fn whole(&self) -> serde_json::Value;
+    /// The root object's member `key`.
+    fn member(&self, key: &str) -> Option<serde_json::Value>;
+    /// The whole payload as a CEL value, within `budget`.
+    fn cel_whole(&self, budget: &mut Budget) -> Result<Box<dyn Val + '_>, String>;
+    /// The root object's member `key` as a CEL value, within `budget`.
+    fn cel_member(
+        &self,
+        key: &str,
+        budget: &mut Budget,
+    ) -> Option<Result<Box<dyn Val + '_>, String>>;
+}
+
+impl Readable for serde_json::Value {
+    fn whole(&self) -> serde_json::Value {
+        self.clone()
+    }
+
+    fn member(&self, key: &str) -> Option<serde_json::Value> {
+        self.get(key).cloned()
+    }
+
+    fn cel_whole(&self, budget: &mut Budget) -> Result<Box<dyn Val + '_>, String> {
+        value_of::<SerdeJson, _>(&self, budget)
+    }
+
+    fn cel_member(
+        &self,
+        key: &str,
+        budget: &mut Budget,
+    ) -> Option<Result<Box<dyn Val + '_>, String>> {
+        self.get(key)
+            .map(|value| value_of::<SerdeJson, _>(&value, budget))
+    }
+}
+
+/// What a conversion has used.
+#[derive(Debug, Default)]
+pub struct Budget {
+    values: usize,
+    string_bytes: usize,
+}
+
+impl Budget {
+    /// The values converted so far.
+    pub fn values(&self) -> usize {
+        self.values
+    }
+}
+
+/// `node` as a CEL value (integers as `int`, or `uint` past it; other numbers as `double`), its
+/// strings borrowed, within the budget: an error says which bound it passed. Documents are
+/// depth-bounded when read, and so is this recursion.
+fn value_of<'a, F: Json, N: Node<'a, F>>(
+    node: &N,
+    budget: &mut Budget,
+) -> Result<Box<dyn Val + 'a>, String> {
+    budget.values += 1;
+    if budget.values > MAX_VALUES {
+        return Err(format!(
+            "holds more than {MAX_VALUES} values: too many for a rule to judge"
+        ));
+    }
+    if let Some(members) = node.as_object() {
+        let mut map = HashMap::with_capacity(members.len().min(MAX_VALUES));
+        for (key, item) in members.members() {
+            let key = string(key.into(), budget)?;
+            map.insert(CelMapKey::String(key), value_of(&item, budget)?);
+        }
+        return Ok(Box::new(CelMap::from(map)));
+    }
+    if let Some(items) = node.as_array() {
+        let mut list = Vec::with_capacity(items.len().min(MAX_VALUES));
+        for item in items.elements() {
+            list.push(value_of(&item, budget)?);
+        }
+        return Ok(Box::new(CelList::from(list)));
+    }
+    if let Some(text) = node.as_string() {
+        return Ok(Box::new(string(text, budget)?));
+    }
+    if let Some(n) = node.as_number() {
+        return match (n.as_i64(), n.as_u64(), n.as_f64()) {
+            (Some(i), _, _) => Ok(Box::new(CelInt::from(i))),
+            (None, Some(u), _) => Ok(Box::new(CelUInt::from(u))),
+            (None, None, Some(f)) if f.is_finite() => Ok(Box::new(CelDouble::from(f))),
+            _ => Err(format!(
+                "hold the number {}, past a double's range",
+                n.as_str()
+            )),
+        };
+    }
+    Ok(match node.as_boolean() {
+        Some(b) => Box::new(CelBool::from(b)),
+        None => Box::new(CelNull),
+    })
+}
+
+/// A string of the payload, counted against the budget.
+fn string<'a>(s: Cow<'a, str>, budget: &mut Budget) -> Result<CelString<'a>, String> {
+    budget.string_bytes += s.len();
+    if budget.string_bytes > MAX_STRING_BYTES {
+        return Err(format!(
+            "holds more than {MAX_STRING_BYTES} bytes of strings: too many for a rule to judge"
+        ));
+    }
+    Ok(CelString::from(s))
+}
+
+impl Readable for crate::core::document::Document {
+    fn whole(&self) -> serde_json::Value {
+        self.to_value()
+    }
+
+    fn member(&self, key: &str) -> Option<serde_json::Value> {
+        self.member_value(key)
+    }
+
+    fn cel_whole(&self, budget: &mut Budget) -> Result<Box<dyn Val + '_>, String> {
+        value_of::<DocumentJson, _>(&self.root(), budget)
+    }
+
+    fn cel_member(
+        &self,
+        key: &str,
+        budget: &mut Budget,
+    ) -> Option<Result<Box<dyn Val + '_>, String>> {
+        self.member(key)
+            .map(|node| value_of::<DocumentJson, _>(&node, budget))
+    }
+}
