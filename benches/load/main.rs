@@ -73,8 +73,8 @@ use server::*;
 /// The recording legs' per-file and directory bound (4 GiB): past what a run writes, so every
 /// line is written and none is counted and dropped at a bound.
 const RECORD_BOUND: &str = "4294967296";
-/// How many turns of each core the rule legs' CPU ratio alternates.
-const RATIO_TURNS: usize = 3;
+/// How many turns of each core the rule legs' CPU ratio alternates (even: the order is ABBA).
+const RATIO_TURNS: usize = 4;
 
 use bytes::{Bytes, BytesMut};
 use schemagate::config::ServeArgs;
@@ -241,16 +241,23 @@ fn main() -> anyhow::Result<()> {
                     std::hint::black_box(core_check(&gate, b));
                 },
             );
-            // The ratio: the plain core and this one measured in turns, so that the machine's
-            // drift over the run (4% between legs here) falls on both alike.
+            // The ratio: the plain core and this one measured in turns, in the order ABBA ABBA,
+            // so that the machine's drift over the run (4% between legs here) falls on both alike.
             let per_check = |leg: &Leg| leg.server_cpu / leg.checks as f64;
+            let turn = opts.seconds / RATIO_TURNS as f64;
+            let ruled_work = |b: &Bytes| {
+                std::hint::black_box(core_check(&gate, b));
+            };
             let (mut base, mut with) = (Vec::new(), Vec::new());
-            for _ in 0..RATIO_TURNS {
-                let turn = opts.seconds / RATIO_TURNS as f64;
-                base.push(per_check(&in_process("", &bodies, 1, turn, core_work)));
-                with.push(per_check(&in_process("", &bodies, 1, turn, |b: &Bytes| {
-                    std::hint::black_box(core_check(&gate, b));
-                })));
+            for i in 0..RATIO_TURNS {
+                let plain_first = i % 2 == 0;
+                for plain_now in [plain_first, !plain_first] {
+                    if plain_now {
+                        base.push(per_check(&in_process("", &bodies, 1, turn, core_work)));
+                    } else {
+                        with.push(per_check(&in_process("", &bodies, 1, turn, ruled_work)));
+                    }
+                }
             }
             let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
             ruled.push((what, mean(&base), mean(&with)));

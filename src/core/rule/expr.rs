@@ -15,7 +15,7 @@
 //! compiles its pattern on each call). The rule cannot be evaluated, which fails it.
 
 use super::paths;
-use super::payload::{Budget, Readable};
+use super::payload::{self, Budget, Readable};
 use cel::common::ast::{EntryExpr, Expr};
 use cel::common::types::{CelList, CelMap, CelMapKey, CelString};
 use cel::common::value::{CowVal, Val};
@@ -408,18 +408,7 @@ impl Compiled {
         let mut budget = Budget::default();
         let payload = match &self.reads {
             None => readable.cel_whole(&mut budget),
-            Some(members) => members
-                .iter()
-                .filter_map(|key| {
-                    readable
-                        .cel_member(key, &mut budget)
-                        .map(|value| (key, value))
-                })
-                .try_fold(HashMap::new(), |mut map, (key, value)| {
-                    map.insert(CelMapKey::String(CelString::from(key.as_str())), value?);
-                    Ok::<_, String>(map)
-                })
-                .map(|map| Box::new(CelMap::from(map)) as Box<dyn Val>),
+            Some(keys) => payload::members(readable, keys, &mut budget),
         };
         let payload = match payload {
             Ok(value) => value,

@@ -755,12 +755,12 @@ message = "amount above 1,000 needs a person to approve it"
 [[rules]]
 name = "members"
 payload = "result"
-expr = "type(result.i) == int && type(result.u) == uint && type(result.f) == double && result.e == 100.0 && result.n == -3 && result.s == 'a\"b' && result.o.k"
+expr = "type(result.i) == int && type(result.u) == uint && type(result.f) == double && result.e == 100.0 && result.n == -3 && type(result.z) == int && result.s == 'a\"b' && result.o.k"
 
 [[rules]]
 name = "whole"
 payload = "result"
-expr = "size(result) == 8 && result.l.exists(x, x == 2) && result.o == {'k': true}"
+expr = "size(result) == 9 && result.l.exists(x, x == 2) && result.o == {'k': true}"
 "#,
         )
         .expect("compiles");
@@ -784,9 +784,9 @@ expr = "size(result) == 8 && result.l.exists(x, x == 2) && result.o == {'k': tru
             assert_eq!(parsed, read, "{text}");
             read
         };
-        let holds = r#"{"i": 5, "u": 18446744073709551615, "f": 1.5, "e": 1e2, "n": -3, "s": "a\"b", "l": [1, 2], "o": {"k": false, "k": true}}"#;
+        let holds = r#"{"i": 5, "u": 18446744073709551615, "f": 1.5, "e": 1e2, "n": -3, "z": -0, "s": "a\"b", "l": [1, 2], "o": {"k": false, "k": true}}"#;
         assert!(judge_both(holds).is_empty());
-        // An integer written as a double is a double; a member given once more is a ninth.
+        // An integer written as a double is a double; a member given once more is a tenth.
         let breaks = holds.replace(r#""i": 5"#, r#""i": 5.0, "x": null"#);
         assert_eq!(judge_both(&breaks), ["members", "whole"]);
     }

@@ -69,6 +69,34 @@ impl Budget {
     pub fn values(&self) -> usize {
         self.values
     }
+
+    /// A string of the payload, counted.
+    fn string<'a>(&mut self, s: impl Into<Cow<'a, str>>) -> Result<CelString<'a>, String> {
+        let s = s.into();
+        self.string_bytes += s.len();
+        if self.string_bytes > MAX_STRING_BYTES {
+            return Err(format!(
+                "holds more than {MAX_STRING_BYTES} bytes of strings: too many for a rule to judge"
+            ));
+        }
+        Ok(CelString::from(s))
+    }
+}
+
+/// The members `keys` of the root object of `payload`, those it has, as a CEL map.
+pub fn members<'a>(
+    payload: &'a dyn Readable,
+    keys: &'a [String],
+    budget: &mut Budget,
+) -> Result<Box<dyn Val + 'a>, String> {
+    let mut map = HashMap::with_capacity(keys.len());
+    for key in keys {
+        if let Some(value) = payload.cel_member(key, budget) {
+            let name = budget.string(key.as_str())?;
+            map.insert(CelMapKey::String(name), value?);
+        }
+    }
+    Ok(Box::new(CelMap::from(map)))
 }
 
 /// `node` as a CEL value (integers as `int`, or `uint` past it; other numbers as `double`), its
@@ -87,7 +115,7 @@ fn value_of<'a, F: Json, N: Node<'a, F>>(
     if let Some(members) = node.as_object() {
         let mut map = HashMap::with_capacity(members.len().min(MAX_VALUES));
         for (key, item) in members.members() {
-            let key = string(key.into(), budget)?;
+            let key = budget.string(key)?;
             map.insert(CelMapKey::String(key), value_of(&item, budget)?);
         }
         return Ok(Box::new(CelMap::from(map)));
@@ -100,12 +128,16 @@ fn value_of<'a, F: Json, N: Node<'a, F>>(
         return Ok(Box::new(CelList::from(list)));
     }
     if let Some(text) = node.as_string() {
-        return Ok(Box::new(string(text, budget)?));
+        return Ok(Box::new(budget.string(text)?));
     }
     if let Some(n) = node.as_number() {
         return match (n.as_i64(), n.as_u64(), n.as_f64()) {
             (Some(i), _, _) => Ok(Box::new(CelInt::from(i))),
             (None, Some(u), _) => Ok(Box::new(CelUInt::from(u))),
+            // `-0` is an integer, written so (the document keeps its sign as a double's).
+            (None, None, Some(f)) if f == 0.0 && n.is_written_as_integer() => {
+                Ok(Box::new(CelInt::from(0)))
+            }
             (None, None, Some(f)) if f.is_finite() => Ok(Box::new(CelDouble::from(f))),
             _ => Err(format!(
                 "hold the number {}, past a double's range",
@@ -117,17 +149,6 @@ fn value_of<'a, F: Json, N: Node<'a, F>>(
         Some(b) => Box::new(CelBool::from(b)),
         None => Box::new(CelNull),
     })
-}
-
-/// A string of the payload, counted against the budget.
-fn string<'a>(s: Cow<'a, str>, budget: &mut Budget) -> Result<CelString<'a>, String> {
-    budget.string_bytes += s.len();
-    if budget.string_bytes > MAX_STRING_BYTES {
-        return Err(format!(
-            "holds more than {MAX_STRING_BYTES} bytes of strings: too many for a rule to judge"
-        ));
-    }
-    Ok(CelString::from(s))
 }
 
 impl Readable for crate::core::document::Document {
