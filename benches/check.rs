@@ -1,6 +1,7 @@
 //! In-process costs of the hot path: compile, a cache hit plus validation of a ~2 KB MCP result
 //! (valid, and invalid with errors collected), parsing a check, reading a batch of 100, comparing a
-//! text copy with its structured content, writing an answer, and building feedback.
+//! text copy with its structured content, reading an MCP answer's envelope, writing an answer,
+//! and building feedback.
 //! `cargo bench --bench check`
 
 use schemagate_testkit::corpus;
@@ -149,6 +150,19 @@ fn benches(c: &mut Criterion) {
     });
     group.bench_function("same_tokens_other_spacing_2kb", |b| {
         b.iter(|| same_tokens(black_box(spaced.as_bytes()), black_box(sent.as_bytes())))
+    });
+    group.finish();
+
+    // What the MCP boundary reads of every message before anything else: the envelope, found by
+    // structure (the result is skipped over, not parsed).
+    let line = serde_json::to_vec(&serde_json::json!({
+        "jsonrpc": "2.0", "id": 7, "result": item.result
+    }))
+    .expect("serialises");
+    let mut group = c.benchmark_group("envelope");
+    group.throughput(Throughput::Bytes(line.len() as u64));
+    group.bench_function("tools_call_answer_2kb", |b| {
+        b.iter(|| schemagate::mcp::framing(black_box(&line)))
     });
     group.finish();
 
