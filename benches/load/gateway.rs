@@ -22,14 +22,28 @@ fn call(id: u64) -> String {
     )
 }
 
+/// A child process of the leg, killed and reaped when dropped: none outlives the leg, whether
+/// it ends, fails, or a later spawn fails.
+struct Reaped(Child);
+
+impl Drop for Reaped {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// A child process that prints its URL on its first line of stdout.
-fn spawn_with_url(mut command: Command) -> anyhow::Result<(Child, String)> {
+fn spawn_with_url(mut command: Command) -> anyhow::Result<(Reaped, String)> {
     use std::io::BufRead;
-    let mut child = command
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()?;
+    let mut child = Reaped(
+        command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()?,
+    );
     let stdout = child
+        .0
         .stdout
         .take()
         .ok_or_else(|| anyhow::anyhow!("stdout"))?;
@@ -239,7 +253,7 @@ pub(crate) fn gateway_leg(seconds: f64) -> anyhow::Result<()> {
         if sse {
             upstream.arg("--sse");
         }
-        let (mut upstream, url) = spawn_with_url(upstream)?;
+        let (upstream, url) = spawn_with_url(upstream)?;
         let port = std::net::TcpListener::bind("127.0.0.1:0")?
             .local_addr()?
             .port();
@@ -257,10 +271,10 @@ pub(crate) fn gateway_leg(seconds: f64) -> anyhow::Result<()> {
                 .args(["--record-max-bytes", crate::RECORD_BOUND])
                 .args(["--record-max-total-bytes", crate::RECORD_BOUND]);
         }
-        let mut gateway = gateway.spawn()?;
+        let gateway = Reaped(gateway.spawn()?);
         let through = format!("http://127.0.0.1:{port}/mcp/bench");
         // The floor: the bare relay on the same upstream, for sessionless calls.
-        let mut bare = match (in_session, record) {
+        let bare = match (in_session, record) {
             (false, false) => {
                 let mut relay = Command::new(std::env::current_exe()?);
                 relay.arg("--bare-relay").arg(&url);
@@ -276,29 +290,19 @@ pub(crate) fn gateway_leg(seconds: f64) -> anyhow::Result<()> {
                 }
                 tokio::time::sleep(Duration::from_millis(25)).await;
             }
-            let d = drive(&url, seconds, [Some(upstream.id()), None], in_session).await?;
+            let d = drive(&url, seconds, [Some(upstream.0.id()), None], in_session).await?;
             let b = match &bare {
                 Some((relay, relayed)) => {
-                    let pids = [Some(relay.id()), Some(upstream.id())];
+                    let pids = [Some(relay.0.id()), Some(upstream.0.id())];
                     Some(drive(relayed, seconds, pids, in_session).await?)
                 }
                 None => None,
             };
-            let pids = [Some(gateway.id()), Some(upstream.id())];
+            let pids = [Some(gateway.0.id()), Some(upstream.0.id())];
             let g = drive(&through, seconds, pids, in_session).await?;
             anyhow::Ok((d, b, g))
         });
-        for child in [
-            Some(&mut gateway),
-            Some(&mut upstream),
-            bare.as_mut().map(|b| &mut b.0),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
+        drop((gateway, upstream, bare));
         let (d, b, g) = figures?;
         anyhow::ensure!(
             d.answer == g.answer,
