@@ -129,7 +129,7 @@ pub struct Verdict {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shadow: Option<ShadowVerdict>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub call_id: Option<String>,
+    pub call_id: Option<std::sync::Arc<str>>,
 }
 
 /// A shadow schema's judgement of a payload: whether it would have blocked it (it fails the
@@ -555,7 +555,7 @@ mod tests {
                         message: String::new(),
                     },
                 ],
-                call_id: Some(String::new()),
+                call_id: Some("".into()),
                 ..base.clone()
             },
             Verdict {

@@ -9,6 +9,7 @@ use crate::core::registry::history::{ChangeKind, ToolChange, Version};
 use crate::core::registry::{Registration, ServerListing, ServerSummary};
 use crate::core::verdict::{Action, Outcome, Verdict};
 use crate::core::Limits;
+use std::sync::Arc;
 
 fn non_empty(s: &str) -> Option<String> {
     (!s.is_empty()).then(|| s.to_owned())
@@ -34,12 +35,12 @@ pub fn check(msg: &proto::Check, limits: &Limits) -> Result<Check, CheckError> {
         None => return Err(CheckError::MissingPayload),
     };
     Ok(Check {
-        server: non_empty(&msg.server),
-        tool: non_empty(&msg.tool),
+        server: non_empty(&msg.server).map(Arc::from),
+        tool: non_empty(&msg.tool).map(Arc::from),
         schema,
         payload,
         attempt: check::attempt((msg.attempt != 0).then_some(msg.attempt))?,
-        call_id: non_empty(&msg.call_id),
+        call_id: non_empty(&msg.call_id).map(Arc::from),
         protocol_version: protocol_version(&msg.protocol_version)?,
         roots: None,
         result_bytes: match &msg.payload {
@@ -95,7 +96,7 @@ pub fn verdict(v: Verdict) -> proto::Verdict {
                 instance_path: f.instance_path,
             })
             .collect(),
-        call_id: v.call_id.unwrap_or_default(),
+        call_id: v.call_id.as_deref().unwrap_or_default().to_owned(),
     }
 }
 

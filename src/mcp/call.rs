@@ -19,6 +19,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use std::borrow::Cow;
 use std::io;
+use std::sync::Arc;
 
 #[derive(Deserialize)]
 struct CallParams<'a> {
@@ -182,7 +183,7 @@ impl Boundary {
             None => Bytes::from_static(b"{}"),
         };
         let call = Call {
-            tool,
+            tool: Arc::from(tool),
             attempt,
             protocol,
         };
@@ -247,7 +248,7 @@ impl Boundary {
             }
             None => Err(CheckError::UnknownTool {
                 server: self.config.server.clone(),
-                tool: tool.clone(),
+                tool: tool.to_string(),
             }),
         };
         let subject = payload.as_str();
@@ -319,7 +320,7 @@ impl Boundary {
     /// it, as JSON text) against `schema`.
     async fn judge(
         &self,
-        tool: &str,
+        tool: &Arc<str>,
         call_id: &str,
         attempt: u32,
         protocol: Option<ProtocolVersion>,
@@ -327,9 +328,9 @@ impl Boundary {
         read: fn(Bytes, usize) -> Result<Payload, CheckError>,
     ) -> Result<Verdict, CheckError> {
         let (server, tool, call_id) = (
-            self.config.server.clone(),
-            tool.to_owned(),
-            call_id.to_owned(),
+            Arc::clone(&self.server),
+            Arc::clone(tool),
+            Arc::from(call_id),
         );
         let size = payload_text.len();
         let roots = self.session.roots.known();

@@ -94,7 +94,7 @@ pub fn parse(line: &[u8], direction: Direction) -> Parsed<'_> {
 pub fn message(text: &[u8], direction: Direction) -> Option<Message<'_>> {
     let [id, method, params, result, error] = members(text, ENVELOPE)?;
     // A `method` that is not a string makes no request or notification for any client.
-    let method = method.and_then(|m| m.parse::<Cow<'_, str>>());
+    let method = method.and_then(Unread::string);
     let answer = result.is_some() || error.is_some();
     let request_first = direction == Direction::ToServer;
     match (id, method) {

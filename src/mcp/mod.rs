@@ -191,6 +191,8 @@ pub struct Boundary {
     gate: Arc<Gate>,
     caller: Arc<Caller>,
     config: BoundaryConfig,
+    /// `config.server`, shared with each check rather than copied for it.
+    server: Arc<str>,
     session: Session,
     shared: Arc<Shared>,
     observer: Option<Arc<dyn Observer>>,
@@ -254,6 +256,7 @@ impl Boundary {
             shared,
             gate,
             caller,
+            server: Arc::from(config.server.as_str()),
             config,
             observer: None,
             recording: None,

@@ -31,6 +31,14 @@ impl<'a> Unread<'a> {
         serde_json::from_slice(self.0).ok()
     }
 
+    /// The value as a string, when it is one: borrowed from the text unless it holds an escape
+    /// (serde's own `Cow<str>` always copies).
+    pub fn string(self) -> Option<Cow<'a, str>> {
+        self.parse::<&'a str>()
+            .map(Cow::Borrowed)
+            .or_else(|| self.parse::<String>().map(Cow::Owned))
+    }
+
     /// Whether the value is the JSON `null`.
     pub fn is_null(self) -> bool {
         self.0 == b"null"
@@ -243,6 +251,22 @@ mod tests {
                     .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
             ]
         })
+    }
+
+    #[test]
+    fn a_string_member_is_borrowed_unless_it_holds_an_escape() {
+        let plain = Unread::new(br#""tools/call""#).string();
+        assert!(
+            matches!(plain, Some(Cow::Borrowed("tools/call"))),
+            "{plain:?}"
+        );
+        let escaped = Unread::new(br#""tools\/c\u0061ll""#).string();
+        assert!(
+            matches!(&escaped, Some(Cow::Owned(s)) if s == "tools/call"),
+            "{escaped:?}"
+        );
+        assert_eq!(Unread::new(b"7").string(), None);
+        assert_eq!(Unread::new(br#""unterminated"#).string(), None);
     }
 
     proptest! {

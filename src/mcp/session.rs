@@ -25,7 +25,8 @@ const LISTING_RETRY_AFTER: Duration = Duration::from_secs(10);
 /// A followed `tools/call`: what its result is judged as.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Call {
-    pub tool: String,
+    /// Shared with the checks of the call's arguments and result, not copied for each.
+    pub tool: Arc<str>,
     pub attempt: u32,
     pub protocol: Option<ProtocolVersion>,
 }

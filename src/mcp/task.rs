@@ -96,7 +96,7 @@ impl<'a> Wire<'a> {
 
     fn says(&self, result_type: &str) -> bool {
         self.result_type
-            .and_then(|t| t.parse::<Cow<'_, str>>())
+            .and_then(Unread::string)
             .is_some_and(|t| t == result_type)
     }
 }
@@ -137,7 +137,7 @@ impl Boundary {
     pub(super) fn task_created(&self, task: &Created<'_>, call: &Call) {
         tracing::debug!(
             server = %self.config.server,
-            tool = call.tool,
+            tool = &*call.tool,
             task_id = %task.task_id,
             ttl_ms = task.ttl.map(|t| t.as_millis() as u64),
             "a call created a task: its result will be checked when it comes"

@@ -13,6 +13,7 @@ use crate::core::error::CheckError;
 use crate::core::text_copy::TextCopy;
 use bytes::Bytes;
 use serde_json::Value;
+use std::sync::Arc;
 
 /// Where the schema of a check comes from.
 #[derive(Debug, Clone)]
@@ -160,17 +161,17 @@ impl Payload {
 /// One check, owned, ready to run on any thread.
 #[derive(Debug, Clone)]
 pub struct Check {
-    pub server: Option<String>,
-    pub tool: Option<String>,
+    pub server: Option<Arc<str>>,
+    pub tool: Option<Arc<str>>,
     pub schema: SchemaSource,
     pub payload: Payload,
     /// 1 for a first attempt; 2 and above are retries.
     pub attempt: u32,
-    pub call_id: Option<String>,
+    pub call_id: Option<Arc<str>>,
     /// The MCP revision the payload follows, when the check names one.
     pub protocol_version: Option<ProtocolVersion>,
     /// The client's roots (URIs), when the MCP session knows them: what rules on paths read.
-    pub roots: Option<std::sync::Arc<[String]>>,
+    pub roots: Option<Arc<[String]>>,
     /// The size of the tool result as sent, where it is known (the MCP wire, gRPC's `result`
     /// bytes): what `max_result_bytes` weighs.
     pub result_bytes: Option<usize>,

@@ -1,6 +1,7 @@
 //! A check object: its fields, each read once, then put together.
 
 use super::*;
+use std::sync::Arc;
 
 /// Reads a check object.
 pub(super) struct CheckReader<'b> {
@@ -171,12 +172,12 @@ impl CheckReader<'_> {
             _ => return Err(CheckError::ConflictingPayloads),
         };
         Ok(Check {
-            server: f.server.map(Cow::into_owned),
-            tool: f.tool.map(Cow::into_owned),
+            server: f.server.as_deref().map(Arc::from),
+            tool: f.tool.as_deref().map(Arc::from),
             schema,
             payload,
             attempt: attempt(f.attempt)?,
-            call_id: f.call_id.map(Cow::into_owned),
+            call_id: f.call_id.as_deref().map(Arc::from),
             protocol_version: f
                 .protocol_version
                 .map(|v| ProtocolVersion::parse(&v))
