@@ -15,6 +15,11 @@ fn non_empty(s: &str) -> Option<String> {
     (!s.is_empty()).then(|| s.to_owned())
 }
 
+/// A name of the check (server, tool, call id): absent when empty, shared once read.
+fn name(s: &str) -> Option<Arc<str>> {
+    (!s.is_empty()).then(|| Arc::from(s))
+}
+
 /// Builds the core's check from a message, parsing its JSON documents.
 pub fn check(msg: &proto::Check, limits: &Limits) -> Result<Check, CheckError> {
     use proto::check::{Payload as P, SchemaSource as S};
@@ -35,12 +40,12 @@ pub fn check(msg: &proto::Check, limits: &Limits) -> Result<Check, CheckError> {
         None => return Err(CheckError::MissingPayload),
     };
     Ok(Check {
-        server: non_empty(&msg.server).map(Arc::from),
-        tool: non_empty(&msg.tool).map(Arc::from),
+        server: name(&msg.server),
+        tool: name(&msg.tool),
         schema,
         payload,
         attempt: check::attempt((msg.attempt != 0).then_some(msg.attempt))?,
-        call_id: non_empty(&msg.call_id).map(Arc::from),
+        call_id: name(&msg.call_id),
         protocol_version: protocol_version(&msg.protocol_version)?,
         roots: None,
         result_bytes: match &msg.payload {
