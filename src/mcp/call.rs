@@ -174,7 +174,7 @@ impl Boundary {
                 ))
                 .await;
         };
-        let tool = params.name.into_owned();
+        let tool: Arc<str> = Arc::from(&*params.name);
         let protocol = meta_protocol(params.meta).or(self.session.protocol());
         self.ensure_contract(link, params.meta).await?;
         let attempt = self.session.attempt(&tool);
@@ -183,7 +183,7 @@ impl Boundary {
             None => Bytes::from_static(b"{}"),
         };
         let call = Call {
-            tool: Arc::from(tool),
+            tool,
             attempt,
             protocol,
         };

@@ -32,11 +32,12 @@ impl<'a> Unread<'a> {
     }
 
     /// The value as a string, when it is one: borrowed from the text unless it holds an escape
-    /// (serde's own `Cow<str>` always copies).
+    /// (serde's `Cow<str>` copies unless it is told to borrow).
     pub fn string(self) -> Option<Cow<'a, str>> {
-        self.parse::<&'a str>()
-            .map(Cow::Borrowed)
-            .or_else(|| self.parse::<String>().map(Cow::Owned))
+        #[derive(Deserialize)]
+        #[serde(transparent)]
+        struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
+        self.parse::<Text<'a>>().map(|t| t.0)
     }
 
     /// Whether the value is the JSON `null`.

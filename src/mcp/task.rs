@@ -85,7 +85,7 @@ impl<'a> Wire<'a> {
     }
 
     fn task_id(&self) -> Option<Cow<'a, str>> {
-        self.task_id?.parse()
+        self.task_id?.string()
     }
 
     /// `ttlMs` (2026-07-28) or `ttl` (2025-11-25), in milliseconds; `null` or absent: no limit.
