@@ -194,7 +194,7 @@ impl GatewayArgs {
             allowed: self.allowed_peers()?,
             boundary: BoundaryConfig {
                 // Each route's name, per route.
-                server: String::new(),
+                server: "".into(),
                 max_message_bytes: self.max_message_bytes,
                 max_in_flight: self.max_calls_in_flight,
                 contract_wait: Duration::from_millis(self.contract_wait_ms),

@@ -63,7 +63,7 @@ impl ProxyArgs {
         Ok(ProxyConfig {
             gate: self.gate_config()?,
             boundary: BoundaryConfig {
-                server: self.server_name.clone(),
+                server: self.server_name.as_str().into(),
                 max_message_bytes: self.max_message_bytes,
                 max_in_flight: self.max_calls_in_flight,
                 contract_wait: Duration::from_millis(self.contract_wait_ms),

@@ -375,7 +375,7 @@ impl RouteTable {
             let state = kept.unwrap_or_else(|| {
                 Arc::new(RouteState {
                     config: BoundaryConfig {
-                        server: route.name.clone(),
+                        server: route.name.as_str().into(),
                         transport: Transport::Gateway,
                         ..boundary.clone()
                     },

@@ -247,7 +247,7 @@ impl Boundary {
                     .await
             }
             None => Err(CheckError::UnknownTool {
-                server: self.config.server.clone(),
+                server: self.config.server.to_string(),
                 tool: tool.to_string(),
             }),
         };
@@ -328,7 +328,7 @@ impl Boundary {
         read: fn(Bytes, usize) -> Result<Payload, CheckError>,
     ) -> Result<Verdict, CheckError> {
         let (server, tool, call_id) = (
-            Arc::clone(&self.server),
+            Arc::clone(&self.config.server),
             Arc::clone(tool),
             Arc::from(call_id),
         );

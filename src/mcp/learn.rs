@@ -126,7 +126,7 @@ impl Boundary {
         let body = line.slice_ref(result.bytes());
         match self
             .gate
-            .register(&self.caller, self.config.server.clone(), body, how)
+            .register(&self.caller, self.config.server.to_string(), body, how)
             .await
         {
             Ok(registration) => {
@@ -262,7 +262,7 @@ impl Boundary {
                 .gate
                 .register(
                     &self.caller,
-                    self.config.server.clone(),
+                    self.config.server.to_string(),
                     Bytes::from_static(b"{\"tools\":[]}"),
                     empty,
                 )
@@ -278,7 +278,7 @@ impl Boundary {
             };
             if let Err(e) = self
                 .gate
-                .register(&self.caller, self.config.server.clone(), body, how)
+                .register(&self.caller, self.config.server.to_string(), body, how)
                 .await
             {
                 let name = tool_name(tool).unwrap_or_default();

@@ -65,8 +65,8 @@ const PROTOCOL_META_KEY: &str = "io.modelcontextprotocol/protocolVersion";
 /// How one session's rules run.
 #[derive(Debug, Clone)]
 pub struct BoundaryConfig {
-    /// The server's name in the registry, the policy and the metrics.
-    pub server: String,
+    /// The server's name in the registry, the policy and the metrics (shared with each check).
+    pub server: Arc<str>,
     /// Longest message relayed, in bytes (what an oversized message's error names).
     pub max_message_bytes: usize,
     /// Most requests in flight whose answers are read (tool calls, listings).
@@ -191,8 +191,6 @@ pub struct Boundary {
     gate: Arc<Gate>,
     caller: Arc<Caller>,
     config: BoundaryConfig,
-    /// `config.server`, shared with each check rather than copied for it.
-    server: Arc<str>,
     session: Session,
     shared: Arc<Shared>,
     observer: Option<Arc<dyn Observer>>,
@@ -256,7 +254,6 @@ impl Boundary {
             shared,
             gate,
             caller,
-            server: Arc::from(config.server.as_str()),
             config,
             observer: None,
             recording: None,

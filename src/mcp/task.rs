@@ -285,7 +285,7 @@ impl Boundary {
     /// A result of a task this session never saw created: counted as unchecked (its tool
     /// unknown), logged, and withheld where the server is untrusted.
     fn unknown_task(&self, task_id: &str, call_id: &str) -> Option<Vec<u8>> {
-        let server = Some(self.config.server.as_str());
+        let server = Some(&*self.config.server);
         let tier = self.rules(None).tier;
         self.gate.metrics().target(server, None).count(
             tier,

@@ -49,7 +49,7 @@ pub(super) async fn run(
     let (done, batches) = std::sync::mpsc::sync_channel::<Batch>(run.jobs * 4);
     let writer = super::thread("check-sink", move || sink.drain(batches))?;
     let config = BoundaryConfig {
-        server,
+        server: server.into(),
         max_message_bytes: run.max_line_bytes,
         max_in_flight,
         // Nothing answers the rules' own requests: a call judged before any listing is judged
@@ -131,13 +131,13 @@ async fn replay(
     };
     if config.server.is_empty() {
         match server_of(path, &input, run.max_line_bytes).await {
-            Ok(server) => config.server = server,
+            Ok(server) => config.server = server.into(),
             Err(message) => return unread(message),
         }
     }
     let observer = Arc::new(Verdicts {
         recorder: run.recorder.clone(),
-        server: config.server.clone(),
+        server: config.server.to_string(),
         state: Mutex::new(State {
             at: Position { file, line: 0 },
             ..State::default()
