@@ -232,22 +232,20 @@ fn main() -> anyhow::Result<()> {
             for body in &bodies {
                 core_check(&gate, &body.json);
             }
+            let ruled_work = |b: &Bytes| {
+                std::hint::black_box(core_check(&gate, b));
+            };
             let leg = in_process(
                 &format!("core, 1 thread, a rule per tool on {what}"),
                 &bodies,
                 1,
                 opts.seconds,
-                |b: &Bytes| {
-                    std::hint::black_box(core_check(&gate, b));
-                },
+                ruled_work,
             );
             // The ratio: the plain core and this one measured in turns, in the order ABBA ABBA,
             // so that the machine's drift over the run (4% between legs here) falls on both alike.
             let per_check = |leg: &Leg| leg.server_cpu / leg.checks as f64;
             let turn = opts.seconds / RATIO_TURNS as f64;
-            let ruled_work = |b: &Bytes| {
-                std::hint::black_box(core_check(&gate, b));
-            };
             let (mut base, mut with) = (Vec::new(), Vec::new());
             for i in 0..RATIO_TURNS {
                 let plain_first = i % 2 == 0;

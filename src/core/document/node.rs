@@ -343,10 +343,10 @@ fn same(a: NodeRef<'_>, b: NodeRef<'_>) -> bool {
     match (sa.kind, sb.kind) {
         (Kind::Unsigned, Kind::Unsigned) | (Kind::Signed, Kind::Signed) => sa.c == sb.c,
         (ka, kb) if number(ka) && number(kb) => {
-            // Equal numbers have one nearest `f64`: two finite ones that differ are two numbers,
-            // found with no value built. The rest are compared exactly.
+            // Equal numbers have one nearest `f64`: two that differ are two numbers, found with
+            // no value built (`as_f64` gives only finite ones). The rest are compared exactly.
             match (a.doc.number(sa).as_f64(), b.doc.number(sb).as_f64()) {
-                (Some(x), Some(y)) if x.is_finite() && y.is_finite() && x != y => false,
+                (Some(x), Some(y)) if x != y => false,
                 _ => a.equals_value(&b.value()),
             }
         }

@@ -200,29 +200,21 @@ async fn read_whole(
     max: usize,
 ) -> io::Result<(Bytes, usize)> {
     let keep = max.max(HEAD_BYTES);
-    let mut first: Option<Bytes> = None;
-    let mut joined = BytesMut::new();
+    let mut body = Bytes::new();
+    let mut joined: Option<BytesMut> = None;
     let mut len = 0usize;
     while let Some(chunk) = next_chunk(response, open).await? {
         len += chunk.len();
-        if joined.is_empty() {
-            match first.take() {
-                None => {
-                    first = Some(chunk);
-                    continue;
-                }
-                Some(first) => joined.extend_from_slice(&first),
-            }
+        if body.is_empty() && joined.is_none() {
+            body = chunk;
+            continue;
         }
+        let joined = joined.get_or_insert_with(|| BytesMut::from(&body[..]));
         if joined.len() < keep {
             joined.extend_from_slice(&chunk);
         }
     }
-    let body = match first {
-        Some(first) => first,
-        None => joined.freeze(),
-    };
-    Ok((body, len))
+    Ok((joined.map_or(body, BytesMut::freeze), len))
 }
 
 async fn pump_json(
@@ -275,16 +267,13 @@ async fn pump_json(
             ..link
         };
         let boundary = exchange.boundary();
-        let relayed = match owed {
-            true => {
-                boundary
-                    .relay_message(&link, Direction::ToClient, &body)
-                    .await?
-            }
-            false => boundary
-                .relay(&link, Direction::ToClient, &body)
-                .await
-                .map(|()| true)?,
+        let relayed = if owed {
+            boundary
+                .relay_message(&link, Direction::ToClient, &body)
+                .await?
+        } else {
+            boundary.relay(&link, Direction::ToClient, &body).await?;
+            true
         };
         if !relayed {
             // The answer owed to the client cannot be read: not relayed unchecked.
