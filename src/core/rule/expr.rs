@@ -14,8 +14,10 @@
 //! one more where a loop's body reads the payload again), times its nodes weighed (a `matches`
 //! compiles its pattern on each call). The rule cannot be evaluated, which fails it.
 
+use super::budget::Budget;
+use super::fast::Fast;
 use super::paths;
-use super::payload::{self, Budget, Readable};
+use super::payload::{self, Readable};
 use cel::common::ast::{EntryExpr, Expr};
 use cel::common::types::{CelList, CelMap, CelMapKey, CelString};
 use cel::common::value::{CowVal, Val};
@@ -29,7 +31,7 @@ pub const MAX_NODES: usize = 256;
 pub const MAX_DEPTH: usize = 32;
 pub const MAX_NESTING: usize = 2;
 pub const MAX_PLUS: usize = 8;
-pub use super::payload::{MAX_STRING_BYTES, MAX_VALUES};
+pub use super::budget::{MAX_STRING_BYTES, MAX_VALUES};
 pub const MAX_WORK: f64 = 1e7;
 /// The worst-case weight of a `matches` call (it compiles its pattern each time), in nodes.
 const MATCHES_WEIGHT: usize = 1000;
@@ -53,6 +55,9 @@ pub struct Compiled {
     /// The payload's members it reads, when it reads the payload only through them
     /// (`arguments.amount`): only those are converted. `None`: the whole payload.
     reads: Option<Vec<String>>,
+    /// Its shape, where the payload decides it without CEL (see [`super::fast`]): only for an
+    /// expression that reads the payload through members.
+    fast: Option<Fast>,
 }
 
 impl std::fmt::Debug for Compiled {
@@ -61,6 +66,7 @@ impl std::fmt::Debug for Compiled {
             .field("loops", &self.loops)
             .field("weight", &self.weight)
             .field("reads", &self.reads)
+            .field("fast", &self.fast)
             .finish_non_exhaustive()
     }
 }
@@ -98,13 +104,16 @@ pub fn compile(source: &str, variable: &'static str) -> Result<Compiled, Refused
             Program::compile(&text).map(|program| {
                 let shape = shape(program.expression(), variable);
                 let reads = reads(program.expression(), variable);
-                (program, (shape, reads))
+                let fast = reads
+                    .as_deref()
+                    .and_then(|reads| Fast::of(program.expression(), variable, reads));
+                (program, (shape, reads, fast))
             })
         })
         .map_err(|e| Refused::whole(format!("cannot start the compiler: {e}")))?
         .join()
         .map_err(|_| Refused::whole("the expression could not be parsed".into()))?;
-    let (program, (shape, reads)) = parsed.map_err(|e| {
+    let (program, (shape, reads, fast)) = parsed.map_err(|e| {
         let first = e.errors.first();
         Refused {
             at: first.map(|e| (e.pos.0.max(1) as usize, e.pos.1.max(0) as usize + 1)),
@@ -161,6 +170,7 @@ pub fn compile(source: &str, variable: &'static str) -> Result<Compiled, Refused
         uses_roots,
         uses,
         reads,
+        fast,
     })
 }
 
@@ -320,6 +330,18 @@ fn shape(root: &IdedExpr, variable: &str) -> Shape {
 }
 
 impl Compiled {
+    /// The payload's members it reads, when it reads it only through them.
+    #[cfg(test)]
+    pub(super) fn reads(&self) -> Option<&[String]> {
+        self.reads.as_deref()
+    }
+
+    /// Its shape, where the payload decides it without CEL.
+    #[cfg(test)]
+    pub(super) fn fast(&self) -> Option<&Fast> {
+        self.fast.as_ref()
+    }
+
     /// The most work its evaluation over a payload of `values` values can take (in nodes
     /// visited): what decides whether it may run on an async thread.
     pub fn work(&self, values: usize) -> f64 {
@@ -402,8 +424,28 @@ fn as_str(value: &Value) -> Option<&str> {
 }
 
 impl Compiled {
-    /// Evaluates the expression over `bindings`.
+    /// Evaluates the expression over `bindings`: decided from the payload where its shape
+    /// allows (the answer CEL would give), by CEL otherwise.
     pub fn evaluate(&self, base: &Base, bindings: &Bindings<'_>) -> Evaluated {
+        if let (Some(fast), Some(reads)) = (&self.fast, &self.reads) {
+            match bindings.payload.1.decide(fast, reads) {
+                // Past its work bound, CEL would not run it.
+                Some((_, values)) if self.too_much_work(values) => {}
+                Some((true, _)) => return Evaluated::Holds,
+                Some((false, _)) => return Evaluated::Fails,
+                None => {}
+            }
+        }
+        self.run(base, bindings)
+    }
+
+    /// Its comprehensions' worst case over `values` values is past [`MAX_WORK`].
+    fn too_much_work(&self, values: usize) -> bool {
+        self.loops > 0 && (values as f64).powi(self.loops as i32) * self.weight as f64 > MAX_WORK
+    }
+
+    /// Evaluates the expression over `bindings` with CEL's interpreter.
+    pub(super) fn run(&self, base: &Base, bindings: &Bindings<'_>) -> Evaluated {
         let (variable, readable) = bindings.payload;
         let mut budget = Budget::default();
         let payload = match &self.reads {
@@ -414,14 +456,11 @@ impl Compiled {
             Ok(value) => value,
             Err(why) => return Evaluated::Unevaluable(format!("the {variable} {why}")),
         };
-        if self.loops > 0 {
-            let work = (budget.values() as f64).powi(self.loops as i32) * self.weight as f64;
-            if work > MAX_WORK {
-                return Evaluated::Unevaluable(format!(
-                    "the {variable} holds {} values: too many for this rule's nested comprehensions to judge within its bound",
-                    budget.values()
-                ));
-            }
+        if self.too_much_work(budget.values()) {
+            return Evaluated::Unevaluable(format!(
+                "the {variable} holds {} values: too many for this rule's nested comprehensions to judge within its bound",
+                budget.values()
+            ));
         }
         // Only what the expression reads is bound.
         let [server, tool, caller] = self.uses;

@@ -5,7 +5,9 @@
 //! does not hold, or cannot be evaluated, is an error of the verdict (keyword `rule`), judged in
 //! the same pass as the schema and under the same tier.
 
+mod budget;
 pub mod expr;
+mod fast;
 pub(crate) mod on_check;
 pub mod paths;
 pub mod payload;

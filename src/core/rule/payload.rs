@@ -2,20 +2,16 @@
 //! payload's, through the validator's representation traits (so a document and a
 //! `serde_json::Value` convert alike), within a budget of values and string bytes.
 
+use super::budget::{number_of, Budget, Number, MAX_VALUES};
+use super::fast::{self, Fast};
 use crate::core::document::DocumentJson;
 use cel::common::types::{
-    CelBool, CelDouble, CelInt, CelList, CelMap, CelMapKey, CelNull, CelString, CelUInt,
+    CelBool, CelDouble, CelInt, CelList, CelMap, CelMapKey, CelNull, CelUInt,
 };
 use cel::common::value::Val;
-use jsonschema::json::{Array, Json, JsonNumber, Node, Object};
+use jsonschema::json::{Array, Json, Node, Object};
 use jsonschema_value::SerdeJson;
-use std::borrow::Cow;
 use std::collections::HashMap;
-
-/// The most values of a payload rules read.
-pub const MAX_VALUES: usize = 100_000;
-/// The most bytes of strings of a payload rules read.
-pub const MAX_STRING_BYTES: usize = 1 << 20;
 
 /// A payload as rules read it: whole, or member by member (only what a rule reads is built).
 /// The CEL values borrow the payload's strings.
@@ -32,6 +28,10 @@ pub trait Readable {
         key: &str,
         budget: &mut Budget,
     ) -> Option<Result<Box<dyn Val + '_>, String>>;
+    /// What an expression of a shape decided without CEL (see [`fast`]) comes to, reading the
+    /// root members `reads`, and the values CEL would have been given; `None` where only CEL
+    /// can say.
+    fn decide(&self, fast: &Fast, reads: &[String]) -> Option<(bool, usize)>;
 }
 
 impl Readable for serde_json::Value {
@@ -55,31 +55,9 @@ impl Readable for serde_json::Value {
         self.get(key)
             .map(|value| value_of::<SerdeJson, _>(&value, budget))
     }
-}
 
-/// What a conversion has used.
-#[derive(Debug, Default)]
-pub struct Budget {
-    values: usize,
-    string_bytes: usize,
-}
-
-impl Budget {
-    /// The values converted so far.
-    pub fn values(&self) -> usize {
-        self.values
-    }
-
-    /// A string of the payload, counted.
-    fn string<'a>(&mut self, s: impl Into<Cow<'a, str>>) -> Result<CelString<'a>, String> {
-        let s = s.into();
-        self.string_bytes += s.len();
-        if self.string_bytes > MAX_STRING_BYTES {
-            return Err(format!(
-                "holds more than {MAX_STRING_BYTES} bytes of strings: too many for a rule to judge"
-            ));
-        }
-        Ok(CelString::from(s))
+    fn decide(&self, fast: &Fast, reads: &[String]) -> Option<(bool, usize)> {
+        fast::decide::<SerdeJson, _>(fast, &self, reads)
     }
 }
 
@@ -106,8 +84,7 @@ fn value_of<'a, F: Json, N: Node<'a, F>>(
     node: &N,
     budget: &mut Budget,
 ) -> Result<Box<dyn Val + 'a>, String> {
-    budget.values += 1;
-    if budget.values > MAX_VALUES {
+    if !budget.counts_value() {
         return Err(format!(
             "holds more than {MAX_VALUES} values: too many for a rule to judge"
         ));
@@ -131,19 +108,11 @@ fn value_of<'a, F: Json, N: Node<'a, F>>(
         return Ok(Box::new(budget.string(text)?));
     }
     if let Some(n) = node.as_number() {
-        return match (n.as_i64(), n.as_u64(), n.as_f64()) {
-            (Some(i), _, _) => Ok(Box::new(CelInt::from(i))),
-            (None, Some(u), _) => Ok(Box::new(CelUInt::from(u))),
-            // `-0` is an integer, written so (the document keeps its sign as a double's).
-            (None, None, Some(f)) if f == 0.0 && n.is_written_as_integer() => {
-                Ok(Box::new(CelInt::from(0)))
-            }
-            (None, None, Some(f)) if f.is_finite() => Ok(Box::new(CelDouble::from(f))),
-            _ => Err(format!(
-                "hold the number {}, past a double's range",
-                n.as_str()
-            )),
-        };
+        return Ok(match number_of(&n)? {
+            Number::Int(i) => Box::new(CelInt::from(i)),
+            Number::UInt(u) => Box::new(CelUInt::from(u)),
+            Number::Double(f) => Box::new(CelDouble::from(f)),
+        });
     }
     Ok(match node.as_boolean() {
         Some(b) => Box::new(CelBool::from(b)),
@@ -171,5 +140,9 @@ impl Readable for crate::core::document::Document {
     ) -> Option<Result<Box<dyn Val + '_>, String>> {
         self.member(key)
             .map(|node| value_of::<DocumentJson, _>(&node, budget))
+    }
+
+    fn decide(&self, fast: &Fast, reads: &[String]) -> Option<(bool, usize)> {
+        fast::decide::<DocumentJson, _>(fast, &self.root(), reads)
     }
 }
