@@ -62,7 +62,7 @@ impl<'a> NodeRef<'a> {
     }
 
     /// The member named `key` of an object value.
-    pub(super) fn member(&self, key: &str) -> Option<NodeRef<'a>> {
+    pub(crate) fn member(&self, key: &str) -> Option<NodeRef<'a>> {
         let doc = self.doc;
         let slot = doc.slot(self.at);
         if slot.kind != Kind::Object {

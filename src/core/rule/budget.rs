@@ -25,7 +25,7 @@ impl Budget {
     }
 
     /// Counts `bytes` more of strings: whether they are still within the budget.
-    pub(super) fn counts(&mut self, bytes: usize) -> bool {
+    pub(super) fn counts_bytes(&mut self, bytes: usize) -> bool {
         self.string_bytes += bytes;
         self.string_bytes <= MAX_STRING_BYTES
     }
@@ -42,7 +42,7 @@ impl Budget {
         s: impl Into<Cow<'a, str>>,
     ) -> Result<CelString<'a>, String> {
         let s = s.into();
-        if !self.counts(s.len()) {
+        if !self.counts_bytes(s.len()) {
             return Err(format!(
                 "holds more than {MAX_STRING_BYTES} bytes of strings: too many for a rule to judge"
             ));
@@ -69,7 +69,7 @@ pub(super) fn number_of(n: &impl JsonNumber) -> Result<Number, String> {
         (None, None, Some(f)) if f == 0.0 && n.is_written_as_integer() => Ok(Number::Int(0)),
         (None, None, Some(f)) if f.is_finite() => Ok(Number::Double(f)),
         _ => Err(format!(
-            "hold the number {}, past a double's range",
+            "holds the number {}, past a double's range",
             n.as_str()
         )),
     }

@@ -428,7 +428,7 @@ impl Compiled {
     /// allows (the answer CEL would give), by CEL otherwise.
     pub fn evaluate(&self, base: &Base, bindings: &Bindings<'_>) -> Evaluated {
         if let (Some(fast), Some(reads)) = (&self.fast, &self.reads) {
-            match bindings.payload.1.decide(fast, reads) {
+            match bindings.payload.1.decide(fast, reads, bindings.roots) {
                 // Past its work bound, CEL would not run it.
                 Some((_, values)) if self.too_much_work(values) => {}
                 Some((true, _)) => return Evaluated::Holds,

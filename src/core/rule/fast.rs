@@ -1,20 +1,23 @@
 //! The commonest expressions decided straight from the payload, without building CEL values or
 //! running CEL's interpreter: presence (`has(result.error)`), a member compared with a constant
-//! (`arguments.amount <= 1000`, `result.status == "ok"`), and `!`, `&&`, `||` over those.
+//! (`arguments.amount <= 1000`, `result.status == "ok"`), a member's path within the client's
+//! roots (`within_roots(arguments.path)`), and `!`, `&&`, `||` over those.
 //!
-//! A decision here must be the one CEL gives. So the payload is only ever read where CEL's
-//! answer is certain: the members on a path are objects that hold the next member, and a
-//! comparison is of the same kind on both sides (an `int` with an `int`, a string with a string).
-//! Anything else (a member missing on the way, an `int` compared with a `double`, an expression
-//! of another shape, a payload past the budget CEL's conversion would refuse) is left to CEL,
-//! which then gives its own answer or error. `&&` and `||` follow CEL's rules for errors: either
-//! side that decides the result (`false` for `&&`, `true` for `||`) decides it, whatever the other
-//! side gives.
+//! A decision here must be the one CEL gives. So one is made only where CEL's answer is certain:
+//! the members on a path are objects that hold the next member, a comparison is of one kind on
+//! both sides (`int` with `int`, `double` with `double`; strings, bools and `null` for `==` and
+//! `!=` only), and the members read are within the budget CEL's conversion keeps to. Anything else
+//! (a member missing on the way, an `int` compared with a `double`, roots not known, an expression
+//! of another shape) is left to CEL, which then gives its own answer or error. `&&` and `||`
+//! follow CEL's rules for errors: either side that decides the result (`false` for `&&`, `true`
+//! for `||`) decides it, whatever the other side gives.
 
 use super::budget::{number_of, Budget, Number};
+use super::paths;
+use crate::core::document::NodeRef;
 use cel::common::ast::{operators, Expr, LiteralValue};
 use cel::IdedExpr;
-use jsonschema::json::{Json, Node, Object};
+use jsonschema::json::{Array, Json, Node, Object};
 
 /// The most root members an expression decided here may read (it finds them in one pass).
 const MAX_READS: usize = 8;
@@ -26,6 +29,8 @@ pub enum Fast {
     Has(Path),
     /// `v.a.b <op> constant` (or the constant first, turned round).
     Compare(Path, Op, Constant),
+    /// `within_roots(v.a.b)`.
+    WithinRoots(Path),
     Not(Box<Fast>),
     And(Box<Fast>, Box<Fast>),
     Or(Box<Fast>, Box<Fast>),
@@ -133,12 +138,12 @@ impl Fast {
         let Expr::Call(call) = &e.expr else {
             return match &e.expr {
                 Expr::Select(select) if select.test => {
-                    let on = match reading.path(&select.operand.expr) {
-                        Some(Some(mut on)) => {
+                    let on = match reading.operand(&select.operand.expr) {
+                        Some(Operand::Member(mut on)) => {
                             on.rest.push(select.field.clone());
                             Some(on)
                         }
-                        Some(None) => reading.root(&select.field),
+                        Some(Operand::Payload) => reading.root(&select.field),
                         None => None,
                     };
                     on.map_or(Fast::Other, Fast::Has)
@@ -163,6 +168,10 @@ impl Fast {
             },
             (operators::LOGICAL_AND, _) => two(Fast::And),
             (operators::LOGICAL_OR, _) => two(Fast::Or),
+            ("within_roots", [path]) => match reading.member(path) {
+                Some(on) => Fast::WithinRoots(on),
+                None => Fast::Other,
+            },
             (name, [left, right]) => {
                 let Some(op) = Op::of(name) else {
                     return Fast::Other;
@@ -171,11 +180,9 @@ impl Fast {
                     Expr::Literal(literal) => Constant::of(literal),
                     _ => None,
                 };
-                // A member, not the whole payload.
-                let member = |e: &IdedExpr| reading.path(&e.expr).flatten();
-                if let (Some(on), Some(constant)) = (member(left), constant(right)) {
+                if let (Some(on), Some(constant)) = (reading.member(left), constant(right)) {
                     Fast::Compare(on, op, constant)
-                } else if let (Some(constant), Some(on)) = (constant(left), member(right)) {
+                } else if let (Some(constant), Some(on)) = (constant(left), reading.member(right)) {
                     Fast::Compare(on, op.turned(), constant)
                 } else {
                     Fast::Other
@@ -192,10 +199,25 @@ struct Reading<'r> {
     reads: &'r [String],
 }
 
+/// What a selection's operand names.
+enum Operand {
+    /// The payload itself (`v`).
+    Payload,
+    /// One of its members (`v.a.b`).
+    Member(Path),
+}
+
 impl Reading<'_> {
-    /// The member `v.a.b` names (`Some(None)` for `v` itself), when `e` is the payload or a
-    /// selection of its members (not a test).
-    fn path(&self, e: &Expr) -> Option<Option<Path>> {
+    /// The member `e` names (`v.a.b`, not `v` itself).
+    fn member(&self, e: &IdedExpr) -> Option<Path> {
+        match self.operand(&e.expr)? {
+            Operand::Member(on) => Some(on),
+            Operand::Payload => None,
+        }
+    }
+
+    /// What `e` names, when it is the payload or a selection of its members (not a test).
+    fn operand(&self, e: &Expr) -> Option<Operand> {
         let mut members = Vec::new();
         let mut at = e;
         loop {
@@ -209,12 +231,12 @@ impl Reading<'_> {
             }
         }
         let Some(first) = members.pop() else {
-            return Some(None);
+            return Some(Operand::Payload);
         };
         let mut path = self.root(&first)?;
         members.reverse();
         path.rest = members;
-        Some(Some(path))
+        Some(Operand::Member(path))
     }
 
     /// The root member `name`, which the expression reads.
@@ -227,54 +249,62 @@ impl Reading<'_> {
 }
 
 /// What `fast` comes to over `payload`, which a rule reads only through the root members
-/// `reads`, and the values CEL would have been given (what its work bound is reckoned on):
-/// `None` where only CEL can say.
-pub(super) fn decide<'a, F: Json, N: Node<'a, F>>(
+/// `reads`, with the client's `roots` where known, and the values CEL would have been given
+/// (what its work bound is reckoned on): `None` where only CEL can say.
+pub(super) fn decide<'a, F: Json, N: Node<'a, F> + Member>(
     fast: &Fast,
-    payload: &N,
-    reads: &[String],
+    (payload, reads): (&N, &[String]),
+    roots: Option<&[String]>,
 ) -> Option<(bool, usize)> {
-    // The members read, found in one pass; of a name given twice, the last (as CEL's map of
-    // them keeps it). CEL's map is empty when the payload is no object.
+    // The members read, as CEL's map of them holds them (none when the payload is no object).
     let mut found: [Option<N>; MAX_READS] = Default::default();
-    if let Some(object) = payload.as_object() {
-        for (name, node) in object.members() {
-            if let Some(at) = reads.iter().position(|read| read == name.as_ref()) {
-                *found.get_mut(at)? = Some(node);
-            }
-        }
+    for (key, slot) in reads.iter().zip(&mut found) {
+        *slot = payload.member(key);
     }
+    let holds = judge(fast, &found, roots)?;
     // CEL builds that map only within the budget; a payload past it is left to CEL, to refuse
     // it as it does.
     let mut budget = Budget::default();
     for (key, value) in reads.iter().zip(&found) {
         if let Some(value) = value {
-            if !budget.counts(key.len()) || !payload_fits(value, &mut budget) {
+            if !budget.counts_bytes(key.len()) || !fits(value, &mut budget) {
                 return None;
             }
         }
     }
-    Some((judge(fast, &found)?, budget.values()))
+    Some((holds, budget.values()))
 }
 
-fn judge<'a, F: Json, N: Node<'a, F>>(fast: &Fast, found: &[Option<N>]) -> Option<bool> {
+fn judge<'a, F: Json, N: Node<'a, F> + Member>(
+    fast: &Fast,
+    found: &[Option<N>],
+    roots: Option<&[String]>,
+) -> Option<bool> {
+    let part = |fast| judge(fast, found, roots);
     match fast {
         Fast::Has(on) => match on.rest.split_last() {
             // A root member: present when it was found (CEL's map of the members read).
             None => Some(found.get(on.root)?.is_some()),
             Some((last, rest)) => {
-                let object = walk(found, on.root, rest)?.as_object()?;
-                Some(member(&object, last).is_some())
+                let object = walk(found, on.root, rest)?;
+                object.as_object()?;
+                Some(object.member(last).is_some())
             }
         },
         Fast::Compare(on, op, constant) => compare(&walk(found, on.root, &on.rest)?, *op, constant),
-        Fast::Not(inner) => judge(inner, found).map(|b| !b),
-        Fast::And(left, right) => match (judge(left, found), judge(right, found)) {
+        // Unknown roots, a member that is no string, a path that cannot be resolved: CEL's own
+        // answer (no roots known, or an error) is left to it.
+        Fast::WithinRoots(on) => {
+            let path = walk(found, on.root, &on.rest)?.as_string()?;
+            paths::within(&path, roots?.iter().map(String::as_str)).ok()
+        }
+        Fast::Not(inner) => part(inner).map(|b| !b),
+        Fast::And(left, right) => match (part(left), part(right)) {
             (Some(false), _) | (_, Some(false)) => Some(false),
             (Some(true), Some(true)) => Some(true),
             _ => None,
         },
-        Fast::Or(left, right) => match (judge(left, found), judge(right, found)) {
+        Fast::Or(left, right) => match (part(left), part(right)) {
             (Some(true), _) | (_, Some(true)) => Some(true),
             (Some(false), Some(false)) => Some(false),
             _ => None,
@@ -285,26 +315,36 @@ fn judge<'a, F: Json, N: Node<'a, F>>(fast: &Fast, found: &[Option<N>]) -> Optio
 
 /// The value at the root member `root` and then `rest`, when every member on the way is an
 /// object that holds the next.
-fn walk<'a, F: Json, N: Node<'a, F>>(
+fn walk<'a, F: Json, N: Node<'a, F> + Member>(
     found: &[Option<N>],
     root: usize,
     rest: &[String],
 ) -> Option<N> {
     let mut at = found.get(root)?.clone()?;
     for key in rest {
-        at = member(&at.as_object()?, key)?;
+        at = at.member(key)?;
     }
     Some(at)
 }
 
-/// The member `key` of an object: the last of that name, as a reader of either representation
-/// keeps it.
-fn member<'a, F: Json, O: Object<'a, F>>(object: &O, key: &str) -> Option<O::Node> {
-    object
-        .members()
-        .filter(|(name, _)| name.as_ref() == key)
-        .last()
-        .map(|(_, node)| node)
+/// A member of an object value, found as the representation finds it (the document through its
+/// index of a large object's keys), and as CEL's map of the object holds it: of a name given
+/// twice, the one the reader kept.
+pub(super) trait Member: Sized {
+    /// The member `key`, when this is an object that has one.
+    fn member(&self, key: &str) -> Option<Self>;
+}
+
+impl<'a> Member for NodeRef<'a> {
+    fn member(&self, key: &str) -> Option<Self> {
+        NodeRef::member(self, key)
+    }
+}
+
+impl Member for &serde_json::Value {
+    fn member(&self, key: &str) -> Option<Self> {
+        self.get(key)
+    }
 }
 
 /// `value <op> constant` where both are of one kind; `None` otherwise (CEL's heterogeneous
@@ -329,20 +369,20 @@ fn compare<'a, F: Json, N: Node<'a, F>>(value: &N, op: Op, constant: &Constant) 
 
 /// Whether converting `node` into CEL's values stays within `budget` (the conversion counts
 /// the same values and string bytes and refuses the same numbers).
-fn payload_fits<'a, F: Json, N: Node<'a, F>>(node: &N, budget: &mut Budget) -> bool {
+fn fits<'a, F: Json, N: Node<'a, F>>(node: &N, budget: &mut Budget) -> bool {
     if !budget.counts_value() {
         return false;
     }
     if let Some(members) = node.as_object() {
         return members
             .members()
-            .all(|(key, item)| budget.counts(key.as_ref().len()) && payload_fits(&item, budget));
+            .all(|(key, item)| budget.counts_bytes(key.as_ref().len()) && fits(&item, budget));
     }
     if let Some(items) = node.as_array() {
-        return jsonschema::json::Array::elements(&items).all(|item| payload_fits(&item, budget));
+        return items.elements().all(|item| fits(&item, budget));
     }
     if let Some(text) = node.as_string() {
-        return budget.counts(text.len());
+        return budget.counts_bytes(text.len());
     }
     match node.as_number() {
         Some(n) => number_of(&n).is_ok(),
@@ -383,6 +423,13 @@ mod tests {
         "has(result.a) && size(result.s) > 3",
         "size(result.s) > 3 && has(result.a)",
         "!(result.n == 1 || result.b == false)",
+        "within_roots(result.p)",
+        "!within_roots(result.p)",
+        "has(result.a) || within_roots(result.p)",
+        "within_roots(result.p) && result.n < 2",
+        "within_roots(result.a.p)",
+        "has(result.n)",
+        "result.d == -0.0",
         "result.n == 1u",
         "result.n == 1.0",
         "has(result.a) || result.l.exists(x, x == 2)",
@@ -417,15 +464,32 @@ mod tests {
         r#"{"b": true, "z": null, "s": "x", "n": 0}"#,
         r#"{"b": "true", "z": 0}"#,
         r#"{"error": 1e400}"#,
+        r#"{"p": "/srv/shared/x", "n": 1}"#,
+        r#"{"p": "/srv/shared/../../etc/passwd"}"#,
+        r#"{"p": "file:///home/ann/a%20b", "a": 1}"#,
+        r#"{"p": "file://host/srv/shared/x"}"#,
+        r#"{"p": "relative/x"}"#,
+        r#"{"p": "/etc/x", "n": 1}"#,
+        r#"{"p": 5}"#,
+        r#"{"a": {"p": "/srv/shared\/y"}}"#,
+        r#"{"\u0061": {"b": 1}, "\u006e": 1, "n": 2, "d": -0.0}"#,
+        r#"{"d": 0.0, "s": "\u0078\u0079"}"#,
     ];
 
-    fn evaluated(compiled: &Compiled, base: &Base, payload: &dyn Readable) -> [Evaluated; 2] {
+    const ROOTS: &[&str] = &["file:///srv/shared", "/home/ann"];
+
+    fn evaluated(
+        compiled: &Compiled,
+        base: &Base,
+        payload: &dyn Readable,
+        roots: Option<&[String]>,
+    ) -> [Evaluated; 2] {
         let bindings = Bindings {
             payload: ("result", payload),
             server: "s",
             tool: "t",
             caller: ("", &[]),
-            roots: None,
+            roots,
         };
         [
             compiled.evaluate(base, &bindings),
@@ -436,6 +500,7 @@ mod tests {
     #[test]
     fn a_decision_without_cel_is_the_one_cel_gives() {
         let base = Base::new().expect("base");
+        let roots: Vec<String> = ROOTS.iter().map(|r| r.to_string()).collect();
         // An object large enough for the document to index its members, with a member given
         // twice.
         let large = format!(
@@ -457,17 +522,19 @@ mod tests {
             for text in payloads.clone() {
                 let value: serde_json::Value = serde_json::from_str(text).expect("JSON");
                 let document = Document::read(text.as_bytes(), 64).expect("read");
-                for payload in [&value as &dyn Readable, &document] {
-                    let [fast, cel] = evaluated(&compiled, &base, payload);
-                    assert_eq!(fast, cel, "{source} over {text}");
+                for roots in [None, Some(roots.as_slice())] {
+                    for payload in [&value as &dyn Readable, &document] {
+                        let [fast, cel] = evaluated(&compiled, &base, payload, roots);
+                        assert_eq!(fast, cel, "{source} over {text}, roots {roots:?}");
+                    }
+                    let reads = compiled.reads().expect("reads members");
+                    decided += usize::from(
+                        compiled
+                            .fast()
+                            .and_then(|fast| document.decide(fast, reads, roots))
+                            .is_some(),
+                    );
                 }
-                let reads = compiled.reads().expect("reads members");
-                decided += usize::from(
-                    compiled
-                        .fast()
-                        .and_then(|fast| document.decide(fast, reads))
-                        .is_some(),
-                );
             }
         }
         // Many of these pairs were decided without CEL (the rest were left to it).
@@ -476,6 +543,7 @@ mod tests {
 
     #[test]
     fn the_commonest_shapes_are_decided_without_cel() {
+        let roots: Vec<String> = ROOTS.iter().map(|r| r.to_string()).collect();
         for (source, text, holds) in [
             ("!has(result.error)", r#"{"rows": [1, 2]}"#, true),
             ("!has(result.error)", r#"{"error": "denied"}"#, false),
@@ -489,13 +557,23 @@ mod tests {
                 r#"{"x": 1, "s": 2}"#,
                 true,
             ),
+            (
+                "within_roots(result.path)",
+                r#"{"path": "/srv/shared/q3.csv"}"#,
+                true,
+            ),
+            (
+                "within_roots(result.path)",
+                r#"{"path": "/srv/shared/../x"}"#,
+                false,
+            ),
         ] {
             let compiled = compile(source, "result").expect("compiles");
             let document = Document::read(text.as_bytes(), 64).expect("read");
             let (fast, reads) = (compiled.fast(), compiled.reads());
             let decided = fast
                 .zip(reads)
-                .and_then(|(f, r)| document.decide(f, r))
+                .and_then(|(f, r)| document.decide(f, r, Some(&roots)))
                 .map(|(holds, _)| holds);
             assert_eq!(decided, Some(holds), "{source} over {text}");
         }
@@ -521,11 +599,15 @@ mod tests {
 
     #[test]
     fn a_member_past_the_budget_is_left_to_cel_to_refuse() {
+        use super::super::expr::{MAX_STRING_BYTES, MAX_VALUES};
         let base = Base::new().expect("base");
         let compiled = compile("!has(result.error)", "result").expect("compiles");
-        let many = serde_json::json!({ "error": vec![0; super::super::expr::MAX_VALUES] });
-        let [fast, cel] = evaluated(&compiled, &base, &many);
-        assert!(matches!(fast, Evaluated::Unevaluable(_)), "{fast:?}");
-        assert_eq!(fast, cel);
+        let many = serde_json::json!({ "error": vec![0; MAX_VALUES] });
+        let long = serde_json::json!({ "error": vec!["x".repeat(MAX_STRING_BYTES / 2); 3] });
+        for payload in [many, long] {
+            let [fast, cel] = evaluated(&compiled, &base, &payload, None);
+            assert!(matches!(fast, Evaluated::Unevaluable(_)), "{fast:?}");
+            assert_eq!(fast, cel);
+        }
     }
 }

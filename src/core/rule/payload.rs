@@ -29,9 +29,14 @@ pub trait Readable {
         budget: &mut Budget,
     ) -> Option<Result<Box<dyn Val + '_>, String>>;
     /// What an expression of a shape decided without CEL (see [`fast`]) comes to, reading the
-    /// root members `reads`, and the values CEL would have been given; `None` where only CEL
-    /// can say.
-    fn decide(&self, fast: &Fast, reads: &[String]) -> Option<(bool, usize)>;
+    /// root members `reads`, with the client's `roots` where known, and the values CEL would
+    /// have been given; `None` where only CEL can say.
+    fn decide(
+        &self,
+        fast: &Fast,
+        reads: &[String],
+        roots: Option<&[String]>,
+    ) -> Option<(bool, usize)>;
 }
 
 impl Readable for serde_json::Value {
@@ -56,8 +61,13 @@ impl Readable for serde_json::Value {
             .map(|value| value_of::<SerdeJson, _>(&value, budget))
     }
 
-    fn decide(&self, fast: &Fast, reads: &[String]) -> Option<(bool, usize)> {
-        fast::decide::<SerdeJson, _>(fast, &self, reads)
+    fn decide(
+        &self,
+        fast: &Fast,
+        reads: &[String],
+        roots: Option<&[String]>,
+    ) -> Option<(bool, usize)> {
+        fast::decide::<SerdeJson, _>(fast, (&self, reads), roots)
     }
 }
 
@@ -142,7 +152,12 @@ impl Readable for crate::core::document::Document {
             .map(|node| value_of::<DocumentJson, _>(&node, budget))
     }
 
-    fn decide(&self, fast: &Fast, reads: &[String]) -> Option<(bool, usize)> {
-        fast::decide::<DocumentJson, _>(fast, &self.root(), reads)
+    fn decide(
+        &self,
+        fast: &Fast,
+        reads: &[String],
+        roots: Option<&[String]>,
+    ) -> Option<(bool, usize)> {
+        fast::decide::<DocumentJson, _>(fast, (&self.root(), reads), roots)
     }
 }
