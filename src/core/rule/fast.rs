@@ -19,7 +19,7 @@ use cel::common::ast::{operators, Expr, LiteralValue};
 use cel::IdedExpr;
 use jsonschema::json::{Array, Json, Node, Object};
 
-/// The most root members an expression decided here may read (it finds them in one pass).
+/// The most root members an expression decided here may read (each is looked up once).
 const MAX_READS: usize = 8;
 
 /// An expression of a shape decided here, or a part of one that is left to CEL.
@@ -474,6 +474,8 @@ mod tests {
         r#"{"a": {"p": "/srv/shared\/y"}}"#,
         r#"{"\u0061": {"b": 1}, "\u006e": 1, "n": 2, "d": -0.0}"#,
         r#"{"d": 0.0, "s": "\u0078\u0079"}"#,
+        r#"{"a": {"b": 1, "b": {"c": 2}, "p": "/etc", "p": "/home/ann/x"}}"#,
+        r#"{"p": "/srv/shared/x", "n": 5}"#,
     ];
 
     const ROOTS: &[&str] = &["file:///srv/shared", "/home/ann"];
@@ -511,9 +513,17 @@ mod tests {
         );
         // A list too long for nested comprehensions over it to run within their bound.
         let long = format!(r#"{{"a": 1, "l": {:?}}}"#, vec![0; 1000]);
+        // A nested object large enough to be indexed, with members given twice.
+        let nested = format!(
+            r#"{{"a": {{"b": 0, "p": "/etc", {} "b": 1, "p": "/srv/shared/z"}}}}"#,
+            (0..40)
+                .map(|i| format!(r#""k{i}": {i},"#))
+                .collect::<String>()
+        );
         let payloads = PAYLOADS.iter().copied().chain([
             large.as_str(),
             long.as_str(),
+            nested.as_str(),
             r#"{"l": [2], "n": 1}"#,
         ]);
         let mut decided = 0;
@@ -522,7 +532,7 @@ mod tests {
             for text in payloads.clone() {
                 let value: serde_json::Value = serde_json::from_str(text).expect("JSON");
                 let document = Document::read(text.as_bytes(), 64).expect("read");
-                for roots in [None, Some(roots.as_slice())] {
+                for roots in [None, Some(&[][..]), Some(roots.as_slice())] {
                     for payload in [&value as &dyn Readable, &document] {
                         let [fast, cel] = evaluated(&compiled, &base, payload, roots);
                         assert_eq!(fast, cel, "{source} over {text}, roots {roots:?}");
