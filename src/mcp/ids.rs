@@ -32,17 +32,16 @@ impl Key {
                 },
                 None => Key(id.into()),
             },
-            Some(b'-' | b'0'..=b'9') => match exact_integer(id) {
-                Some(n) => Key(n.into()),
-                None => Key(id.into()),
+            Some(b'-' | b'0'..=b'9') => match sole_reading(id) {
+                // An integer already in its one spelling (most ids): its own key.
+                Some(canonical) => Key(canonical.into()),
+                None => match exact_integer(id) {
+                    Some(n) => Key(n.into()),
+                    None => Key(id.into()),
+                },
             },
             _ => Key(id.into()),
         }
-    }
-
-    /// A key from text already canonical (see [`sole_reading`]).
-    pub(crate) fn from_canonical(text: &str) -> Key {
-        Key(text.into())
     }
 
     pub fn as_str(&self) -> &str {
@@ -312,6 +311,20 @@ mod tests {
             ("true", "true"),
         ] {
             assert_eq!(Key::of_request(id).as_str(), key, "{id}");
+        }
+        // Integers in their one spelling are their own keys, as the exact reading makes them.
+        for id in [
+            "0",
+            "7",
+            "10",
+            "100",
+            "999999999999999",
+            "1000000000000000",
+            "-7",
+            "007",
+        ] {
+            let exact = exact_integer(id).expect("an integer");
+            assert_eq!(Key::of_request(id).as_str(), exact, "{id}");
         }
     }
 

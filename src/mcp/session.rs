@@ -280,13 +280,14 @@ impl Session {
             return None;
         };
         let key: &str = &key;
-        let awaited = match state.pending.remove(key) {
-            Some(pending) => Some(pending),
-            None => state.cancelled.remove(key).inspect(|_| {
+        // The entry's own key is kept with the answer, not copied.
+        let awaited = match state.pending.remove_entry(key) {
+            Some(entry) => Some(entry),
+            None => state.cancelled.remove_entry(key).inspect(|_| {
                 state.cancelled_order.retain(|c| c.as_str() != key);
             }),
         };
-        let Some(pending) = awaited else {
+        let Some((kept, pending)) = awaited else {
             return state
                 .answered
                 .iter()
@@ -300,9 +301,7 @@ impl Session {
             if state.answered.len() >= MAX_ANSWERED_KEPT {
                 state.answered.pop_front();
             }
-            state
-                .answered
-                .push_back((Key::from_canonical(key), pending.clone()));
+            state.answered.push_back((kept, pending.clone()));
         }
         Some(pending)
     }
