@@ -183,6 +183,7 @@ impl Boundary {
             None => Bytes::from_static(b"{}"),
         };
         let call = Call {
+            id: Arc::from(id.get()),
             tool,
             attempt,
             protocol,
@@ -223,6 +224,7 @@ impl Boundary {
         body: Bytes,
     ) -> Option<Vec<u8>> {
         let Call {
+            id,
             tool,
             attempt,
             protocol,
@@ -243,6 +245,12 @@ impl Boundary {
         let offered = schema.is_some();
         let judged = match schema {
             Some(schema) => {
+                // The request's id, where the message carrying the payload writes it alike.
+                let call_id = if **id == *call_id {
+                    Arc::clone(id)
+                } else {
+                    Arc::from(call_id)
+                };
                 self.judge(tool, call_id, *attempt, *protocol, (schema, body), read)
                     .await
             }
@@ -321,17 +329,13 @@ impl Boundary {
     async fn judge(
         &self,
         tool: &Arc<str>,
-        call_id: &str,
+        call_id: Arc<str>,
         attempt: u32,
         protocol: Option<ProtocolVersion>,
         (schema, payload_text): (SchemaSource, Bytes),
         read: fn(Bytes, usize) -> Result<Payload, CheckError>,
     ) -> Result<Verdict, CheckError> {
-        let (server, tool, call_id) = (
-            Arc::clone(&self.config.server),
-            Arc::clone(tool),
-            Arc::from(call_id),
-        );
+        let (server, tool) = (Arc::clone(&self.config.server), Arc::clone(tool));
         let size = payload_text.len();
         let roots = self.session.roots.known();
         self.gate

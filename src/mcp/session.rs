@@ -25,6 +25,9 @@ const LISTING_RETRY_AFTER: Duration = Duration::from_secs(10);
 /// A followed `tools/call`: what its result is judged as.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Call {
+    /// The id of the request that carried it, as JSON text: the call id of its arguments'
+    /// check, and of its result's when the answer writes the id alike (shared, not copied).
+    pub id: Arc<str>,
     /// Shared with the checks of the call's arguments and result, not copied for each.
     pub tool: Arc<str>,
     pub attempt: u32,
@@ -585,6 +588,7 @@ mod tests {
         let session = alone(2);
         let call = |n: u32| Pending::ToolsCall {
             call: Call {
+                id: "1".into(),
                 tool: "t".into(),
                 attempt: n,
                 protocol: None,
@@ -629,6 +633,7 @@ mod tests {
         let session = alone(2);
         let call = Pending::ToolsCall {
             call: Call {
+                id: "1".into(),
                 tool: "t".into(),
                 attempt: 1,
                 protocol: None,
