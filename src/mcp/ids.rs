@@ -312,17 +312,19 @@ mod tests {
         ] {
             assert_eq!(Key::of_request(id).as_str(), key, "{id}");
         }
-        // Integers in their one spelling are their own keys, as the exact reading makes them.
-        for id in [
-            "0",
-            "7",
-            "10",
-            "100",
-            "999999999999999",
-            "1000000000000000",
-            "-7",
-            "007",
+        // Integers in their one spelling are their own keys, as the exact reading makes them;
+        // others are keyed by that reading.
+        for (id, own) in [
+            ("0", true),
+            ("7", true),
+            ("10", true),
+            ("100", true),
+            ("999999999999999", true),
+            ("1000000000000000", false),
+            ("-7", false),
+            ("007", false),
         ] {
+            assert_eq!(sole_reading(id).is_some(), own, "{id}");
             let exact = exact_integer(id).expect("an integer");
             assert_eq!(Key::of_request(id).as_str(), exact, "{id}");
         }
