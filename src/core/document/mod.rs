@@ -140,17 +140,6 @@ impl Document {
         self.root().value()
     }
 
-    /// The root object's member `key` as a `serde_json::Value` (`None` when the root is no
-    /// object or has no such member): what a rule that reads only some members needs.
-    pub fn member_value(&self, key: &str) -> Option<serde_json::Value> {
-        self.member(key).map(|node| node.value())
-    }
-
-    /// The root object's member `key` (`None` when the root is no object or has no such member).
-    pub fn member(&self, key: &str) -> Option<NodeRef<'_>> {
-        self.root().member(key)
-    }
-
     fn slot(&self, at: u32) -> Slot {
         self.slots.get(at as usize).copied().unwrap_or(Slot {
             kind: Kind::Null,

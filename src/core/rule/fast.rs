@@ -330,7 +330,7 @@ fn walk<'a, F: Json, N: Node<'a, F> + Member>(
 /// A member of an object value, found as the representation finds it (the document through its
 /// index of a large object's keys), and as CEL's map of the object holds it: of a name given
 /// twice, the one the reader kept.
-pub(super) trait Member: Sized {
+pub trait Member: Sized {
     /// The member `key`, when this is an object that has one.
     fn member(&self, key: &str) -> Option<Self>;
 }

@@ -396,10 +396,14 @@ fn compile_one(file: RuleFile, text: &str) -> Result<Rule, String> {
 fn read_for(pointers: &[PathPointer], payload: &dyn Readable) -> serde_json::Value {
     let keys: Option<Vec<&str>> = pointers.iter().map(PathPointer::first_key).collect();
     match keys {
-        None => payload.whole(),
+        None => payload.value(),
         Some(keys) => serde_json::Value::Object(
             keys.into_iter()
-                .filter_map(|key| payload.member(key).map(|value| (key.to_owned(), value)))
+                .filter_map(|key| {
+                    payload
+                        .member_value(key)
+                        .map(|value| (key.to_owned(), value))
+                })
                 .collect(),
         ),
     }

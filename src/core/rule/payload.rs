@@ -3,8 +3,8 @@
 //! `serde_json::Value` convert alike), within a budget of values and string bytes.
 
 use super::budget::{number_of, Budget, Number, MAX_VALUES};
-use super::fast::{self, Fast};
-use crate::core::document::DocumentJson;
+use super::fast::{self, Fast, Member};
+use crate::core::document::{Document, DocumentJson, NodeRef};
 use cel::common::types::{
     CelBool, CelDouble, CelInt, CelList, CelMap, CelMapKey, CelNull, CelUInt,
 };
@@ -14,12 +14,12 @@ use jsonschema_value::SerdeJson;
 use std::collections::HashMap;
 
 /// A payload as rules read it: whole, or member by member (only what a rule reads is built).
-/// The CEL values borrow the payload's strings.
+/// The CEL values borrow the payload's strings. Every [`Rooted`] payload is one.
 pub trait Readable {
-    /// The whole payload.
-    fn whole(&self) -> serde_json::Value;
-    /// The root object's member `key`.
-    fn member(&self, key: &str) -> Option<serde_json::Value>;
+    /// The whole payload, as a `serde_json::Value`.
+    fn value(&self) -> serde_json::Value;
+    /// The root object's member `key`, as a `serde_json::Value`.
+    fn member_value(&self, key: &str) -> Option<serde_json::Value>;
     /// The whole payload as a CEL value, within `budget`.
     fn cel_whole(&self, budget: &mut Budget) -> Result<Box<dyn Val + '_>, String>;
     /// The root object's member `key` as a CEL value, within `budget`.
@@ -39,17 +39,47 @@ pub trait Readable {
     ) -> Option<(bool, usize)>;
 }
 
-impl Readable for serde_json::Value {
-    fn whole(&self) -> serde_json::Value {
-        self.clone()
+/// A payload in one of the validator's representations: what rules read of it, they read
+/// through its root node, alike in each.
+pub trait Rooted {
+    type Json: Json;
+    type Node<'a>: Node<'a, Self::Json> + Member
+    where
+        Self: 'a;
+
+    fn root_node(&self) -> Self::Node<'_>;
+}
+
+impl Rooted for serde_json::Value {
+    type Json = SerdeJson;
+    type Node<'a> = &'a serde_json::Value;
+
+    fn root_node(&self) -> &serde_json::Value {
+        self
+    }
+}
+
+impl Rooted for Document {
+    type Json = DocumentJson;
+    type Node<'a> = NodeRef<'a>;
+
+    fn root_node(&self) -> NodeRef<'_> {
+        self.root()
+    }
+}
+
+impl<T: Rooted> Readable for T {
+    fn value(&self) -> serde_json::Value {
+        self.root_node().to_value().into_owned()
     }
 
-    fn member(&self, key: &str) -> Option<serde_json::Value> {
-        self.get(key).cloned()
+    fn member_value(&self, key: &str) -> Option<serde_json::Value> {
+        let member = Member::member(&self.root_node(), key)?;
+        Some(member.to_value().into_owned())
     }
 
     fn cel_whole(&self, budget: &mut Budget) -> Result<Box<dyn Val + '_>, String> {
-        value_of::<SerdeJson, _>(&self, budget)
+        value_of(&self.root_node(), budget)
     }
 
     fn cel_member(
@@ -57,8 +87,7 @@ impl Readable for serde_json::Value {
         key: &str,
         budget: &mut Budget,
     ) -> Option<Result<Box<dyn Val + '_>, String>> {
-        self.get(key)
-            .map(|value| value_of::<SerdeJson, _>(&value, budget))
+        Member::member(&self.root_node(), key).map(|node| value_of(&node, budget))
     }
 
     fn decide(
@@ -67,7 +96,7 @@ impl Readable for serde_json::Value {
         reads: &[String],
         roots: Option<&[String]>,
     ) -> Option<(bool, usize)> {
-        fast::decide::<SerdeJson, _>(fast, (&self, reads), roots)
+        fast::decide(fast, (&self.root_node(), reads), roots)
     }
 }
 
@@ -128,36 +157,4 @@ fn value_of<'a, F: Json, N: Node<'a, F>>(
         Some(b) => Box::new(CelBool::from(b)),
         None => Box::new(CelNull),
     })
-}
-
-impl Readable for crate::core::document::Document {
-    fn whole(&self) -> serde_json::Value {
-        self.to_value()
-    }
-
-    fn member(&self, key: &str) -> Option<serde_json::Value> {
-        self.member_value(key)
-    }
-
-    fn cel_whole(&self, budget: &mut Budget) -> Result<Box<dyn Val + '_>, String> {
-        value_of::<DocumentJson, _>(&self.root(), budget)
-    }
-
-    fn cel_member(
-        &self,
-        key: &str,
-        budget: &mut Budget,
-    ) -> Option<Result<Box<dyn Val + '_>, String>> {
-        self.member(key)
-            .map(|node| value_of::<DocumentJson, _>(&node, budget))
-    }
-
-    fn decide(
-        &self,
-        fast: &Fast,
-        reads: &[String],
-        roots: Option<&[String]>,
-    ) -> Option<(bool, usize)> {
-        fast::decide::<DocumentJson, _>(fast, (&self.root(), reads), roots)
-    }
 }
