@@ -11,10 +11,6 @@ use crate::core::verdict::{Action, Outcome, Verdict};
 use crate::core::Limits;
 use std::sync::Arc;
 
-fn non_empty(s: &str) -> Option<String> {
-    (!s.is_empty()).then(|| s.to_owned())
-}
-
 /// A name of the check (server, tool, call id): absent when empty, shared once read.
 fn name(s: &str) -> Option<Arc<str>> {
     (!s.is_empty()).then(|| Arc::from(s))
@@ -57,8 +53,8 @@ pub fn check(msg: &proto::Check, limits: &Limits) -> Result<Check, CheckError> {
 
 /// A message's `protocol_version`: empty means none named.
 pub fn protocol_version(text: &str) -> Result<Option<ProtocolVersion>, CheckError> {
-    non_empty(text)
-        .map(|v| ProtocolVersion::parse(&v))
+    (!text.is_empty())
+        .then(|| ProtocolVersion::parse(text))
         .transpose()
         .map_err(CheckError::from)
 }
