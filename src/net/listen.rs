@@ -199,10 +199,13 @@ impl Connections {
             };
             let acceptor = tls.as_ref().map(|tls| tls.acceptor(protocols));
             let service = service.clone();
-            connections.spawn(async move {
+            // Quietly: a connection's requests are answered by futures of the same task that
+            // hand each other their parts (hyper's dispatcher and the handler), waking the task
+            // while it is polled.
+            connections.spawn(crate::ops::quiet::quietly(async move {
                 let _permit = permit;
                 port.serve_connection(tcp, peer, acceptor, service).await;
-            });
+            }));
         }
         connections.close();
         connections.wait().await;

@@ -83,8 +83,12 @@ pub struct Answer {
 impl Answer {
     /// The client's answer, built while the exchange's work is driven here: its head once
     /// decided; a JSON answer's one message whole, with its Content-Length; any other body
-    /// streamed as the exchange writes it, the rest of the work then in a task of its own.
+    /// streamed as the exchange writes it, the rest of the work driven as the body is read.
     /// `undecided` when the exchange ended with no head decided.
+    ///
+    /// The work hands the head and the body to this future through channels, in the same poll of
+    /// the connection's task: the connection is polled [`quietly`](crate::ops::quiet::quietly),
+    /// so that the handoff wakes no other thread.
     pub async fn respond(self, undecided: impl FnOnce() -> Response) -> Response {
         let Answer {
             mut head,
@@ -103,13 +107,20 @@ impl Answer {
                 work.now_or_later();
                 Body::from(message.unwrap_or_default())
             }
+            // The body drives the rest of the work as the client reads it: the answer keeps
+            // the connection's task alone. A client that goes leaves the work to a task of its
+            // own (`Driven`'s drop).
             _ => {
-                drop(work);
-                let stream = futures_util::stream::unfold(body, |mut body| async move {
-                    body.recv()
-                        .await
-                        .map(|chunk| (Ok::<_, Infallible>(chunk), body))
-                });
+                let stream =
+                    futures_util::stream::unfold((work, body), |(mut work, mut body)| async move {
+                        match work.until(body.recv()).await {
+                            Some(chunk) => Some((Ok::<_, Infallible>(chunk), (work, body))),
+                            None => {
+                                work.now_or_later();
+                                None
+                            }
+                        }
+                    });
                 Body::from_stream(stream)
             }
         };
@@ -120,9 +131,9 @@ impl Answer {
     }
 }
 
-/// An exchange's work driven by the handler: whatever of it is left when the handler is done
-/// with it (the client's answer streams on, or the client went away) goes on in a task of its
-/// own, so the exchange always ends as it would have.
+/// An exchange's work driven by the handler, then by a streamed answer's body: whatever of it is
+/// left when they are done with it (the client went away) goes on in a task of its own, so the
+/// exchange always ends as it would have.
 struct Driven(Option<BoxFuture<'static, ()>>);
 
 impl Driven {
