@@ -199,9 +199,9 @@ impl Connections {
             };
             let acceptor = tls.as_ref().map(|tls| tls.acceptor(protocols));
             let service = service.clone();
-            // Quietly: a connection's requests are answered by futures of the same task that
-            // hand each other their parts (hyper's dispatcher and the handler), waking the task
-            // while it is polled.
+            // Quietly: an HTTP/1 connection's requests are answered by futures of its task
+            // that hand each other their parts (hyper's dispatcher and the handler), waking the
+            // task while it is polled. (HTTP/2 streams run in tasks of their own.)
             connections.spawn(crate::ops::quiet::quietly(async move {
                 let _permit = permit;
                 port.serve_connection(tcp, peer, acceptor, service).await;

@@ -83,12 +83,12 @@ pub struct Answer {
 impl Answer {
     /// The client's answer, built while the exchange's work is driven here: its head once
     /// decided; a JSON answer's one message whole, with its Content-Length; any other body
-    /// streamed as the exchange writes it, the rest of the work driven as the body is read.
+    /// streamed as the exchange writes it, the rest of the work driven as hyper asks for the body.
     /// `undecided` when the exchange ended with no head decided.
     ///
     /// The work hands the head and the body to this future through channels, in the same poll of
-    /// the connection's task: the connection is polled [`quietly`](crate::ops::quiet::quietly),
-    /// so that the handoff wakes no other thread.
+    /// an HTTP/1 connection's task: the connection is polled
+    /// [`quietly`](crate::ops::quiet::quietly), so that the handoff wakes no other thread.
     pub async fn respond(self, undecided: impl FnOnce() -> Response) -> Response {
         let Answer {
             mut head,
@@ -107,9 +107,11 @@ impl Answer {
                 work.now_or_later();
                 Body::from(message.unwrap_or_default())
             }
-            // The body drives the rest of the work as the client reads it: the answer keeps
-            // the connection's task alone. A client that goes leaves the work to a task of its
-            // own (`Driven`'s drop).
+            // The body drives the rest of the work whenever hyper asks it for more, which it
+            // does while it can write or buffer what it is given (a client that stops reading
+            // holds the work back once hyper's write buffer is full, as a full channel did): the
+            // answer needs no task of its own. A client that goes leaves the work to a task of
+            // its own (`Driven`'s drop).
             _ => {
                 let stream =
                     futures_util::stream::unfold((work, body), |(mut work, mut body)| async move {
