@@ -14,7 +14,8 @@ use std::task::{Context, Poll, Wake, Waker};
 /// Polls of one poll past which a future still waking itself goes back to its task's queue, as
 /// it would have. This bounds how long it holds its worker thread, not more: hyper's HTTP/1
 /// dispatcher yields so (a wake of itself) after 16 pipelined requests, so a pipelining client
-/// gets up to 4 × 16 served in one poll of its connection's task.
+/// gets up to 4 × 16 served in one poll of its connection's task. (tokio's own yields, out of
+/// budget or `yield_now`, wake the task after its poll and never reach the signal.)
 const MAX_POLLS: usize = 4;
 
 /// `future`'s output; wakes of it during its own poll are taken as "poll again now".
@@ -31,12 +32,6 @@ pub async fn quietly<F: Future>(future: F) -> F::Output {
             signal.polling.store(false, SeqCst);
             if polled.is_ready() || !signal.woken.swap(false, SeqCst) {
                 return polled;
-            }
-            // A future that wakes itself once tokio's budget for this poll is spent goes back
-            // to the queue. (tokio's own yields, out of budget or `yield_now`, are woken after
-            // the poll and never reach the signal.)
-            if !tokio::task::coop::has_budget_remaining() {
-                break;
             }
         }
         cx.waker().wake_by_ref();
