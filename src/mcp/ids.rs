@@ -32,13 +32,9 @@ impl Key {
                 },
                 None => Key(id.into()),
             },
-            Some(b'-' | b'0'..=b'9') => match sole_reading(id) {
-                // An integer already in its one spelling (most ids): its own key.
-                Some(canonical) => Key(canonical.into()),
-                None => match exact_integer(id) {
-                    Some(n) => Key(n.into()),
-                    None => Key(id.into()),
-                },
+            Some(b'-' | b'0'..=b'9') => match exact_integer(id) {
+                Some(n) => Key(n.into()),
+                None => Key(id.into()),
             },
             _ => Key(id.into()),
         }
@@ -223,14 +219,25 @@ fn is_decimal_literal(text: &str) -> bool {
     i == b.len()
 }
 
-/// The integer a JSON number's text is, exactly (`7`, `7.0`, `70e-1`), in canonical decimal;
-/// `None` for a fraction, or an integer of more than `MAX_INTEGER_DIGITS` digits.
-fn exact_integer(text: &str) -> Option<String> {
+/// The integer a JSON number's text is, exactly (`7`, `7.0`, `70e-1`), in canonical decimal
+/// (the text itself when it is already so: most ids); `None` for a fraction, or an integer of
+/// more than `MAX_INTEGER_DIGITS` digits.
+fn exact_integer(text: &str) -> Option<Cow<'_, str>> {
     const MAX_INTEGER_DIGITS: usize = 64;
     let (negative, rest) = match text.strip_prefix('-') {
         Some(rest) => (true, rest),
         None => (false, text),
     };
+    let canonical_already = match rest.as_bytes() {
+        [b'0'] => !negative,
+        [b'1'..=b'9', tail @ ..] => {
+            rest.len() <= MAX_INTEGER_DIGITS && tail.iter().all(u8::is_ascii_digit)
+        }
+        _ => false,
+    };
+    if canonical_already {
+        return Some(Cow::Borrowed(text));
+    }
     let (mantissa, exponent) = match rest.find(['e', 'E']) {
         Some(at) => (&rest[..at], rest[at + 1..].parse::<i64>().ok()?),
         None => (rest, 0),
@@ -243,7 +250,7 @@ fn exact_integer(text: &str) -> Option<String> {
     let digits = digits.trim_start_matches('0');
     let trimmed = digits.trim_end_matches('0');
     if trimmed.is_empty() {
-        return Some("0".to_owned());
+        return Some(Cow::Borrowed("0"));
     }
     // The value is trimmed × 10^scale.
     let zeros = (digits.len() - trimmed.len()) as i64;
@@ -255,7 +262,7 @@ fn exact_integer(text: &str) -> Option<String> {
     }
     let mut integer = trimmed.to_owned();
     integer.extend(std::iter::repeat_n('0', scale as usize));
-    Some(canonical(negative, &integer))
+    Some(Cow::Owned(canonical(negative, &integer)))
 }
 
 /// Decimal digits with a sign, in one spelling: no leading zeros, no `-0`.
