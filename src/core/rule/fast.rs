@@ -135,25 +135,21 @@ impl Fast {
     }
 
     fn shape(e: &IdedExpr, reading: &Reading<'_>) -> Self {
-        let Expr::Call(call) = &e.expr else {
-            return match &e.expr {
-                Expr::Select(select) if select.test => {
-                    let on = match reading.operand(&select.operand.expr) {
-                        Some(Operand::Member(mut on)) => {
-                            on.rest.push(select.field.clone());
-                            Some(on)
-                        }
-                        Some(Operand::Payload) => reading.root(&select.field),
-                        None => None,
-                    };
-                    on.map_or(Fast::Other, Fast::Has)
-                }
-                _ => Fast::Other,
-            };
+        let call = match &e.expr {
+            Expr::Call(call) if call.target.is_none() => call,
+            Expr::Select(select) if select.test => {
+                let on = match reading.operand(&select.operand.expr) {
+                    Some(Operand::Member(mut on)) => {
+                        on.rest.push(select.field.clone());
+                        Some(on)
+                    }
+                    Some(Operand::Payload) => reading.root(&select.field),
+                    None => None,
+                };
+                return on.map_or(Fast::Other, Fast::Has);
+            }
+            _ => return Fast::Other,
         };
-        if call.target.is_some() {
-            return Fast::Other;
-        }
         let two = |make: fn(Box<Fast>, Box<Fast>) -> Fast| match call.args.as_slice() {
             [left, right] => match (Self::shape(left, reading), Self::shape(right, reading)) {
                 (Fast::Other, Fast::Other) => Fast::Other,
