@@ -339,6 +339,37 @@ mod tests {
         }
     }
 
+    /// `json` written as a JSON string's content, as serialisers write it.
+    fn escape(json: &[u8]) -> Vec<u8> {
+        let text = serde_json::to_string(&String::from_utf8_lossy(json)).expect("writes");
+        text.as_bytes()[1..text.len() - 1].to_vec()
+    }
+
+    proptest::proptest! {
+        /// Text written as a string is seen as its copy, at any length and wherever its quotes
+        /// and backslashes fall; a change of one byte in either is not.
+        #[test]
+        fn escaped_text_is_seen_and_any_change_is_not(
+            json in "[ab\"\\\\:{}, ]{0,40}",
+            at in 0usize..64,
+            to in proptest::prelude::any::<u8>(),
+        ) {
+            let escaped = escape(json.as_bytes());
+            let same = TextCopy::new(Bytes::from(escaped.clone())).expect("a copy");
+            proptest::prop_assert!(same.is_escaped(json.as_bytes()));
+            let mut changed = escaped.clone();
+            if let Some(byte) = changed.get_mut(at) {
+                *byte = to;
+            }
+            if let Ok(other) = TextCopy::new(Bytes::from(changed.clone())) {
+                proptest::prop_assert_eq!(other.is_escaped(json.as_bytes()), changed == escaped);
+            }
+            let mut longer = json.clone().into_bytes();
+            longer.insert(at.min(longer.len()), b'x');
+            proptest::prop_assert!(!same.is_escaped(&longer));
+        }
+    }
+
     proptest::proptest! {
         /// Any string, written as serde_json writes it (escapes and all), decodes back to itself.
         #[test]
