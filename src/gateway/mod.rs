@@ -205,7 +205,7 @@ pub async fn run(
     };
     let served = connections.serve(
         listener,
-        service::router(gateway),
+        service::service(gateway),
         Protocols::Http1AndHttp2,
         Transport::Gateway,
         tls,

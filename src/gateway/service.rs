@@ -1,6 +1,8 @@
 //! The gateway's HTTP routes: `/mcp/{route}` (POST a message, GET the server's stream, DELETE
-//! the session), the routes' OAuth metadata, `/healthz` and `/readyz`; anything else is 404, another method on a route 405. A body that is
-//! not one JSON-RPC message is refused here with a JSON-RPC error, before the rules see it.
+//! the session), the routes' OAuth metadata, `/healthz` and `/readyz`; anything else is 404,
+//! another method on a route 405. A body that is not one JSON-RPC message is refused here with a
+//! JSON-RPC error, before the rules see it. A POST of a message is answered below the router
+//! ([`Port`]), every other request through it.
 
 use super::exchange::{AnswerHead, ClientRequest, Exchange};
 use super::routes::RouteState;
@@ -13,19 +15,82 @@ use crate::core::domain::ProtocolVersion;
 use crate::core::error::{CheckError, ErrorClass, Unauthenticated};
 use crate::core::metrics::Transport;
 use crate::mcp::{self, Framing};
+use crate::net::origins::Refused;
 use axum::body::Bytes;
 use axum::extract::{Path, Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::routing::future::RouteFuture;
 use axum::routing::{get, post};
 use axum::Router;
+use futures_util::future::{BoxFuture, Either};
+use hyper::body::Incoming;
+use std::convert::Infallible;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 /// The `MCP-Protocol-Version` header.
 const PROTOCOL_VERSION: &str = "mcp-protocol-version";
 
+/// The gateway port's service. A POST to a route (`/mcp/NAME`), nearly every request the port
+/// gets, is answered here, below the router: no route lookup, no path parameter built, no
+/// middleware future, each a few allocations per request. Every other request goes to the
+/// [`router`], and so does a POST whose route name holds a percent escape (the router decodes
+/// it).
+#[derive(Clone)]
+pub struct Port {
+    gateway: Arc<Gateway>,
+    router: Router,
+}
+
+/// The gateway port's service over its shared state.
+pub fn service(gateway: Arc<Gateway>) -> Port {
+    Port {
+        router: router(Arc::clone(&gateway)),
+        gateway,
+    }
+}
+
+/// The route name a POST to `/mcp/NAME` names, as the router would read it: one segment, no
+/// percent escape to decode.
+fn posted_route<B>(request: &http::Request<B>) -> Option<&str> {
+    if request.method() != Method::POST {
+        return None;
+    }
+    let name = request.uri().path().strip_prefix("/mcp/")?;
+    (!name.is_empty() && !name.contains(['/', '%'])).then_some(name)
+}
+
+impl tower::Service<http::Request<Incoming>> for Port {
+    type Response = Response;
+    type Error = Infallible;
+    type Future = Either<BoxFuture<'static, Result<Response, Infallible>>, RouteFuture<Infallible>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<Incoming>) -> Self::Future {
+        if posted_route(&request).is_none() {
+            return Either::Right(tower::Service::call(&mut self.router, request));
+        }
+        let gateway = Arc::clone(&self.gateway);
+        Either::Left(Box::pin(async move {
+            // As the router's middleware and then `post_message` do.
+            if let Err(refused) = gateway.routes.load().origins.check_request(&request) {
+                return Ok(origin_refused(&refused));
+            }
+            let name = posted_route(&request).unwrap_or_default();
+            let Some(route) = gateway.routes.load().get(name) else {
+                return Ok(unknown_route(&gateway, name));
+            };
+            Ok(post_to_route(gateway, route, request).await)
+        }))
+    }
+}
+
 /// The gateway's routes over its shared state.
-pub fn router(gateway: Arc<Gateway>) -> Router {
+fn router(gateway: Arc<Gateway>) -> Router {
     // Every route a browser could reach is behind the Host and Origin checks; the probes are not
     // (a kubelet names the pod's address).
     let guarded = Router::new()
@@ -84,12 +149,15 @@ async fn host_and_origin(
 ) -> Response {
     match gateway.routes.load().origins.check_request(&request) {
         Ok(()) => next.run(request).await,
-        Err(refused) => {
-            tracing::info!(header = refused.header(), refused = %refused, "a request was refused for its Host or Origin");
-            let message = format!("schemagate gateway: {refused}");
-            refusal(StatusCode::FORBIDDEN, None, mcp::INVALID_REQUEST, &message)
-        }
+        Err(refused) => origin_refused(&refused),
     }
+}
+
+/// The 403 for a request whose `Host` or `Origin` the gateway does not answer.
+fn origin_refused(refused: &Refused) -> Response {
+    tracing::info!(header = refused.header(), refused = %refused, "a request was refused for its Host or Origin");
+    let message = format!("schemagate gateway: {refused}");
+    refusal(StatusCode::FORBIDDEN, None, mcp::INVALID_REQUEST, &message)
 }
 
 /// A JSON-RPC error as a whole answer: `status`, and `message` under `code`.
@@ -282,6 +350,20 @@ async fn post_message(
     let Some(route) = gateway.routes.load().get(&name) else {
         return unknown_route(&gateway, &name);
     };
+    post_to_route(gateway, route, request).await
+}
+
+/// A message POSTed to `route`: its caller, its body read whole, its framing, its session, then
+/// its exchange with the upstream.
+async fn post_to_route<B>(
+    gateway: Arc<Gateway>,
+    route: Arc<RouteState>,
+    request: http::Request<B>,
+) -> Response
+where
+    B: http_body::Body<Data = Bytes> + Unpin,
+    B::Error: std::fmt::Display,
+{
     let (parts, body) = request.into_parts();
     let caller = match caller(&gateway, &route, &parts.headers, parts.extensions.get()) {
         Ok(caller) => caller,

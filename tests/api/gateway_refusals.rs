@@ -92,6 +92,24 @@ async fn the_gateway_answers_only_its_own_hosts_and_origins() {
         let (status, body) = post_with(&url, &headers, INITIALIZE).await;
         assert_eq!(status, 200, "{headers:?}: {body}");
     }
+    // The route's name written with a percent escape is read by the router, not below it:
+    // guarded and served alike.
+    let escaped = url.replace("/mcp/files", "/mcp/fil%65s");
+    assert_ne!(escaped, url);
+    let (status, body) = post_with(&escaped, &[("host", &evil)], INITIALIZE).await;
+    assert_eq!(status, 403, "{body}");
+    let (status, body) = post_with(&escaped, &[], INITIALIZE).await;
+    assert_eq!(status, 200, "{body}");
+    // A route that does not exist, and paths that name none, are 404 on either side of it.
+    for (path, says) in [
+        ("/mcp/nope", r#"no route named "nope""#),
+        ("/mcp/", "nothing at /mcp/;"),
+        ("/mcp/files/x", "nothing at /mcp/files/x;"),
+    ] {
+        let (status, body) = post_with(&url.replace("/mcp/files", path), &[], INITIALIZE).await;
+        assert_eq!(status, 404, "{path}: {body}");
+        assert!(error_message(&body).contains(says), "{path}: {body}");
+    }
     // Probes are not a browser's business: a kubelet names the pod's address.
     let probe = crate::http_client::client()
         .get(format!("http://127.0.0.1:{port}/healthz"))
