@@ -21,6 +21,7 @@
 //! Requests without `Origin` (what MCP clients other than browsers send) are judged by `Host`
 //! alone. Nothing here knows HTTP frameworks: the check takes the two header values.
 
+use std::borrow::Cow;
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
 
@@ -120,7 +121,11 @@ const LOOPBACK_NAMES: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
 impl Origins {
     /// The checks of a listener on `addr`, with `allowed` added.
     pub fn for_listener(addr: SocketAddr, allowed: &AllowedPeers) -> Origins {
-        let listed: Vec<String> = allowed.hosts.iter().map(|h| host_name(h)).collect();
+        let listed: Vec<String> = allowed
+            .hosts
+            .iter()
+            .map(|h| host_name(h).into_owned())
+            .collect();
         let loopback = LOOPBACK_NAMES.map(String::from);
         let own = host_of_ip(addr.ip());
         let (hosts, any_address) = if addr.ip().is_loopback() {
@@ -176,7 +181,8 @@ impl Origins {
         if let (Some(allowed), Some(host)) = (&self.hosts, host) {
             let text = String::from_utf8_lossy(host);
             let name = host_name(&text);
-            let admitted = allowed.contains(&name) || (self.any_address && is_address(&name));
+            let admitted =
+                allowed.iter().any(|a| *a == name) || (self.any_address && is_address(&name));
             if !admitted {
                 return Err(Refused::Host(text.into_owned()));
             }
@@ -187,7 +193,7 @@ impl Origins {
             let allowed = self.origins.contains(&lower)
                 || lower.split_once("://").is_some_and(|(scheme, rest)| {
                     matches!(scheme, "http" | "https")
-                        && self.origin_hosts.contains(&host_name(rest))
+                        && self.origin_hosts.iter().any(|h| *h == host_name(rest))
                 });
             if !allowed {
                 return Err(Refused::Origin(text.into_owned()));
@@ -199,13 +205,17 @@ impl Origins {
 
 /// A `Host` value's name: lower case, without its port; an IPv6 address in brackets, written
 /// canonically (`[0:0::1]` is `[::1]`). Text that is no host name stays as it is, and matches
-/// nothing.
-fn host_name(host: &str) -> String {
-    let host = host.trim().to_ascii_lowercase();
+/// nothing. Borrowed from `host` unless it had to be rewritten (every request's `Host` is read).
+fn host_name(host: &str) -> Cow<'_, str> {
+    let host = host.trim();
+    let host = match host.bytes().any(|b| b.is_ascii_uppercase()) {
+        true => Cow::Owned(host.to_ascii_lowercase()),
+        false => Cow::Borrowed(host),
+    };
     let ipv6 = |text: &str| {
         text.parse::<std::net::Ipv6Addr>()
             .ok()
-            .map(|ip| format!("[{ip}]"))
+            .map(|ip| Cow::Owned(format!("[{ip}]")))
     };
     if let Some(rest) = host.strip_prefix('[') {
         let Some((inside, after)) = rest.split_once(']') else {
@@ -225,9 +235,16 @@ fn host_name(host: &str) -> String {
         // An IPv6 address without brackets (as a flag may give it).
         return canonical;
     }
-    match host.rsplit_once(':') {
-        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name.to_owned(),
-        _ => host,
+    let name_len = match host.rsplit_once(':') {
+        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name.len(),
+        _ => return host,
+    };
+    match host {
+        Cow::Borrowed(text) => Cow::Borrowed(&text[..name_len]),
+        Cow::Owned(mut text) => {
+            text.truncate(name_len);
+            Cow::Owned(text)
+        }
     }
 }
 
@@ -271,6 +288,8 @@ mod tests {
             "127.0.0.1:8090",
             "localhost:8090",
             "LOCALHOST",
+            "LocalHost:8090",
+            " localhost:8090 ",
             "[::1]:8090",
             "127.0.0.1",
         ] {
@@ -278,6 +297,7 @@ mod tests {
         }
         for host in [
             "evil.example:8090",
+            "Evil.Example:8090",
             "evil.example",
             "10.0.0.5:8090",
             "127.0.0.1.evil.example",
