@@ -1,8 +1,8 @@
 //! The gateway's HTTP routes: `/mcp/{route}` (POST a message, GET the server's stream, DELETE
 //! the session), the routes' OAuth metadata, `/healthz` and `/readyz`; anything else is 404,
 //! another method on a route 405. A body that is not one JSON-RPC message is refused here with a
-//! JSON-RPC error, before the rules see it. A POST of a message is answered below the router
-//! ([`Port`]), every other request through it.
+//! JSON-RPC error, before the rules see it. A POST of a message to a route is answered below the
+//! router ([`Port`]), other requests through it.
 
 use super::exchange::{AnswerHead, ClientRequest, Exchange};
 use super::routes::RouteState;
@@ -33,7 +33,7 @@ use std::task::{Context, Poll};
 const PROTOCOL_VERSION: &str = "mcp-protocol-version";
 
 /// The gateway port's service. A POST to a route (`/mcp/NAME`), nearly every request the port
-/// gets, is answered here, below the router: no route lookup, no path parameter built, no
+/// gets, is answered here, below the router: none of its matching, its path parameter or its
 /// middleware future, each a few allocations per request. Every other request goes to the
 /// [`router`], and so does a POST whose route name holds a percent escape (the router decodes
 /// it).
