@@ -192,8 +192,10 @@ impl Origins {
             let lower = text.trim_end_matches('/').to_ascii_lowercase();
             let allowed = self.origins.contains(&lower)
                 || lower.split_once("://").is_some_and(|(scheme, rest)| {
-                    matches!(scheme, "http" | "https")
-                        && self.origin_hosts.iter().any(|h| *h == host_name(rest))
+                    matches!(scheme, "http" | "https") && {
+                        let name = host_name(rest);
+                        self.origin_hosts.iter().any(|h| *h == name)
+                    }
                 });
             if !allowed {
                 return Err(Refused::Origin(text.into_owned()));
@@ -208,10 +210,7 @@ impl Origins {
 /// nothing. Borrowed from `host` unless it had to be rewritten (every request's `Host` is read).
 fn host_name(host: &str) -> Cow<'_, str> {
     let host = host.trim();
-    let host = match host.bytes().any(|b| b.is_ascii_uppercase()) {
-        true => Cow::Owned(host.to_ascii_lowercase()),
-        false => Cow::Borrowed(host),
-    };
+    // Addresses are read whatever the case of their hex digits, and written canonically.
     let ipv6 = |text: &str| {
         text.parse::<std::net::Ipv6Addr>()
             .ok()
@@ -219,7 +218,7 @@ fn host_name(host: &str) -> Cow<'_, str> {
     };
     if let Some(rest) = host.strip_prefix('[') {
         let Some((inside, after)) = rest.split_once(']') else {
-            return host;
+            return lower_case(host);
         };
         // After the brackets, only a port.
         let port_only = after.is_empty()
@@ -228,23 +227,24 @@ fn host_name(host: &str) -> Cow<'_, str> {
                 .is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()));
         return match (port_only, ipv6(inside)) {
             (true, Some(canonical)) => canonical,
-            _ => host,
+            _ => lower_case(host),
         };
     }
-    if let Some(canonical) = ipv6(&host) {
+    if let Some(canonical) = ipv6(host) {
         // An IPv6 address without brackets (as a flag may give it).
         return canonical;
     }
-    let name_len = match host.rsplit_once(':') {
-        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name.len(),
-        _ => return host,
-    };
-    match host {
-        Cow::Borrowed(text) => Cow::Borrowed(&text[..name_len]),
-        Cow::Owned(mut text) => {
-            text.truncate(name_len);
-            Cow::Owned(text)
-        }
+    match host.rsplit_once(':') {
+        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => lower_case(name),
+        _ => lower_case(host),
+    }
+}
+
+/// `text` in ASCII lower case, borrowed when it is already.
+fn lower_case(text: &str) -> Cow<'_, str> {
+    match text.bytes().any(|b| b.is_ascii_uppercase()) {
+        true => Cow::Owned(text.to_ascii_lowercase()),
+        false => Cow::Borrowed(text),
     }
 }
 
@@ -357,6 +357,10 @@ mod tests {
         ));
         assert!(ok(&listed, "10.1.2.3:8090", None), "an address is a host");
         assert!(ok(&listed, "[fd00::5]:8090", None));
+        assert!(
+            ok(&listed, "[FD00::5]:8090", None),
+            "hex digits in either case"
+        );
         assert!(!ok(&listed, "evil.example", None));
         let bare = origins("[::1]:8090", &["::1", "fd00::7"], &[]);
         assert!(ok(&bare, "[fd00:0::7]:8090", None));
