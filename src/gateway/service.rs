@@ -71,20 +71,24 @@ impl tower::Service<http::Request<Incoming>> for Port {
     }
 
     fn call(&mut self, request: http::Request<Incoming>) -> Self::Future {
-        if posted_route(&request).is_none() {
+        let Some(name) = posted_route(&request) else {
             return Either::Right(tower::Service::call(&mut self.router, request));
-        }
+        };
+        // As the router's middleware and then `post_message` do, with the routes loaded once.
+        let routes = self.gateway.routes.load();
+        let route = match routes.origins.check_request(&request) {
+            Err(refused) => Err(origin_refused(&refused)),
+            Ok(()) => routes
+                .get(name)
+                .ok_or_else(|| unknown_route(&self.gateway, name)),
+        };
+        drop(routes);
         let gateway = Arc::clone(&self.gateway);
         Either::Left(Box::pin(async move {
-            // As the router's middleware and then `post_message` do.
-            if let Err(refused) = gateway.routes.load().origins.check_request(&request) {
-                return Ok(origin_refused(&refused));
-            }
-            let name = posted_route(&request).unwrap_or_default();
-            let Some(route) = gateway.routes.load().get(name) else {
-                return Ok(unknown_route(&gateway, name));
-            };
-            Ok(post_to_route(gateway, route, request).await)
+            Ok(match route {
+                Ok(route) => post_to_route(gateway, route, request).await,
+                Err(refused) => refused,
+            })
         }))
     }
 }
