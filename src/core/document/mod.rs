@@ -13,15 +13,18 @@
 //! escapes, plus a sorted member index if it has objects of many members.
 //!
 //! The rooms: `read` builds a document from JSON text (the reading rules: duplicate keys,
-//! escapes, surrogates, UTF-8, depth); `node` is the validator's view of it; `number` a number
-//! literal and the primitive it fits in.
+//! escapes, surrogates, UTF-8, depth); `strings` where string literals end, by their bytes;
+//! `node` is the validator's view of it; `number` a number literal and the primitive it fits in.
 
 mod node;
 mod number;
 mod read;
+mod strings;
 
 pub use node::{DocumentJson, NodeRef};
+pub(crate) use read::value_end;
 pub use read::{ReadError, MAX_NUMBER_LENGTH};
+pub(crate) use strings::string_end;
 
 use bytes::Bytes;
 use bytestring::ByteString;
@@ -98,6 +101,16 @@ impl Document {
     /// refusing it past `depth_limit` levels of nesting.
     pub fn read_shared(source: &Bytes, depth_limit: usize) -> Result<Document, ReadError> {
         read::read(source, depth_limit)
+    }
+
+    /// Reads the one value at the start of `source` (text checked as UTF-8 with what surrounds
+    /// it: a member of a larger text, read in place), refusing it past `depth_limit` levels of
+    /// nesting: the document, whose text is the value's own, and where in `source` it ends.
+    pub fn read_prefix(
+        source: &ByteString,
+        depth_limit: usize,
+    ) -> Result<(Document, usize), ReadError> {
+        read::read_prefix(source, depth_limit)
     }
 
     /// Reads a document from a copy of the JSON text `text`.

@@ -7,6 +7,7 @@
 //! exactly, as its literal.
 
 use super::number::primitive;
+use super::strings::plain_run;
 use super::{Document, Kind, Slot, DECODED, INDEXED_MEMBERS};
 use bytes::Bytes;
 use bytestring::ByteString;
@@ -69,28 +70,14 @@ impl fmt::Display for ReadError {
 
 pub(super) fn read(source: &Bytes, depth_limit: usize) -> Result<Document, ReadError> {
     let text: &[u8] = source;
-    if u32::try_from(text.len()).is_err() {
-        return Err(ReadError::Syntax {
-            at: 0,
-            message: "document larger than 4 GiB",
-        });
-    }
     // Checked as UTF-8 once, here, not string by string. Text that is not UTF-8 is never a
     // document (bytes past ASCII are allowed only in strings, and there only as UTF-8): it is
     // read only to say where it breaks.
     let checked = ByteString::try_from(source.clone()).ok();
-    let mut reader = Reader {
-        text,
-        utf8: checked.as_deref(),
-        at: 0,
-        limit: depth_limit,
-        doc: Document {
-            // A value takes at least two bytes but for the last; most take far more.
-            slots: Vec::with_capacity(text.len() / 8 + 2),
-            source: checked.clone().unwrap_or_default(),
-            ..Document::default()
-        },
-    };
+    // A value takes at least two bytes but for the last; most take far more.
+    let slots = text.len() / 8 + 2;
+    let source = checked.clone().unwrap_or_default();
+    let mut reader = Reader::new(text, checked.as_deref(), source, depth_limit, slots)?;
     reader.value(1)?;
     reader.space();
     if reader.at != text.len() {
@@ -110,6 +97,45 @@ pub(super) fn read(source: &Bytes, depth_limit: usize) -> Result<Document, ReadE
     Ok(reader.doc)
 }
 
+/// Reads the one value at the start of `source`, text already checked as UTF-8 (with the text
+/// around it): the document, and where in `source` the value ends. What follows the value is not
+/// read; the document's text is the value's own.
+pub(super) fn read_prefix(
+    source: &ByteString,
+    depth_limit: usize,
+) -> Result<(Document, usize), ReadError> {
+    // A value takes at least two bytes but for the last; most take far more. What follows the
+    // value is not the value's, but is usually of its size or less.
+    read_value_at(source, depth_limit, source.len() / 16 + 2)
+}
+
+/// The end of the one value at the start of `source` (as [`read_prefix`]), read through, its
+/// document dropped: `None` when it is not JSON by the rules above.
+pub(crate) fn value_end(source: &ByteString, depth_limit: usize) -> Option<usize> {
+    read_value_at(source, depth_limit, 16)
+        .ok()
+        .map(|(_, end)| end)
+}
+
+fn read_value_at(
+    source: &ByteString,
+    depth_limit: usize,
+    slots: usize,
+) -> Result<(Document, usize), ReadError> {
+    let mut reader = Reader::new(
+        source.as_bytes(),
+        Some(source),
+        source.clone(),
+        depth_limit,
+        slots,
+    )?;
+    reader.value(1)?;
+    let end = reader.at;
+    reader.doc.indexed.sort_unstable();
+    reader.doc.source = source.slice_ref(&source[..end]);
+    Ok((reader.doc, end))
+}
+
 struct Reader<'t> {
     text: &'t [u8],
     /// `text`, when all of it is valid UTF-8.
@@ -119,7 +145,35 @@ struct Reader<'t> {
     doc: Document,
 }
 
-impl Reader<'_> {
+impl<'t> Reader<'t> {
+    /// A reader of `text` (which is `utf8`, when that is known) into a document of `source`'s,
+    /// its slots reserved.
+    fn new(
+        text: &'t [u8],
+        utf8: Option<&'t str>,
+        source: ByteString,
+        limit: usize,
+        slots: usize,
+    ) -> Result<Self, ReadError> {
+        if u32::try_from(text.len()).is_err() {
+            return Err(ReadError::Syntax {
+                at: 0,
+                message: "document larger than 4 GiB",
+            });
+        }
+        Ok(Reader {
+            text,
+            utf8,
+            at: 0,
+            limit,
+            doc: Document {
+                slots: Vec::with_capacity(slots),
+                source,
+                ..Document::default()
+            },
+        })
+    }
+
     fn error(&self, message: &'static str) -> ReadError {
         ReadError::Syntax {
             at: self.at,
@@ -502,38 +556,6 @@ impl Reader<'_> {
             self.at += 1;
         }
     }
-}
-
-/// The length of the run of `bytes` before a quote, a backslash or a control character. The first
-/// 16 bytes eight at a time, each word tested for all three at once (most strings end there);
-/// past them, the quote or backslash found by `memchr2`, then the run checked for control
-/// characters in one pass the compiler vectorises.
-fn plain_run(bytes: &[u8]) -> usize {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    let mut at = 0;
-    for word in bytes.chunks_exact(8).take(2) {
-        let w = u64::from_le_bytes(word.try_into().unwrap_or_default());
-        let quote = w ^ (ONES * u64::from(b'"'));
-        let backslash = w ^ (ONES * u64::from(b'\\'));
-        // A byte's high bit is set where it is zero (quote, backslash) or below 0x20; the lowest
-        // such byte is exact.
-        let found = ((quote.wrapping_sub(ONES) & !quote)
-            | (backslash.wrapping_sub(ONES) & !backslash)
-            | (w.wrapping_sub(ONES * 0x20) & !w))
-            & HIGH;
-        if found != 0 {
-            return at + (found.trailing_zeros() / 8) as usize;
-        }
-        at += 8;
-    }
-    let rest = &bytes[at..];
-    let stop = memchr::memchr2(b'"', b'\\', rest).unwrap_or(rest.len());
-    let run = &rest[..stop];
-    if run.iter().fold(false, |control, &b| control | (b < 0x20)) {
-        return at + run.iter().position(|&b| b < 0x20).unwrap_or(stop);
-    }
-    at + stop
 }
 
 /// A key folded to a few bits' worth: its length and its first and last bytes.

@@ -9,11 +9,13 @@
 //! second time. Only broken JSON fails a whole body.
 //!
 //! The rooms: [`document`] builds payload documents, [`check`] reads a check's fields,
-//! [`result`] an MCP CallToolResult, [`batch`] a batch's items; this file holds the entry points
+//! [`result`] an MCP CallToolResult ([`direct`] reads one as tools send it, in one pass, and
+//! gives the others to `result`), [`batch`] a batch's items; this file holds the entry points
 //! and the pieces they share (the shape dispatch, keys, scalars, the first-error rule).
 
 mod batch;
 mod check;
+mod direct;
 mod document;
 mod result;
 
@@ -66,6 +68,15 @@ pub(super) fn read_document(
 
 /// Reads an MCP tool result from JSON text.
 pub(super) fn read_result(text: &Bytes, depth_limit: usize) -> Result<ToolResult, CheckError> {
+    // Most results are read in one pass; the rest, and every problem, by the serde reader.
+    if let Some(result) = direct::read(text, depth_limit) {
+        return Ok(result);
+    }
+    by_serde(text, depth_limit)
+}
+
+/// Reads an MCP tool result with the serde reader, whatever it holds.
+fn by_serde(text: &Bytes, depth_limit: usize) -> Result<ToolResult, CheckError> {
     let reader = ResultReader {
         body: text,
         depth_limit,

@@ -186,9 +186,14 @@ fn text_copy(raw: &RawValue, body: &Bytes) -> Result<Option<TextCopy>, CheckErro
         .describe(body, range.map_or(0, |r| r.start));
         CheckError::MalformedJson(format!("`result.content[].text` is not valid JSON: {at}"))
     })?;
-    let looks_like_json = matches!(
+    Ok(may_be_json(&copy).then_some(copy))
+}
+
+/// Whether a text block's text may be a JSON copy: it starts, after white space, as a JSON value
+/// does.
+pub(super) fn may_be_json(copy: &TextCopy) -> bool {
+    matches!(
         copy.first_visible(),
         Some('{' | '[' | '"' | '-' | '0'..='9' | 't' | 'f' | 'n')
-    );
-    Ok(looks_like_json.then_some(copy))
+    )
 }

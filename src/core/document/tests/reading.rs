@@ -57,4 +57,25 @@ proptest! {
             prop_assert_eq!(ours, theirs);
         }
     }
+
+    /// A string literal's end is found where serde_json ends it, and a literal it refuses has
+    /// none (no `d`: no surrogate escapes, which serde_json's skip does not pair).
+    #[test]
+    fn a_string_ends_where_serde_json_ends_it(bytes in prop::collection::vec(
+        prop_oneof![
+            Just(b'"'), Just(b'\\'), Just(b'u'), Just(b'n'), Just(b'/'), Just(b'0'),
+            Just(b'a'), Just(b'F'), Just(b'x'), Just(0x01), Just(0x1f), Just(b' '),
+        ],
+        0..48,
+    )) {
+        let mut text = vec![b'"'];
+        text.extend_from_slice(&bytes);
+        let mut theirs = serde_json::Deserializer::from_slice(&text)
+            .into_iter::<serde::de::IgnoredAny>();
+        let theirs = match theirs.next() {
+            Some(Ok(_)) => Some(theirs.byte_offset()),
+            _ => None,
+        };
+        prop_assert_eq!(string_end(&text, 0), theirs, "{:?}", String::from_utf8_lossy(&text));
+    }
 }
