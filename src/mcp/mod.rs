@@ -296,13 +296,14 @@ impl Boundary {
     /// server refused it without a JSON-RPC answer): it is no longer followed, and calls waiting
     /// for a listing it asked for go on.
     pub fn unanswered(&self, request: &[u8]) {
-        let Some(Message::Request { id, .. }) = envelope::message(request, Direction::ToServer)
-        else {
-            return;
-        };
-        if let Some(Pending::ToolsList(ListPage { ours: true, .. })) =
-            self.session.answered(id.get())
-        {
+        if let Some(id) = request_id(request) {
+            self.unanswered_id(id);
+        }
+    }
+
+    /// As [`Boundary::unanswered`], for the request whose id is `id` ([`request_id`]).
+    pub fn unanswered_id(&self, id: &str) {
+        if let Some(Pending::ToolsList(ListPage { ours: true, .. })) = self.session.answered(id) {
             self.session.listing_ended(false, true);
         }
     }
@@ -342,13 +343,10 @@ impl Boundary {
         let _ = self.session.track(id.get(), pending);
     }
 
-    /// Whether the answer to `request`, sent to the server, is still awaited (followed and not
-    /// yet come).
-    pub fn awaits_answer(&self, request: &[u8]) -> bool {
-        match envelope::message(request, Direction::ToServer) {
-            Some(Message::Request { id, .. }) => self.session.awaits(id.get()),
-            _ => false,
-        }
+    /// Whether the answer to the request whose id is `id` ([`request_id`]), sent to the server,
+    /// is still awaited (followed and not yet come).
+    pub fn awaits_answer(&self, id: &str) -> bool {
+        self.session.awaits(id)
     }
 
     pub fn config(&self) -> &BoundaryConfig {
@@ -596,6 +594,15 @@ impl<L: Link> Link for Taped<'_, L> {
             recording.wrote(direction, bytes);
         }
         self.link.send(direction, message).await
+    }
+}
+
+/// The id (its JSON text) of `message`, sent to the server, when it is a request: read once for
+/// [`Boundary::awaits_answer`] and [`Boundary::unanswered_id`].
+pub fn request_id(message: &[u8]) -> Option<&str> {
+    match envelope::message(message, Direction::ToServer)? {
+        Message::Request { id, .. } => Some(id.get()),
+        _ => None,
     }
 }
 

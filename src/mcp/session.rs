@@ -323,9 +323,13 @@ impl Session {
 
     /// Whether the answer to the request `id` (its JSON text, as sent) has not come yet.
     pub fn awaits(&self, id: &str) -> bool {
-        let key = Key::of_request(id);
+        // The usual ids are their own keys: looked up without one made.
+        let key: Cow<'_, str> = match ids::sole_reading(id) {
+            Some(text) => Cow::Borrowed(text),
+            None => Cow::Owned(Key::of_request(id).into_string()),
+        };
         let state = self.state();
-        state.pending.contains_key(&key) || state.cancelled.contains_key(&key)
+        state.pending.contains_key(&*key) || state.cancelled.contains_key(&*key)
     }
 
     /// Whether any request's answer is awaited (cancelled calls included).
