@@ -28,7 +28,14 @@ impl TextCopy {
     /// if its surrogate escapes come in pairs.
     pub fn new(content: Bytes) -> Result<TextCopy, LoneSurrogate> {
         // Most copies hold no `\u` escape at all: one pass finds that out.
-        if memchr::memmem::find(&content, b"\\u").is_none() {
+        let unicode_escapes = memchr::memmem::find(&content, b"\\u").is_some();
+        TextCopy::read(content, unicode_escapes)
+    }
+
+    /// As [`TextCopy::new`], for a literal whose reading told whether it holds a `\u` escape
+    /// (`unicode_escapes`; a `\\u` may count too): without one, there are no surrogates to pair.
+    pub fn read(content: Bytes, unicode_escapes: bool) -> Result<TextCopy, LoneSurrogate> {
+        if !unicode_escapes {
             return Ok(TextCopy::checked(content));
         }
         let mut at = 0;

@@ -8,7 +8,22 @@
 /// reads is a result's text copy, one long string dense with escapes, where a search call per
 /// escape would cost more than the look.
 pub(crate) fn string_end(text: &[u8], at: usize) -> Option<usize> {
+    literal(text, at).map(|l| l.end)
+}
+
+/// A string literal read by [`string_end`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Literal {
+    /// One past its closing quote.
+    pub end: usize,
+    /// It holds a `\u` escape (whose surrogates may need pairing).
+    pub unicode_escapes: bool,
+}
+
+/// The string literal whose opening quote is at `at`, as [`string_end`] reads it.
+pub(crate) fn literal(text: &[u8], at: usize) -> Option<Literal> {
     let mut i = at + 1;
+    let mut unicode_escapes = false;
     loop {
         while let Some(word) = text.get(i..i + 8) {
             let found = stops(u64::from_le_bytes(word.try_into().ok()?));
@@ -19,10 +34,18 @@ pub(crate) fn string_end(text: &[u8], at: usize) -> Option<usize> {
             i += 8;
         }
         match *text.get(i)? {
-            b'"' => return Some(i + 1),
+            b'"' => {
+                return Some(Literal {
+                    end: i + 1,
+                    unicode_escapes,
+                })
+            }
             b'\\' => match text.get(i + 1)? {
                 b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => i += 2,
-                b'u' if text.get(i + 2..i + 6)?.iter().all(u8::is_ascii_hexdigit) => i += 6,
+                b'u' if text.get(i + 2..i + 6)?.iter().all(u8::is_ascii_hexdigit) => {
+                    unicode_escapes = true;
+                    i += 6;
+                }
                 _ => return None,
             },
             0..=0x1F => return None,

@@ -11,7 +11,7 @@
 
 use super::result::may_be_json;
 use crate::core::check::ToolResult;
-use crate::core::document::{string_end, value_end, Document};
+use crate::core::document::{literal, string_end, value_end, Document};
 use crate::core::text_copy::TextCopy;
 use bytes::Bytes;
 use bytestring::ByteString;
@@ -211,10 +211,10 @@ impl<'s> Walk<'s> {
         if self.bytes().get(start) != Some(&b'"') {
             return None;
         }
-        let end = string_end(self.bytes(), start)?;
-        self.at = end;
-        let content = self.source.as_bytes().slice(start + 1..end - 1);
-        let copy = TextCopy::new(content).ok()?;
+        let literal = literal(self.bytes(), start)?;
+        self.at = literal.end;
+        let content = self.source.as_bytes().slice(start + 1..literal.end - 1);
+        let copy = TextCopy::read(content, literal.unicode_escapes).ok()?;
         Some(may_be_json(&copy).then_some(copy))
     }
 }
