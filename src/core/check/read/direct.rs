@@ -6,8 +6,9 @@
 //! text copy. This reader is for results as tools send them; it gives up (`None`) on anything
 //! else, and the serde reader then reads the result and says what is wrong with it in its own
 //! words. So it never accepts a result the serde reader refuses, and what it reads is what the
-//! serde reader reads: a key given twice, a key with an escape, text that is not UTF-8, nesting
-//! past [`DEPTH`] or the check's limit, any error at all, all give up.
+//! serde reader reads: a key given twice, a key with an escape or one of serde_json's private
+//! tokens, text that is not UTF-8, nesting past [`DEPTH`] or the check's limit, any error at all,
+//! all give up.
 
 use super::result::may_be_json;
 use crate::core::check::ToolResult;
@@ -98,7 +99,9 @@ impl<'s> Walk<'s> {
             }
             let end = string_end(self.bytes(), start)?;
             let key = &self.bytes()[start + 1..end - 1];
-            if key.contains(&b'\\') {
+            // serde_json reads an object keyed by its private tokens as something else (with
+            // `arbitrary_precision`, a number): left to it.
+            if key.contains(&b'\\') || key.starts_with(b"$serde_json::") {
                 return None;
             }
             self.at = end;

@@ -74,6 +74,9 @@ fn anything_irregular_is_left_to_the_serde_reader() {
         r#"{"content":[{"type":"text","text":"{}","text":"x"}]}"#,
         r#"{"structured\u0043ontent":{"a":1}}"#,
         r#"{"content":[{"type":"t\u0065xt","text":"{}"}]}"#,
+        // serde_json's number token: the serde reader reads these objects as numbers.
+        r#"{"$serde_json::private::Number":"1","content":[]}"#,
+        r#"{"content":[{"$serde_json::private::Number":0,"type":"text","text":"{}"}]}"#,
         // Wrong types, broken JSON, trailing text.
         r#"{"isError":"yes"}"#,
         r#"{"isError":1}"#,
@@ -172,6 +175,7 @@ fn member() -> impl Strategy<Value = (String, bool)> {
                 true
             ),
             (r#""extra":"\u0041\n""#.to_owned(), true),
+            (r#""$serde_json::private::Number":"1""#.to_owned(), false),
         ]),
     ]
 }
