@@ -380,10 +380,12 @@ where
         Ok(message) => message,
         Err(e) => return unread(&gateway, &e),
     };
-    let framing = mcp::framing(&message);
+    // Read from a second handle on the body (the message itself goes to the exchange).
+    let read = message.clone();
+    let framing = mcp::framing(&read);
     if let Some(mismatch) = header_mismatch(&parts.headers, &framing, &message) {
         let id = match &framing {
-            Framing::Request { id, .. } => Some(id.as_str()),
+            Framing::Request { id, .. } => Some(*id),
             _ => None,
         };
         return refusal(StatusCode::BAD_REQUEST, id, mcp::HEADER_MISMATCH, &mismatch);
@@ -440,7 +442,7 @@ where
         // A request is owed an answer: never a 202 that says there is none.
         Framing::Request { id, .. } => refusal(
             StatusCode::BAD_GATEWAY,
-            Some(&id),
+            Some(id),
             mcp::UPSTREAM_FAILED,
             &format!(
                 "schemagate gateway: route {route_name}: no answer to this request could be relayed (see the gateway's log)"
@@ -537,7 +539,7 @@ fn header_mismatch(headers: &HeaderMap, framing: &Framing, message: &[u8]) -> Op
             .map(|v| String::from_utf8_lossy(v.as_bytes()))
     };
     let method = match framing {
-        Framing::Request { method, .. } => Some(method.as_str()),
+        Framing::Request { method, .. } => Some(method.as_ref()),
         Framing::Other { method } => method.as_deref(),
         _ => return None,
     };

@@ -609,11 +609,12 @@ pub fn request_id(message: &[u8]) -> Option<&str> {
 /// What one message sent on its own (a Streamable HTTP POST's body) is, read from its envelope
 /// alone: what a transport needs to know of it before the rules see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Framing {
-    /// A request: `id` its JSON-RPC id, as JSON text; `method` its method.
-    Request { id: String, method: String },
+pub enum Framing<'a> {
+    /// A request: `id` its JSON-RPC id, as JSON text; `method` its method. Both borrowed from
+    /// the message (the method decoded if it holds an escape).
+    Request { id: &'a str, method: Cow<'a, str> },
     /// A notification (`method`), or an answer to a request of the server (`None`).
-    Other { method: Option<String> },
+    Other { method: Option<Cow<'a, str>> },
     /// A JSON array: a JSON-RPC batch.
     Batch,
     /// Not JSON, or JSON that is not a JSON-RPC message.
@@ -621,14 +622,14 @@ pub enum Framing {
 }
 
 /// Reads `bytes`' envelope (see [`Framing`]).
-pub fn framing(bytes: &[u8]) -> Framing {
+pub fn framing(bytes: &[u8]) -> Framing<'_> {
     match envelope::parse(bytes, Direction::ToServer) {
         Parsed::One(Message::Request { id, method, .. }) => Framing::Request {
-            id: id.get().to_owned(),
-            method: method.into_owned(),
+            id: id.get(),
+            method,
         },
         Parsed::One(Message::Notification { method, .. }) => Framing::Other {
-            method: Some(method.into_owned()),
+            method: Some(method),
         },
         Parsed::One(_) => Framing::Other { method: None },
         Parsed::Batch(_) => Framing::Batch,

@@ -417,7 +417,7 @@ impl Exchange {
             "schemagate gateway: route {}: the upstream {upstream} {failure}",
             route.name
         );
-        let body = mcp::error_answer(id.as_deref(), mcp::UPSTREAM_FAILED, &message);
+        let body = mcp::error_answer(id, mcp::UPSTREAM_FAILED, &message);
         let mode = self.decide(|| AnswerHead::json(failure.status()));
         if mode == Mode::Json && !self.json_written.swap(true, Ordering::AcqRel) {
             // The channel has room: nothing was written before the head was decided.
@@ -443,7 +443,7 @@ impl Exchange {
             route.name,
             route.target.public()
         );
-        let body = mcp::error_answer(Some(&id), mcp::UPSTREAM_FAILED, &message);
+        let body = mcp::error_answer(Some(id), mcp::UPSTREAM_FAILED, &message);
         let mut out = Vec::with_capacity(body.len() + 16);
         sse::write(None, None, &body, &mut out);
         let _ = self.write(out.into()).await;

@@ -75,28 +75,25 @@ impl Directions {
     fn one(&mut self, text: &[u8]) -> Option<Read> {
         match crate::mcp::framing(text) {
             Framing::Request { id, method } => {
-                let clients = self
-                    .pending
-                    .get(id.as_str())
-                    .is_some_and(|p| p[CLIENT].is_some());
+                let clients = self.pending.get(id).is_some_and(|p| p[CLIENT].is_some());
                 // A `ping` with an id the client awaits an answer to is the server's.
                 let servers =
-                    SERVER_REQUESTS.contains(&method.as_str()) || (method == "ping" && clients);
+                    SERVER_REQUESTS.contains(&method.as_ref()) || (method == "ping" && clients);
                 if servers {
-                    self.sent(id, SERVER);
+                    self.sent(id.to_owned(), SERVER);
                     return Some(Direction::ToClient.into());
                 }
-                self.sent(id.clone(), CLIENT);
+                self.sent(id.to_owned(), CLIENT);
                 Some(Read {
                     direction: Direction::ToServer,
-                    request: Some(id),
+                    request: Some(id.to_owned()),
                     answer: None,
                 })
             }
             Framing::Other {
                 method: Some(method),
             } => {
-                if CLIENT_NOTIFICATIONS.contains(&method.as_str()) {
+                if CLIENT_NOTIFICATIONS.contains(&method.as_ref()) {
                     return Some(Direction::ToServer.into());
                 }
                 if method == "notifications/cancelled" {

@@ -240,7 +240,7 @@ impl Servers {
         let (body, requester) = (body.as_ref(), *requester);
         let framing = body.map(|b| mcp::framing(b));
         let request_id = match &framing {
-            Some(Framing::Request { id, .. }) => Some(id.as_str()),
+            Some(Framing::Request { id, .. }) => Some(*id),
             _ => None,
         };
         let Some(session) = *session else {
