@@ -432,7 +432,7 @@ where
         headers: parts.headers,
         message,
         expects_answer,
-        caller: caller.name(),
+        caller: Arc::clone(&caller),
         adopt,
     };
     // Not the exchange itself: the head's sender lives in it, and must go when it ends.
@@ -503,7 +503,7 @@ async fn relay_bodyless(
         headers: parts.headers,
         message: Bytes::new(),
         expects_answer: false,
-        caller: caller.name(),
+        caller: Arc::clone(&caller),
         adopt,
     };
     let answer = Exchange::start(gateway, route, boundary, request);

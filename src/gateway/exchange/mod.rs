@@ -27,6 +27,7 @@ use super::sse::{self, Event};
 use super::upstream::headers::{self, MCP_SESSION_ID};
 use super::upstream::{Failure, Requester, UpstreamRequest, Upstreamed};
 use super::Gateway;
+use crate::core::auth::Caller;
 use crate::mcp::{self, Boundary, Direction, Link, Outgoing};
 use answer::Decided;
 use bytes::Bytes;
@@ -55,8 +56,8 @@ pub struct Exchange {
     method: Method,
     /// The client's message is a request (an answer is owed to it).
     expects_answer: bool,
-    /// Who sent the request (the session table's key holds it).
-    caller: Box<str>,
+    /// Who sent the request (the session table's key holds its name).
+    caller: Arc<Caller>,
     /// The `Host` the client sent (the base of the gateway's URLs in a rewritten challenge).
     host: Option<HeaderValue>,
     /// The client's message (a POST's body).
@@ -75,7 +76,7 @@ pub struct Exchange {
 }
 
 /// What an exchange needs of the client's request.
-pub struct ClientRequest<'a> {
+pub struct ClientRequest {
     pub method: Method,
     pub headers: HeaderMap,
     /// The message (empty for GET and DELETE).
@@ -83,7 +84,7 @@ pub struct ClientRequest<'a> {
     /// The message is a request.
     pub expects_answer: bool,
     /// Who sent it.
-    pub caller: &'a str,
+    pub caller: Arc<Caller>,
     /// The session it names is not held here (a fresh one was made for it).
     pub adopt: bool,
 }
@@ -95,7 +96,7 @@ impl Exchange {
         gateway: Arc<Gateway>,
         route: Arc<RouteState>,
         boundary: Arc<Boundary>,
-        request: ClientRequest<'_>,
+        request: ClientRequest,
     ) -> Answer {
         let (head_tx, head) = oneshot::channel();
         // A few messages of slack: past them a client that does not read holds the upstream back.
@@ -115,7 +116,7 @@ impl Exchange {
             adopt: request.adopt,
             method: request.method,
             expects_answer: request.expects_answer,
-            caller: request.caller.into(),
+            caller: request.caller,
             host,
             request: request.message,
             decided: Mutex::new(Decided {
@@ -281,7 +282,7 @@ impl Exchange {
             method,
             headers,
             body,
-            caller: &self.caller,
+            caller: self.caller.name(),
             session: self.session.as_deref(),
             requester,
         };
@@ -453,7 +454,7 @@ impl Exchange {
     /// replica did not hold and the upstream answered, is held here from now on; one it no longer
     /// knows (404), or one ended by a DELETE it accepted, is forgotten.
     pub(super) fn follow_session(&self, status: StatusCode, headers: &HeaderMap) {
-        let (route, caller) = (self.route.route.name.as_str(), &*self.caller);
+        let (route, caller) = (self.route.route.name.as_str(), self.caller.name());
         let issued = headers.get(MCP_SESSION_ID).and_then(|v| v.to_str().ok());
         let sessions = &self.gateway.sessions;
         match (&self.session, issued) {
