@@ -429,14 +429,11 @@ impl Exchange {
     }
 
     /// The event stream that answers `request` ended (or was cut off) before its answer: the
-    /// client gets a JSON-RPC error for it, as the stream's last event.
-    pub(super) async fn stream_cut(&self, request: &Bytes) {
+    /// client gets a JSON-RPC error for it (`id`, its id), as the stream's last event.
+    pub(super) async fn stream_cut(&self, id: &str) {
         if self.mode() != Some(Mode::Sse) {
             return;
         }
-        let mcp::Framing::Request { id, .. } = mcp::framing(request) else {
-            return;
-        };
         let route = &self.route.route;
         tracing::warn!(route = %route.name, upstream = %route.target.public(), "an event stream from the upstream ended before its answer");
         let message = format!(

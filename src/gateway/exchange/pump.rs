@@ -72,15 +72,12 @@ pub(super) async fn run(pump: Pump) {
         tracing::debug!(route = %exchange.route_name(), error = %e, "relay of the upstream's answer ended");
     }
     let client_gone = relayed.as_ref().is_err_and(client_gone);
-    // The request's id, read once for both questions.
-    if let Some((request, id)) = request
-        .as_ref()
-        .and_then(|r| Some((r, crate::mcp::request_id(r)?)))
-    {
+    // The request's id, read once for all three.
+    if let Some(id) = request.as_deref().and_then(crate::mcp::request_id) {
         if !client_gone && open.is_some() && !resumable && exchange.boundary().awaits_answer(id) {
             // The stream ended (or was cut) before the answer it owes: the client gets an
             // error for its request, not a stream that ends in silence.
-            exchange.stream_cut(request).await;
+            exchange.stream_cut(id).await;
         }
         if open.is_none() || !resumable {
             exchange.boundary().unanswered_id(id);
