@@ -1,7 +1,7 @@
 //! In-process costs of the hot path: compile, a cache hit plus validation of a ~2 KB MCP result
 //! (valid, and invalid with errors collected), parsing a check, reading a batch of 100, comparing a
-//! text copy with its structured content, reading an MCP answer's envelope, writing an answer,
-//! and building feedback.
+//! text copy with its structured content (by value, by tokens, and as the escaped copy it usually
+//! is), reading an MCP answer's envelope, writing an answer, and building feedback.
 //! `cargo bench --bench check`
 
 use schemagate_testkit::corpus;
@@ -18,6 +18,7 @@ use schemagate::core::document::Document;
 use schemagate::core::drift::{first_difference, same_tokens};
 use schemagate::core::metrics::Transport;
 use schemagate::core::schema::compile::compile;
+use schemagate::core::text_copy::TextCopy;
 use schemagate::core::verdict::{feedback, ValidationFailure};
 use serde_json::Value;
 use std::hint::black_box;
@@ -150,6 +151,15 @@ fn benches(c: &mut Criterion) {
     });
     group.bench_function("same_tokens_other_spacing_2kb", |b| {
         b.iter(|| same_tokens(black_box(spaced.as_bytes()), black_box(sent.as_bytes())))
+    });
+    // The usual copy: structuredContent's own text written as a JSON string, compared as sent.
+    let literal = serde_json::to_string(&sent).expect("serialises");
+    let copy = TextCopy::new(Bytes::copy_from_slice(
+        &literal.as_bytes()[1..literal.len() - 1],
+    ))
+    .expect("a copy");
+    group.bench_function("escaped_copy_2kb", |b| {
+        b.iter(|| black_box(&copy).is_escaped(black_box(sent.as_bytes())))
     });
     group.finish();
 
