@@ -93,18 +93,12 @@ impl<'s> Walk<'s> {
             return Some(());
         }
         loop {
-            let start = self.space();
-            if self.bytes().get(start) != Some(&b'"') {
-                return None;
-            }
-            let end = string_end(self.bytes(), start)?;
-            let key = &self.bytes()[start + 1..end - 1];
+            let key = self.plain_string()?;
             // serde_json reads an object keyed by its private tokens as something else (with
             // `arbitrary_precision`, a number): left to it.
-            if key.contains(&b'\\') || key.starts_with(b"$serde_json::") {
+            if key.starts_with(b"$serde_json::") {
                 return None;
             }
-            self.at = end;
             if self.take()? != b':' {
                 return None;
             }
@@ -117,10 +111,15 @@ impl<'s> Walk<'s> {
         }
     }
 
+    /// The text from the value here on, and where it starts.
+    fn rest(&mut self) -> Option<(usize, ByteString)> {
+        let start = self.space();
+        Some((start, self.source.slice_ref(self.source.get(start..)?)))
+    }
+
     /// The document of the value here, read where it lies.
     fn document(&mut self) -> Option<Document> {
-        let start = self.space();
-        let rest = self.source.slice_ref(self.source.get(start..)?);
+        let (start, rest) = self.rest()?;
         let (document, end) = Document::read_prefix(&rest, self.limit).ok()?;
         self.at = start + end;
         Some(document)
@@ -128,8 +127,7 @@ impl<'s> Walk<'s> {
 
     /// Passes the value here, read as any value is.
     fn skip(&mut self) -> Option<()> {
-        let start = self.space();
-        let rest = self.source.slice_ref(self.source.get(start..)?);
+        let (start, rest) = self.rest()?;
         self.at = start + value_end(&rest, self.limit)?;
         Some(())
     }
@@ -193,7 +191,7 @@ impl<'s> Walk<'s> {
         Some(())
     }
 
-    /// The string here, when it holds no escape.
+    /// The string here (a key, a block's `type`), when it holds no escape.
     fn plain_string(&mut self) -> Option<&'s [u8]> {
         let start = self.space();
         if self.bytes().get(start) != Some(&b'"') {
