@@ -13,6 +13,7 @@
 //! would (it has no one reading), but never yields a value a parser would read otherwise
 //! without the value's own parse refusing it.
 
+use crate::core::document::quotes_or_backslashes;
 use serde::Deserialize;
 use std::borrow::Cow;
 
@@ -109,24 +110,15 @@ fn skip_space(text: &[u8], mut at: usize) -> usize {
 }
 
 /// The end (one past the closing quote) of the string opening at `at`. Eight bytes are read at
-/// a time (the first quote or backslash in a word found with the usual zero-byte bit trick): a
+/// a time (the first quote or backslash in a word found by [`quotes_or_backslashes`]): a
 /// result's text copy is one long string dense with escapes, where a search call per escape
 /// would cost more than the scan.
 fn skip_string(text: &[u8], at: usize) -> Option<usize> {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    const QUOTES: u64 = ONES * b'"' as u64;
-    const BACKSLASHES: u64 = ONES * b'\\' as u64;
     let mut from = at + 1;
     loop {
         while let Some(chunk) = text.get(from..from + 8) {
-            let word = u64::from_le_bytes(chunk.try_into().ok()?);
-            let (quote, backslash) = (word ^ QUOTES, word ^ BACKSLASHES);
-            // A byte's high bit is set where the byte is zero; only bits above the lowest true
-            // one can be false, and only the lowest is used.
-            let found = ((quote.wrapping_sub(ONES) & !quote)
-                | (backslash.wrapping_sub(ONES) & !backslash))
-                & HIGH;
+            // Only the lowest mark is used: it is exact.
+            let found = quotes_or_backslashes(u64::from_le_bytes(chunk.try_into().ok()?));
             if found == 0 {
                 from += 8;
                 continue;

@@ -54,17 +54,24 @@ pub(crate) fn literal(text: &[u8], at: usize) -> Option<Literal> {
     }
 }
 
-/// The bytes of `word` (little-endian) that end a plain run: a quote, a backslash or a control
-/// character, each marked by its high bit. The lowest mark is exact; marks above it may not be.
-fn stops(word: u64) -> u64 {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGH: u64 = 0x8080_8080_8080_8080;
+
+/// The quotes and backslashes among the eight bytes of `word` (read little-endian), each marked
+/// by its high bit (a byte's high bit is set where it XORs to zero). The lowest mark is exact;
+/// marks above it may not be. The JSON texts of results are searched so, eight bytes at a time.
+#[inline]
+pub(crate) fn quotes_or_backslashes(word: u64) -> u64 {
     let quote = word ^ (ONES * u64::from(b'"'));
     let backslash = word ^ (ONES * u64::from(b'\\'));
-    ((quote.wrapping_sub(ONES) & !quote)
-        | (backslash.wrapping_sub(ONES) & !backslash)
-        | (word.wrapping_sub(ONES * 0x20) & !word))
-        & HIGH
+    ((quote.wrapping_sub(ONES) & !quote) | (backslash.wrapping_sub(ONES) & !backslash)) & HIGH
+}
+
+/// The bytes of `word` that end a plain run: a quote, a backslash or a control character,
+/// marked as [`quotes_or_backslashes`] marks them.
+#[inline]
+fn stops(word: u64) -> u64 {
+    quotes_or_backslashes(word) | (word.wrapping_sub(ONES * 0x20) & !word & HIGH)
 }
 
 /// The length of the run of `bytes` before a quote, a backslash or a control character. The first
