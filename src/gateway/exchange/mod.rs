@@ -410,10 +410,7 @@ impl Exchange {
         let upstream = route.target.public();
         tracing::warn!(route = %route.name, %upstream, error = %failure, "the upstream gave no answer");
         tracing::debug!(route = %route.name, upstream = %route.target.redacted(), "the upstream that gave no answer");
-        let id = match request.map(|r| mcp::framing(r)) {
-            Some(mcp::Framing::Request { id, .. }) => Some(id),
-            _ => None,
-        };
+        let id = request.and_then(|r| mcp::request_id(r));
         let message = format!(
             "schemagate gateway: route {}: the upstream {upstream} {failure}",
             route.name
