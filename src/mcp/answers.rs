@@ -6,7 +6,7 @@ use super::envelope::Message;
 use super::scan::Unread;
 use super::session::{Call, Pending};
 use super::{ids, reply, Boundary, Direction, Link, Relayed};
-use crate::core::check::PayloadKind;
+use crate::core::check::{PayloadKind, ToolResult};
 use crate::core::domain::{ProtocolVersion, Tier};
 use bytes::Bytes;
 use serde::de::IgnoredAny;
@@ -27,12 +27,17 @@ impl Boundary {
             Message::Response {
                 id: Some(id),
                 result,
+                read,
                 ..
-            } => return self.server_answer(link, line, text, id, result).await,
+            } => {
+                let answer = Answered { id, result, read };
+                return self.server_answer(link, line, text, answer).await;
+            }
             Message::Response {
                 id: None,
                 result: Some(result),
                 unreadable_id: true,
+                ..
             } if self.withholds_unplaced(result) => {
                 tracing::warn!(
                     server = %self.config.server,
@@ -72,9 +77,9 @@ impl Boundary {
         link: &impl Link,
         line: &Bytes,
         text: &[u8],
-        id: &RawValue,
-        result: Option<Unread<'_>>,
+        answer: Answered<'_>,
     ) -> io::Result<()> {
+        let Answered { id, result, read } = answer;
         match self.session.answered(id.get()) {
             Some(Pending::Initialize) => {
                 #[derive(Deserialize)]
@@ -97,9 +102,10 @@ impl Boundary {
                 }
             }
             Some(Pending::ToolsCall { call, task_asked }) => {
+                let answer = Answered { id, result, read };
                 return self
-                    .call_answer(link, line, text, id, result, &call, task_asked)
-                    .await
+                    .call_answer(link, line, text, answer, &call, task_asked)
+                    .await;
             }
             Some(Pending::TaskRead {
                 read,
@@ -177,31 +183,35 @@ impl Boundary {
     /// The answer to a followed `tools/call`: a task created is recorded (its result is judged
     /// when it comes), a result is judged, then forwarded as received, or replaced where the
     /// policy rejects it.
-    #[allow(clippy::too_many_arguments)]
     async fn call_answer(
         &self,
         link: &impl Link,
         line: &Bytes,
         text: &[u8],
-        id: &RawValue,
-        result: Option<Unread<'_>>,
+        answer: Answered<'_>,
         call: &Call,
         task_asked: bool,
     ) -> io::Result<()> {
+        let Answered { id, result, read } = answer;
         // A JSON-RPC error is not a tool result.
         let Some(result) = result else {
             return self
                 .forward(link, Direction::ToClient, Relayed::Forwarded, text)
                 .await;
         };
-        let carries_result = match super::task::created(result, task_asked) {
-            Some(task) => {
-                self.task_created(&task, call);
-                task.carries_result
-            }
-            // A result that is not final (2026-07-28's `input_required`) is followed by
-            // another call.
-            None => is_final(result),
+        let carries_result = match read {
+            // A result read ahead has no `resultType` and no `task`: a final result, no task
+            // created unless the call asked for one.
+            Some(_) if !task_asked => true,
+            _ => match super::task::created(result, task_asked) {
+                Some(task) => {
+                    self.task_created(&task, call);
+                    task.carries_result
+                }
+                // A result that is not final (2026-07-28's `input_required`) is followed by
+                // another call.
+                None => is_final(result),
+            },
         };
         if !carries_result {
             return self
@@ -210,7 +220,7 @@ impl Boundary {
         }
         let body = line.slice_ref(result.bytes());
         let replacement = self
-            .judge_payload(PayloadKind::Result, call, id.get(), body)
+            .judge_payload(PayloadKind::Result, call, id.get(), (body, read))
             .await;
         self.session.concluded(&call.tool, replacement.is_some());
         match replacement {
@@ -225,6 +235,14 @@ impl Boundary {
             }
         }
     }
+}
+
+/// An answer from the server, as its envelope was read: its id, its `result` if it has one, and
+/// that result read as a tool result where it was read ahead ([`super::envelope::ReadAhead`]).
+pub(super) struct Answered<'a> {
+    id: &'a RawValue,
+    result: Option<Unread<'a>>,
+    read: Option<ToolResult>,
 }
 
 /// Whether `result` carries a tool result's `structuredContent`.

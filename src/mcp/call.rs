@@ -8,7 +8,7 @@ use super::scan::Unread;
 use super::session::{Call, ListPage, Pending, TaskRead, Untracked};
 use super::view::Offered;
 use super::{meta_protocol, reply, Boundary, Direction, Judged, Link, Relayed};
-use crate::core::check::{Check, Payload, PayloadKind, SchemaSource};
+use crate::core::check::{Check, Payload, PayloadKind, SchemaSource, ToolResult};
 use crate::core::domain::{ProtocolVersion, Tier};
 use crate::core::error::CheckError;
 use crate::core::metrics::Attempt;
@@ -20,6 +20,14 @@ use serde_json::value::RawValue;
 use std::borrow::Cow;
 use std::io;
 use std::sync::Arc;
+
+/// A payload to judge: its JSON text, how the check reads it, and, for a result read ahead with
+/// its message's envelope ([`super::envelope::ReadAhead`]), what was read.
+struct Unjudged {
+    text: Bytes,
+    read: fn(Bytes, usize) -> Result<Payload, CheckError>,
+    ahead: Option<ToolResult>,
+}
 
 #[derive(Deserialize)]
 struct CallParams<'a> {
@@ -189,7 +197,7 @@ impl Boundary {
             protocol,
         };
         if let Some(refusal) = self
-            .judge_payload(PayloadKind::Arguments, &call, id.get(), arguments)
+            .judge_payload(PayloadKind::Arguments, &call, id.get(), (arguments, None))
             .await
         {
             self.session.concluded(&call.tool, true);
@@ -221,7 +229,7 @@ impl Boundary {
         payload: PayloadKind,
         call: &Call,
         call_id: &str,
-        body: Bytes,
+        (body, read): (Bytes, Option<ToolResult>),
     ) -> Option<Vec<u8>> {
         let Call {
             id,
@@ -230,7 +238,7 @@ impl Boundary {
             protocol,
         } = call;
         let arguments = payload == PayloadKind::Arguments;
-        let read: fn(Bytes, usize) -> Result<Payload, CheckError> = if arguments {
+        let read_payload: fn(Bytes, usize) -> Result<Payload, CheckError> = if arguments {
             |text, depth| {
                 Ok(Payload::Arguments(Payload::document_from_json(
                     "arguments",
@@ -251,7 +259,12 @@ impl Boundary {
                 } else {
                     Arc::from(call_id)
                 };
-                self.judge(tool, call_id, *attempt, *protocol, (schema, body), read)
+                let payload = Unjudged {
+                    text: body,
+                    read: read_payload,
+                    ahead: read,
+                };
+                self.judge(tool, call_id, *attempt, *protocol, schema, payload)
                     .await
             }
             None => Err(CheckError::UnknownTool {
@@ -324,23 +337,26 @@ impl Boundary {
             .rules_for(Some(&self.config.server), tool)
     }
 
-    /// Judges `payload_text` of a call of `tool` (`call_id`: the id of the message that carries
-    /// it, as JSON text) against `schema`.
+    /// Judges `payload` of a call of `tool` (`call_id`: the id of the message that carries it,
+    /// as JSON text) against `schema`.
     async fn judge(
         &self,
         tool: &Arc<str>,
         call_id: Arc<str>,
         attempt: u32,
         protocol: Option<ProtocolVersion>,
-        (schema, payload_text): (SchemaSource, Bytes),
-        read: fn(Bytes, usize) -> Result<Payload, CheckError>,
+        schema: SchemaSource,
+        payload: Unjudged,
     ) -> Result<Verdict, CheckError> {
         let (server, tool) = (Arc::clone(&self.config.server), Arc::clone(tool));
-        let size = payload_text.len();
+        let size = payload.text.len();
         let roots = self.session.roots.known();
         self.gate
             .check_one(&self.caller, size, self.config.transport, move |limits| {
-                let payload = read(payload_text, limits.max_depth)?;
+                let payload = match payload.ahead {
+                    Some(result) => Payload::Result(result),
+                    None => (payload.read)(payload.text, limits.max_depth)?,
+                };
                 let result_bytes = matches!(payload, Payload::Result(_)).then_some(size);
                 Ok(Check {
                     server: Some(server),

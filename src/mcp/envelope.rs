@@ -13,6 +13,9 @@
 
 use super::scan::{self, Unread};
 use super::Direction;
+use crate::core::check::ToolResult;
+use bytes::Bytes;
+use bytestring::ByteString;
 use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde_json::value::RawValue;
 use std::borrow::Cow;
@@ -21,7 +24,12 @@ use std::fmt;
 /// A JSON-RPC 2.0 message, as far as the boundary reads it: `id` and `method` are parsed, the
 /// rest is left unread for whoever acts on it (a request's `params` that are not JSON are a
 /// request whose params cannot be read, not a message that is not one).
+///
+/// A response that carries a result read ahead is the largest by far; a message lives on the
+/// relaying task's stack for as long as it is relayed, and a box for the result would be an
+/// allocation per answer, of the kind reading ahead saves.
 #[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
 pub enum Message<'a> {
     Request {
         id: &'a RawValue,
@@ -40,7 +48,18 @@ pub enum Message<'a> {
         /// An `id` member was there but is not a JSON string or number: no answer a client
         /// could place, though one that carries a tool result is withheld all the same.
         unreadable_id: bool,
+        /// `result`, read as a tool result in the pass that found the members, where the
+        /// message was read with a [`ReadAhead`] and the result reads as one.
+        read: Option<ToolResult>,
     },
+}
+
+/// What a server's message is read with so that its `result` is read as a tool result in the
+/// pass that finds the message's members ([`ToolResult::read_ahead`]), not scanned past there
+/// and read again by the check: the check's depth limit.
+#[derive(Clone, Copy)]
+pub struct ReadAhead {
+    pub depth_limit: usize,
 }
 
 /// The envelope's members, in [`members`] order.
@@ -55,16 +74,31 @@ pub fn members<'a, const N: usize>(
     text: &'a [u8],
     names: [&'static str; N],
 ) -> Option<[Option<Unread<'a>>; N]> {
+    members_reading(text, names, |_, _| None)
+}
+
+/// As [`members`], with `read` asked first for the end of each value (see
+/// [`scan::object`]).
+fn members_reading<'a, const N: usize>(
+    text: &'a [u8],
+    names: [&'static str; N],
+    read: impl FnMut(&[u8], usize) -> Option<usize>,
+) -> Option<[Option<Unread<'a>>; N]> {
     let mut found = [None; N];
-    scan::object(text, |key, value| {
-        if let Some(i) = names.iter().position(|name| name.as_bytes() == key) {
-            found[i] = (!value.is_null()).then_some(value);
-        }
-    })?;
+    scan::object(
+        text,
+        |key, value| {
+            if let Some(i) = names.iter().position(|name| name.as_bytes() == key) {
+                found[i] = (!value.is_null()).then_some(value);
+            }
+        },
+        read,
+    )?;
     Some(found)
 }
 
-/// What a line holds.
+/// What a line holds (a message on the stack, as [`Message`] says).
+#[allow(clippy::large_enum_variant)]
 pub enum Parsed<'a> {
     One(Message<'a>),
     /// A JSON array (a JSON-RPC batch, which MCP has not allowed since 2025-06-18): its elements.
@@ -75,9 +109,22 @@ pub enum Parsed<'a> {
 
 /// Reads one line's envelope, sent in `direction`.
 pub fn parse(line: &[u8], direction: Direction) -> Parsed<'_> {
+    parsed(line, direction, None)
+}
+
+/// As [`parse`], a server's `result` read with `ahead` where given (see [`ReadAhead`]).
+pub fn parse_reading(line: &Bytes, direction: Direction, ahead: Option<ReadAhead>) -> Parsed<'_> {
+    parsed(line, direction, ahead.map(|ahead| (line, ahead)))
+}
+
+fn parsed<'a>(
+    line: &'a [u8],
+    direction: Direction,
+    ahead: Option<(&Bytes, ReadAhead)>,
+) -> Parsed<'a> {
     let text = trim(line);
     match text.first() {
-        Some(b'{') => match message(text, direction) {
+        Some(b'{') => match message_reading(text, direction, ahead) {
             Some(m) => Parsed::One(m),
             None => Parsed::NotJsonRpc,
         },
@@ -92,7 +139,43 @@ pub fn parse(line: &[u8], direction: Direction) -> Parsed<'_> {
 /// Reads one JSON object, sent in `direction`, as a JSON-RPC message (see the module's header for
 /// the reading).
 pub fn message(text: &[u8], direction: Direction) -> Option<Message<'_>> {
-    let [id, method, params, result, error] = members(text, ENVELOPE)?;
+    message_reading(text, direction, None)
+}
+
+/// As [`message`], a server's `result` read with `ahead` where given (see [`ReadAhead`]):
+/// `text` is `line` trimmed.
+fn message_reading<'a>(
+    text: &'a [u8],
+    direction: Direction,
+    ahead: Option<(&Bytes, ReadAhead)>,
+) -> Option<Message<'a>> {
+    let mut read = None;
+    let found = match ahead.filter(|_| direction == Direction::ToClient) {
+        Some((line, ahead)) => {
+            let offset = line.len() - line.trim_ascii_start().len();
+            let mut results = 0;
+            members_reading(text, ENVELOPE, |key, at| {
+                if key != b"result" {
+                    return None;
+                }
+                // The last `result` is the one a client reads (as for every member). A message
+                // with more than one is left to the check's own reading: the line is checked as
+                // UTF-8 and a result read ahead once at most, whatever the line holds.
+                read = None;
+                results += 1;
+                if results > 1 {
+                    return None;
+                }
+                let line = ByteString::try_from(line.clone()).ok()?;
+                let (result, end) = ToolResult::read_ahead(&line, offset + at, ahead.depth_limit)?;
+                let end = end.checked_sub(offset).filter(|&end| end <= text.len())?;
+                read = Some(result);
+                Some(end)
+            })
+        }
+        None => members(text, ENVELOPE),
+    };
+    let [id, method, params, result, error] = found?;
     // A `method` that is not a string makes no request or notification for any client.
     let method = method.and_then(Unread::string);
     let answer = result.is_some() || error.is_some();
@@ -109,6 +192,7 @@ pub fn message(text: &[u8], direction: Direction) -> Option<Message<'_>> {
             Some(Message::Response {
                 unreadable_id: id.is_some() && readable.is_none(),
                 id: readable,
+                read: read.filter(|_| result.is_some()),
                 result,
             })
         }
@@ -319,6 +403,61 @@ mod tests {
         assert_eq!(a.map(Unread::text), Some("[2]"));
         assert!(b.is_none(), "null reads as absent");
         assert!(members(b"[1]", ["a"]).is_none());
+    }
+
+    #[test]
+    fn a_result_read_ahead_is_the_result_the_message_carries() {
+        let read = |line: &str, direction: Direction| {
+            let line = Bytes::copy_from_slice(line.as_bytes());
+            let ahead = ReadAhead { depth_limit: 64 };
+            match parse_reading(&line, direction, Some(ahead)) {
+                Parsed::One(Message::Response { result, read, .. }) => (
+                    result.map(|r| r.text().to_owned()),
+                    read.map(|r| r.structured_content.map(|d| d.to_value())),
+                ),
+                _ => panic!("a response: {}", String::from_utf8_lossy(&line)),
+            }
+        };
+        // The id after the result, as the TypeScript SDK writes it; white space around.
+        let (result, ahead) = read(
+            " {\"result\": {\"structuredContent\":{\"n\":1}} ,\"jsonrpc\":\"2.0\",\"id\":4}\r\n",
+            Direction::ToClient,
+        );
+        assert_eq!(result.as_deref(), Some(r#"{"structuredContent":{"n":1}}"#));
+        assert_eq!(ahead, Some(Some(serde_json::json!({"n": 1}))));
+        // A repeated `result`: the last is the one a client reads, left to the check's own
+        // reading (none is read ahead), however many there are.
+        let (result, ahead) = read(
+            r#"{"id":1,"result":{"structuredContent":{"n":1}},"result":{"structuredContent":{"n":2}}}"#,
+            Direction::ToClient,
+        );
+        assert_eq!(result.as_deref(), Some(r#"{"structuredContent":{"n":2}}"#));
+        assert_eq!(ahead, None);
+        let many = format!(
+            r#"{{"id":1,{}"result":{{"structuredContent":{{"n":3}}}}}}"#,
+            r#""result":{"structuredContent":0},"#.repeat(10_000)
+        );
+        let (result, ahead) = read(&many, Direction::ToClient);
+        assert_eq!(result.as_deref(), Some(r#"{"structuredContent":{"n":3}}"#));
+        assert_eq!(ahead, None);
+        // A last `result` not read ahead leaves none read, though an earlier one was.
+        let (result, ahead) = read(
+            r#"{"id":1,"result":{"structuredContent":{"n":1}},"result":{"tools":[]}}"#,
+            Direction::ToClient,
+        );
+        assert_eq!(result.as_deref(), Some(r#"{"tools":[]}"#));
+        assert_eq!(ahead, None);
+        // Nothing is read ahead from the client, nor from an answer that is not a tool result.
+        let (_, ahead) = read(
+            r#"{"id":1,"method":5,"result":{"structuredContent":{}}}"#,
+            Direction::ToServer,
+        );
+        assert_eq!(ahead, None);
+        let (_, ahead) = read(
+            r#"{"id":1,"result":{"content":[],"resultType":"input_required"}}"#,
+            Direction::ToClient,
+        );
+        assert_eq!(ahead, None);
     }
 
     #[test]

@@ -388,8 +388,8 @@ impl Boundary {
         direction: Direction,
         line: &Bytes,
     ) -> io::Result<()> {
-        self.relay_parsed(link, direction, line, envelope::parse(line, direction))
-            .await
+        let parsed = envelope::parse_reading(line, direction, self.read_ahead(direction, line));
+        self.relay_parsed(link, direction, line, parsed).await
     }
 
     /// As [`Boundary::relay`], for a line that must hold one JSON-RPC message (an answer owed
@@ -401,12 +401,24 @@ impl Boundary {
         direction: Direction,
         line: &Bytes,
     ) -> io::Result<bool> {
-        let parsed = envelope::parse(line, direction);
+        let parsed = envelope::parse_reading(line, direction, self.read_ahead(direction, line));
         if !matches!(parsed, Parsed::One(_)) {
             return Ok(false);
         }
         self.relay_parsed(link, direction, line, parsed).await?;
         Ok(true)
+    }
+
+    /// How a server's message in `line` is read so that a tool result it carries is read once
+    /// (see [`envelope::ReadAhead`]): while a request awaits its answer, and where the check
+    /// would read the result on the relaying task (larger ones are read on the check's workers).
+    fn read_ahead(&self, direction: Direction, line: &Bytes) -> Option<envelope::ReadAhead> {
+        let reads = direction == Direction::ToClient
+            && self.gate.reads_inline(line.len())
+            && self.session.awaits_answers();
+        reads.then(|| envelope::ReadAhead {
+            depth_limit: self.gate.limits().max_depth,
+        })
     }
 
     async fn relay_parsed(
@@ -504,6 +516,7 @@ impl Boundary {
                     id,
                     result,
                     unreadable_id,
+                    ..
                 },
             ) => {
                 // A request followed is known without reading the result again.

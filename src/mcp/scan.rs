@@ -60,7 +60,15 @@ impl<'a> Unread<'a> {
 /// Calls `member(key, value)` for each member of the JSON object that is the whole of `text`
 /// (white space around it aside), in order; a repeated key is reported each time. `None` when
 /// `text` is not structured as one object. Keys are decoded only when they hold an escape.
-pub fn object<'a>(text: &'a [u8], mut member: impl FnMut(&[u8], Unread<'a>)) -> Option<()> {
+///
+/// `read(key, at)` is asked first for the end of each value (which starts at `at`): a reader that
+/// reads the value anyway, and so finds its end, saves the scan of it. A value it does not read
+/// (`None`) is scanned. The end it gives must be the one a parser finds.
+pub fn object<'a>(
+    text: &'a [u8],
+    mut member: impl FnMut(&[u8], Unread<'a>),
+    mut read: impl FnMut(&[u8], usize) -> Option<usize>,
+) -> Option<()> {
     let mut at = skip_space(text, 0);
     if text.get(at) != Some(&b'{') {
         return None;
@@ -86,7 +94,10 @@ pub fn object<'a>(text: &'a [u8], mut member: impl FnMut(&[u8], Unread<'a>)) -> 
             return None;
         }
         at = skip_space(text, at + 1);
-        let value_end = skip_value(text, at)?;
+        let value_end = match read(&key, at) {
+            Some(end) => end,
+            None => skip_value(text, at)?,
+        };
         member(&key, Unread(&text[at..value_end]));
         at = skip_space(text, value_end);
         match text.get(at)? {
@@ -181,9 +192,11 @@ mod tests {
 
     fn members(text: &str) -> Option<Vec<(String, String)>> {
         let mut found = Vec::new();
-        object(text.as_bytes(), |k, v| {
-            found.push((String::from_utf8(k.to_vec()).unwrap(), v.text().to_owned()))
-        })?;
+        object(
+            text.as_bytes(),
+            |k, v| found.push((String::from_utf8(k.to_vec()).unwrap(), v.text().to_owned())),
+            |_, _| None,
+        )?;
         Some(found)
     }
 
@@ -277,10 +290,14 @@ mod tests {
                 serde_json::to_string(&object_value).unwrap()
             };
             let mut found = serde_json::Map::new();
-            object(text.as_bytes(), |k, v| {
-                let value: serde_json::Value = v.parse().expect("each value is JSON");
-                found.insert(String::from_utf8(k.to_vec()).unwrap(), value);
-            })
+            object(
+                text.as_bytes(),
+                |k, v| {
+                    let value: serde_json::Value = v.parse().expect("each value is JSON");
+                    found.insert(String::from_utf8(k.to_vec()).unwrap(), value);
+                },
+                |_, _| None,
+            )
             .expect("an object");
             prop_assert_eq!(serde_json::Value::Object(found), object_value);
         }

@@ -272,7 +272,7 @@ impl Boundary {
             return self.unknown_task(task_id, call_id);
         };
         let replacement = self
-            .judge_payload(PayloadKind::Result, call, call_id, body)
+            .judge_payload(PayloadKind::Result, call, call_id, (body, None))
             .await;
         // A result read twice (polled again, or announced and then fetched) is judged each
         // time, but moves the run of rejections once.

@@ -12,6 +12,7 @@ use crate::core::domain::{ProtocolVersion, SchemaHash};
 use crate::core::error::CheckError;
 use crate::core::text_copy::TextCopy;
 use bytes::Bytes;
+use bytestring::ByteString;
 use serde_json::Value;
 use std::sync::Arc;
 
@@ -155,6 +156,23 @@ impl Payload {
     /// Reads an MCP tool result from JSON text.
     pub fn result_from_json(text: &Bytes, depth_limit: usize) -> Result<ToolResult, CheckError> {
         read::read_result(text, depth_limit)
+    }
+}
+
+impl ToolResult {
+    /// The tool result whose JSON text starts at `at` in `line` (the message that carries it,
+    /// checked as UTF-8), and the offset one past its end, read in the same pass that finds the
+    /// message's members. `None` leaves it to [`Payload::result_from_json`] once the message is
+    /// placed: a result this reads only as tools send one (`structuredContent`, `content`,
+    /// `isError`, `_meta`; a task, a `resultType` or any other member is not read here), one
+    /// that is not JSON, one nested past `depth_limit` (counted from the result). What it reads
+    /// is what `result_from_json` reads of the same text.
+    pub fn read_ahead(
+        line: &ByteString,
+        at: usize,
+        depth_limit: usize,
+    ) -> Option<(ToolResult, usize)> {
+        read::read_result_ahead(line, at, depth_limit)
     }
 }
 

@@ -171,6 +171,12 @@ impl Gate {
         &self.parts.limits
     }
 
+    /// Whether [`Gate::check_one`] reads a payload of `size` bytes on the caller's task (larger
+    /// ones are read on the check's workers).
+    pub fn reads_inline(&self, size: usize) -> bool {
+        size <= INLINE_PARSE_BYTES
+    }
+
     /// A hold on the receiving budget for one request body (see [`crate::core::receiving`]).
     pub fn hold_receiving(&self) -> Held {
         self.receiving.hold()
@@ -312,7 +318,7 @@ impl Gate {
             checks: 1,
             bytes: size_hint,
         };
-        let result = if size_hint <= INLINE_PARSE_BYTES {
+        let result = if self.reads_inline(size_hint) {
             match guarded(|| read(self.limits())).and_then(|check| {
                 caller.may_name(check.server.as_deref())?;
                 Ok(check)

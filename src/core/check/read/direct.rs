@@ -24,9 +24,44 @@ const DEPTH: usize = 100;
 /// The result in `text`, or `None` when it is not one this reader reads (see the module).
 pub(super) fn read(text: &Bytes, depth_limit: usize) -> Option<ToolResult> {
     let source = ByteString::try_from(text.clone()).ok()?;
+    let (result, end) = read_at(&source, 0, depth_limit, Members::Any)?;
+    let rest = source.as_bytes().get(end..)?;
+    rest.iter()
+        .all(|b| matches!(b, b' ' | b'\n' | b'\r' | b'\t'))
+        .then_some(result)
+}
+
+/// The tool result whose text starts at `at` in `line` (a message that carries it), and the
+/// offset one past its end; `None` when this reader does not read it or it has a member besides
+/// `structuredContent`, `content`, `isError` and `_meta` (see [`ToolResult::read_ahead`]).
+pub(super) fn read_ahead(
+    line: &ByteString,
+    at: usize,
+    depth_limit: usize,
+) -> Option<(ToolResult, usize)> {
+    read_at(line, at, depth_limit, Members::ToolResultOnly)
+}
+
+/// Which members besides a tool result's own a result read may have.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Members {
+    /// Any, each read through and dropped.
+    Any,
+    /// `_meta` alone: a result with another member (a task, a `resultType`, an answer to
+    /// another request altogether) is left to the readers of whole messages.
+    ToolResultOnly,
+}
+
+/// The result whose text starts at `at` in `source`, and the offset one past its end.
+fn read_at(
+    source: &ByteString,
+    at: usize,
+    depth_limit: usize,
+    others: Members,
+) -> Option<(ToolResult, usize)> {
     let mut walk = Walk {
-        source: &source,
-        at: 0,
+        source,
+        at,
         limit: depth_limit.min(DEPTH),
     };
     let mut result = ToolResult::default();
@@ -36,7 +71,9 @@ pub(super) fn read(text: &Bytes, depth_limit: usize) -> Option<ToolResult> {
             b"structuredContent" => 0,
             b"content" => 1,
             b"isError" => 2,
-            _ => return walk.skip(),
+            b"_meta" => return walk.skip(),
+            _ if others == Members::Any => return walk.skip(),
+            _ => return None,
         };
         if std::mem::replace(&mut seen[which], true) {
             return None;
@@ -52,7 +89,7 @@ pub(super) fn read(text: &Bytes, depth_limit: usize) -> Option<ToolResult> {
         }
         Some(())
     })?;
-    (walk.space() == source.len()).then_some(result)
+    Some((result, walk.at))
 }
 
 struct Walk<'s> {

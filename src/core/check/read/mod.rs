@@ -26,6 +26,7 @@ use crate::core::domain::ProtocolVersion;
 use crate::core::error::{from_json_error, CheckError};
 use batch::BatchReader;
 use bytes::Bytes;
+use bytestring::ByteString;
 use check::CheckReader;
 use document::payload;
 use result::ResultReader;
@@ -64,6 +65,15 @@ pub(super) fn read_document(
 ) -> Result<Document, CheckError> {
     let raw: &RawValue = whole(text, depth_limit, Some(field), PhantomData)?;
     payload(field, raw, text, depth_limit)
+}
+
+/// The tool result whose text starts at `at` in `line`, read in one pass, and where it ends.
+pub(super) fn read_result_ahead(
+    line: &ByteString,
+    at: usize,
+    depth_limit: usize,
+) -> Option<(ToolResult, usize)> {
+    direct::read_ahead(line, at, depth_limit)
 }
 
 /// Reads an MCP tool result from JSON text.

@@ -1,7 +1,8 @@
-use super::read;
+use super::{read, read_ahead};
 use crate::core::check::read::by_serde;
 use crate::core::check::ToolResult;
 use bytes::Bytes;
+use bytestring::ByteString;
 use proptest::prelude::*;
 
 const LIMIT: usize = 64;
@@ -209,5 +210,57 @@ proptest! {
         let regular = members.iter().all(|(_, ok)| *ok) && keys.len() == count;
         let read = agrees(&text);
         prop_assert!(read || !regular, "a regular result given up: {}", text);
+        // The same result inside its message, read ahead where it lies: as the serde reader
+        // reads the result's own text, to the result's end; a tool result's members alone.
+        let extra = texts.iter().any(|t| t.starts_with(r#""extra""#));
+        for (before, after) in [(r#"{"jsonrpc":"2.0","id":7,"result":"#, "}"), (r#"{"result":"#, r#","id":"x","jsonrpc":"2.0"}"#)] {
+            let line = ByteString::from(format!("{before}{text}{after}\n"));
+            let ahead = read_ahead(&line, before.len(), LIMIT);
+            prop_assert!(ahead.is_some() || !regular || extra, "a regular result not read ahead: {}", text);
+            prop_assert!(ahead.is_none() || !extra, "a result with another member read ahead: {}", text);
+            if let Some((result, end)) = ahead {
+                prop_assert_eq!(line[before.len()..end].trim_ascii(), text.trim_ascii());
+                let serde = by_serde(&Bytes::from(text.clone()), LIMIT).expect("read ahead, so readable");
+                prop_assert_eq!(reading(&result), reading(&serde));
+            }
+        }
+    }
+}
+
+#[test]
+fn a_result_read_ahead_ends_where_it_ends_and_only_a_tool_results_members_are_read() {
+    let line = ByteString::from_static(
+        r#"{"jsonrpc":"2.0","result":{"structuredContent":{"a":[1,{"b":"}"}]},"content":[]} ,"id":3}"#,
+    );
+    let at = r#"{"jsonrpc":"2.0","result":"#.len();
+    let (result, end) = read_ahead(&line, at, LIMIT).expect("read ahead");
+    assert_eq!(&line[end..], r#" ,"id":3}"#);
+    assert!(result.structured_content.is_some());
+    for other in [
+        r#"{"jsonrpc":"2.0","id":1,"result":{"content":[],"resultType":"complete"}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"result":{"task":{"taskId":"t"},"content":[]}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"result":{"tools":[]}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"result":{"content":[],"isError":tru}}"#,
+        r#"{"jsonrpc":"2.0","id":1,"result":{"content":[]"#,
+    ] {
+        let line = ByteString::from_static(other);
+        let at = r#"{"jsonrpc":"2.0","id":1,"result":"#.len();
+        assert!(
+            read_ahead(&line, at, LIMIT).is_none(),
+            "read ahead: {other}"
+        );
+    }
+    // Nesting is counted from the result, not from the message around it.
+    for depth in LIMIT - 3..LIMIT + 3 {
+        let text = format!(
+            r#"{{"structuredContent":{}{}}}"#,
+            "[".repeat(depth),
+            "]".repeat(depth)
+        );
+        let before = r#"{"jsonrpc":"2.0","id":1,"result":"#;
+        let line = ByteString::from(format!("{before}{text}}}"));
+        let ahead = read_ahead(&line, before.len(), LIMIT);
+        let serde = by_serde(&Bytes::from(text), LIMIT);
+        assert_eq!(ahead.is_some(), serde.is_ok(), "{depth} deep");
     }
 }
