@@ -435,10 +435,8 @@ where
         caller: Arc::clone(&caller),
         adopt,
     };
-    // Not the exchange itself: the head's sender lives in it, and must go when it ends.
-    let route_name = route.route.name.clone();
     let answer = Exchange::start(gateway, route, boundary, request);
-    answer.respond(move || match framing {
+    answer.respond(move |route_name| match framing {
         // A request is owed an answer: never a 202 that says there is none.
         Framing::Request { id, .. } => refusal(
             StatusCode::BAD_GATEWAY,
@@ -507,7 +505,7 @@ async fn relay_bodyless(
         adopt,
     };
     let answer = Exchange::start(gateway, route, boundary, request);
-    let response = answer.respond(|| AnswerHead::accepted().into_response());
+    let response = answer.respond(|_| AnswerHead::accepted().into_response());
     let Some(opening) = opening else {
         return response.await;
     };

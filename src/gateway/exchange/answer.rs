@@ -19,7 +19,6 @@ use std::future::Future;
 use std::io;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use tokio::sync::{mpsc, oneshot};
 
 /// What the client's answer is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,54 +74,63 @@ impl AnswerHead {
 
 /// The client's answer, as the exchange builds it, and the exchange's work that builds it.
 pub struct Answer {
-    pub(super) head: oneshot::Receiver<AnswerHead>,
-    pub(super) body: mpsc::Receiver<Bytes>,
+    pub(super) exchange: Arc<Exchange>,
     pub(super) work: BoxFuture<'static, ()>,
+}
+
+/// The handler's hold on the exchange's answer: once it goes (the client went, or the answer is
+/// complete), the exchange is told ([`super::handoff::Handoff::leave`]).
+struct Reading(Arc<Exchange>);
+
+impl Drop for Reading {
+    fn drop(&mut self) {
+        self.0.handoff.leave();
+    }
 }
 
 impl Answer {
     /// The client's answer, built while the exchange's work is driven here: its head once
     /// decided; a JSON answer's one message whole, with its Content-Length; any other body
     /// streamed as the exchange writes it, the rest of the work driven as hyper asks for the body.
-    /// `undecided` when the exchange ended with no head decided.
+    /// `undecided(route)` when the exchange ended with no head decided.
     ///
-    /// The work hands the head and the body to this future through channels, in the same poll of
-    /// an HTTP/1 connection's task: the connection is polled
-    /// [`quietly`](crate::ops::quiet::quietly), so that the handoff wakes no other thread.
-    pub async fn respond(self, undecided: impl FnOnce() -> Response) -> Response {
-        let Answer {
-            mut head,
-            mut body,
-            work,
-        } = self;
+    /// The work hands the head and the body to this future through the exchange's
+    /// [`Handoff`](super::handoff::Handoff), in the same poll of an HTTP/1 connection's task: the
+    /// connection is polled [`quietly`](crate::ops::quiet::quietly), so that the handoff wakes no
+    /// other thread.
+    pub async fn respond(self, undecided: impl FnOnce(&str) -> Response) -> Response {
+        let Answer { exchange, work } = self;
+        let reading = Reading(exchange);
         let mut work = Driven(Some(work));
-        let Ok(head) = work.until(&mut head).await else {
-            return undecided();
+        let Some(head) = work.until(reading.0.handoff.head()).await else {
+            return undecided(reading.0.route_name());
         };
         let body = match head.mode {
             // A JSON answer holds one message.
             Mode::Json => {
-                let message = work.until(body.recv()).await;
+                let message = work.until(reading.0.handoff.chunk()).await;
                 // What is left (the answer's bookkeeping) is done here when it needs no wait.
                 work.now_or_later();
                 Body::from(message.unwrap_or_default())
             }
             // The body drives the rest of the work whenever hyper asks it for more, which it
             // does while it can write or buffer what it is given (a client that stops reading
-            // holds the work back once hyper's write buffer is full, as a full channel did): the
+            // holds the work back once hyper's write buffer and the handoff's slack are full): the
             // answer needs no task of its own. A client that goes leaves the work to a task of
             // its own (`Driven`'s drop).
             _ => {
-                let stream =
-                    futures_util::stream::unfold((work, body), |(mut work, mut body)| async move {
-                        match work.until(body.recv()).await {
-                            Some(chunk) => Some((Ok::<_, Infallible>(chunk), (work, body))),
+                let stream = futures_util::stream::unfold(
+                    (work, reading),
+                    |(mut work, reading)| async move {
+                        match work.until(reading.0.handoff.chunk()).await {
+                            Some(chunk) => Some((Ok::<_, Infallible>(chunk), (work, reading))),
                             None => {
                                 work.now_or_later();
                                 None
                             }
                         }
-                    });
+                    },
+                );
                 Body::from_stream(stream)
             }
         };
@@ -176,12 +184,11 @@ pub(in crate::gateway) struct Open(pub(in crate::gateway) Arc<Exchange>);
 
 impl Drop for Open {
     fn drop(&mut self) {
-        self.0.sink.lock().unwrap_or_else(|e| e.into_inner()).take();
+        self.0.handoff.end();
     }
 }
 
 pub(super) struct Decided {
-    pub(super) head: Option<oneshot::Sender<AnswerHead>>,
     pub(super) mode: Option<Mode>,
     /// The head the first message for the client gives its answer (a JSON answer's, read
     /// whole): staged rather than decided, so that an answer the rules withhold leaves the head
@@ -200,9 +207,7 @@ impl Exchange {
         let head = head();
         let mode = head.mode;
         decided.mode = Some(mode);
-        if let Some(sender) = decided.head.take() {
-            let _ = sender.send(head);
-        }
+        self.handoff.decide(head);
         mode
     }
 
@@ -229,20 +234,10 @@ impl Exchange {
         self.decided.lock().unwrap_or_else(|e| e.into_inner()).mode
     }
 
-    /// The client's answer, while it is open.
-    pub(in crate::gateway) fn sink(&self) -> Option<mpsc::Sender<Bytes>> {
-        self.sink.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
     /// Writes `chunk` into the client's answer; fails once the client has gone (or the answer
     /// has ended).
     pub(in crate::gateway) async fn write(&self, chunk: Bytes) -> io::Result<()> {
-        let gone = || io::Error::new(io::ErrorKind::BrokenPipe, "the client has gone");
-        self.sink()
-            .ok_or_else(gone)?
-            .send(chunk)
-            .await
-            .map_err(|_| gone())
+        self.handoff.write(chunk).await
     }
 
     /// A message for the client: `source` the bytes it was cut from (so a message relayed as

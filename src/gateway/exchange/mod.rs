@@ -11,12 +11,14 @@
 //! or the upstream's bytes relayed as they are) from the first of: the upstream's answer to the
 //! client's own message, or a message schemagate writes in the server's place (a call whose
 //! arguments are rejected is answered without the upstream). It ends when the task relaying the
-//! client's message and the pump of the upstream's answer to it have both ended ([`Open`]). The
+//! client's message and the pump of the upstream's answer to it have both ended ([`Open`]). Head
+//! and body reach the handler through the exchange's own [`Handoff`] (no channel). The
 //! answer to a request of the rules' own (a listing) is read to its end whatever the client
 //! does, and none of it goes into a JSON answer; in an event stream it goes without event ids,
 //! which belong to the stream the client may resume.
 
 mod answer;
+mod handoff;
 mod pump;
 
 pub(super) use answer::{within, Open};
@@ -32,6 +34,7 @@ use crate::mcp::{self, Boundary, Direction, Link, Outgoing};
 use answer::Decided;
 use bytes::Bytes;
 use futures_util::FutureExt;
+use handoff::Handoff;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Method, StatusCode};
 use pump::{content_mode, pump, Pump};
@@ -39,7 +42,6 @@ use std::io;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use tokio::sync::{mpsc, oneshot};
 
 /// One client request to a route, and the tasks it sets moving.
 pub struct Exchange {
@@ -68,8 +70,9 @@ pub struct Exchange {
     forwarded_once: AtomicBool,
     /// A JSON answer's message has been written (a JSON answer holds one).
     json_written: AtomicBool,
-    /// The client's answer, until it ends (see [`Open`]).
-    sink: Mutex<Option<mpsc::Sender<Bytes>>>,
+    /// The client's answer, handed to the handler that answers the client (it ends with the
+    /// last [`Open`]).
+    handoff: Handoff,
     /// The upstream's answer to the client's message, relayed by [`Exchange::relay`] once the
     /// message is done with.
     deferred: Mutex<Option<Pump>>,
@@ -98,9 +101,6 @@ impl Exchange {
         boundary: Arc<Boundary>,
         request: ClientRequest,
     ) -> Answer {
-        let (head_tx, head) = oneshot::channel();
-        // A few messages of slack: past them a client that does not read holds the upstream back.
-        let (body_tx, body) = mpsc::channel(16);
         let session = request
             .headers
             .get(MCP_SESSION_ID)
@@ -120,19 +120,17 @@ impl Exchange {
             host,
             request: request.message,
             decided: Mutex::new(Decided {
-                head: Some(head_tx),
                 mode: None,
                 staged: None,
             }),
             forwarded_once: AtomicBool::new(false),
             json_written: AtomicBool::new(false),
-            sink: Mutex::new(Some(body_tx)),
+            handoff: Handoff::default(),
             deferred: Mutex::new(None),
         });
         Answer {
-            head,
-            body,
-            work: exchange.relay(),
+            work: Arc::clone(&exchange).relay(),
+            exchange,
         }
     }
 
@@ -202,6 +200,12 @@ impl Exchange {
     /// The route's name, as logs and errors give it.
     pub(super) fn route_name(&self) -> &str {
         &self.route.route.name
+    }
+
+    /// Resolves once the client has gone (or its answer is complete): nothing written into the
+    /// answer now will be read.
+    pub(super) async fn client_left(&self) {
+        self.handoff.left().await
     }
 
     /// The longest message relayed.
@@ -301,7 +305,7 @@ impl Exchange {
     /// request of the rules' own is relayed in a task of its own, since the rules may wait for it.
     pub(super) fn answered(
         self: &Arc<Self>,
-        response: Upstreamed,
+        mut response: Upstreamed,
         request: Option<Bytes>,
         open: Option<&Arc<Open>>,
     ) {
@@ -321,7 +325,8 @@ impl Exchange {
             }
             return;
         }
-        let head = open.map(|_| self.head_for_client(&response, kind));
+        // The headers go to the client's answer (the pump reads the body alone).
+        let head = open.map(|_| self.head_for_client(&mut response, kind));
         if kind == Mode::Raw {
             // Not a JSON-RPC answer: a request it was for gets none.
             if let Some(request) = &request {
@@ -377,12 +382,12 @@ impl Exchange {
     }
 
     /// The head the upstream's answer (of `kind`) gives the client's: its status and headers
-    /// (those that cross), an OAuth challenge pointing at the route's metadata here; the
-    /// session it names followed.
-    fn head_for_client(&self, response: &Upstreamed, kind: Mode) -> AnswerHead {
+    /// (those that cross, taken from the answer), an OAuth challenge pointing at the route's
+    /// metadata here; the session it names followed.
+    fn head_for_client(&self, response: &mut Upstreamed, kind: Mode) -> AnswerHead {
         let status = response.status();
         self.follow_session(status, response.headers());
-        let mut headers = headers::for_client(response.headers());
+        let mut headers = headers::for_client(response.take_headers());
         if status == StatusCode::UNAUTHORIZED {
             // The client's OAuth flow reads the route's metadata here, not the upstream's.
             let base = super::oauth::public_base(&self.gateway, self.host.as_ref());
@@ -418,10 +423,8 @@ impl Exchange {
         let body = mcp::error_answer(id, mcp::UPSTREAM_FAILED, &message);
         let mode = self.decide(|| AnswerHead::json(failure.status()));
         if mode == Mode::Json && !self.json_written.swap(true, Ordering::AcqRel) {
-            // The channel has room: nothing was written before the head was decided.
-            if let Some(sink) = self.sink() {
-                let _ = sink.try_send(body.into());
-            }
+            // Nothing was written before the head was decided: the one message goes now.
+            self.handoff.write_now(body.into());
         }
     }
 

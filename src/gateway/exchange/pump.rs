@@ -106,14 +106,12 @@ async fn next_chunk(
 
 /// `next`'s output; with `open`, an error once the client has gone instead.
 async fn unless_gone<T>(open: Option<&Arc<Open>>, next: impl Future<Output = T>) -> io::Result<T> {
-    let gone = || io::Error::new(io::ErrorKind::BrokenPipe, "the client has gone");
     let Some(open) = open else {
         return Ok(next.await);
     };
-    let sink = open.0.sink().ok_or_else(gone)?;
     tokio::select! {
         out = next => Ok(out),
-        () = sink.closed() => Err(gone()),
+        () = open.0.client_left() => Err(io::Error::new(io::ErrorKind::BrokenPipe, "the client has gone")),
     }
 }
 

@@ -37,8 +37,7 @@ pub fn for_upstream(mut headers: HeaderMap) -> HeaderMap {
 
 /// The upstream's headers as the client gets them: all of them less those of one hop and
 /// `Content-Length` (the answer may be rewritten).
-pub fn for_client(upstream: &HeaderMap) -> HeaderMap {
-    let mut headers = upstream.clone();
+pub fn for_client(mut headers: HeaderMap) -> HeaderMap {
     strip_hop_by_hop(&mut headers);
     headers.remove(header::CONTENT_LENGTH);
     headers

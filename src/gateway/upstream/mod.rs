@@ -96,6 +96,14 @@ impl Upstreamed {
             Upstreamed::Lines { headers, .. } => headers,
         }
     }
+
+    /// The headers, taken: what is left has none.
+    pub fn take_headers(&mut self) -> HeaderMap {
+        match self {
+            Upstreamed::Http(response) => std::mem::take(response.headers_mut()),
+            Upstreamed::Lines { headers, .. } => std::mem::take(headers),
+        }
+    }
 }
 
 /// Whose request goes to the upstream (or whose request an answer answers): the client's own,
