@@ -8,12 +8,16 @@
 //!
 //! ```sh
 //! cargo build --release --example relay_passes
-//! valgrind --tool=callgrind target/release/examples/relay_passes 0 1024      # the set-up alone
-//! valgrind --tool=callgrind target/release/examples/relay_passes 2000 1024
+//! valgrind --tool=callgrind target/release/examples/relay_passes 1000 1024
+//! valgrind --tool=callgrind target/release/examples/relay_passes 3000 1024
 //! ```
 //!
 //! (instructions of the second − the first) / 2000 = instructions per relayed call. As for
-//! `core_passes`, leave out `quanta::Calibration::calibrate` and `clock_gettime`.
+//! `core_passes`, leave out `quanta::Calibration::calibrate` and `clock_gettime`. The first
+//! call compiles the tool's schemas: start from a run of some calls, not of none.
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use bytes::Bytes;
 use clap::Parser;

@@ -242,7 +242,7 @@ impl Boundary {
 pub(super) struct Answered<'a> {
     id: &'a RawValue,
     result: Option<Unread<'a>>,
-    read: Option<ToolResult>,
+    read: Option<Box<ToolResult>>,
 }
 
 /// Whether `result` carries a tool result's `structuredContent`.

@@ -26,7 +26,7 @@ use std::sync::Arc;
 struct Unjudged {
     text: Bytes,
     read: fn(Bytes, usize) -> Result<Payload, CheckError>,
-    ahead: Option<ToolResult>,
+    ahead: Option<Box<ToolResult>>,
 }
 
 #[derive(Deserialize)]
@@ -229,7 +229,7 @@ impl Boundary {
         payload: PayloadKind,
         call: &Call,
         call_id: &str,
-        (body, read): (Bytes, Option<ToolResult>),
+        (body, read): (Bytes, Option<Box<ToolResult>>),
     ) -> Option<Vec<u8>> {
         let Call {
             id,
@@ -354,7 +354,7 @@ impl Boundary {
         self.gate
             .check_one(&self.caller, size, self.config.transport, move |limits| {
                 let payload = match payload.ahead {
-                    Some(result) => Payload::Result(result),
+                    Some(result) => Payload::Result(*result),
                     None => (payload.read)(payload.text, limits.max_depth)?,
                 };
                 let result_bytes = matches!(payload, Payload::Result(_)).then_some(size);

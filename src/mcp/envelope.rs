@@ -24,12 +24,7 @@ use std::fmt;
 /// A JSON-RPC 2.0 message, as far as the boundary reads it: `id` and `method` are parsed, the
 /// rest is left unread for whoever acts on it (a request's `params` that are not JSON are a
 /// request whose params cannot be read, not a message that is not one).
-///
-/// A response that carries a result read ahead is the largest by far; a message lives on the
-/// relaying task's stack for as long as it is relayed, and a box for the result would be an
-/// allocation per answer, of the kind reading ahead saves.
 #[derive(Debug)]
-#[allow(clippy::large_enum_variant)]
 pub enum Message<'a> {
     Request {
         id: &'a RawValue,
@@ -49,8 +44,9 @@ pub enum Message<'a> {
         /// could place, though one that carries a tool result is withheld all the same.
         unreadable_id: bool,
         /// `result`, read as a tool result in the pass that found the members, where the
-        /// message was read with a [`ReadAhead`] and the result reads as one.
-        read: Option<ToolResult>,
+        /// message was read with a [`ReadAhead`] and the result reads as one. Boxed: the
+        /// futures that relay a message hold it across their waits, and move it as they go.
+        read: Option<Box<ToolResult>>,
     },
 }
 
@@ -97,8 +93,7 @@ fn members_reading<'a, const N: usize>(
     Some(found)
 }
 
-/// What a line holds (a message on the stack, as [`Message`] says).
-#[allow(clippy::large_enum_variant)]
+/// What a line holds.
 pub enum Parsed<'a> {
     One(Message<'a>),
     /// A JSON array (a JSON-RPC batch, which MCP has not allowed since 2025-06-18): its elements.
@@ -169,7 +164,7 @@ fn message_reading<'a>(
                 let line = ByteString::try_from(line.clone()).ok()?;
                 let (result, end) = ToolResult::read_ahead(&line, offset + at, ahead.depth_limit)?;
                 let end = end.checked_sub(offset).filter(|&end| end <= text.len())?;
-                read = Some(result);
+                read = Some(Box::new(result));
                 Some(end)
             })
         }
