@@ -389,6 +389,10 @@ impl<'t> Reader<'t> {
 
     /// Reads a string (the reader is at its opening quote): where its text is and its length,
     /// and whether that is in the arena (it had escapes, decoded there) or in the source.
+    ///
+    /// Inlined where it is read: most strings are keys and short values with no escape, read
+    /// in a few instructions, for which a call of its own cost as much again.
+    #[inline(always)]
     fn string(&mut self) -> Result<(u32, u32, bool), ReadError> {
         self.at += 1;
         let first = self.at;
@@ -399,7 +403,13 @@ impl<'t> Reader<'t> {
             // Checked as UTF-8 with the whole text.
             return Ok((first as u32, run as u32, false));
         }
-        // Escapes (or a problem): the string is decoded into the arena.
+        self.escaped_string(first)
+    }
+
+    /// The rest of a string from its first escape (or problem), the reader there: decoded into
+    /// the arena.
+    #[inline(never)]
+    fn escaped_string(&mut self, first: usize) -> Result<(u32, u32, bool), ReadError> {
         if self.doc.text.capacity() == 0 {
             // Decoded text is never longer than what is left of the source.
             self.doc.text.reserve(self.text.len() - first);
@@ -544,8 +554,13 @@ impl<'t> Reader<'t> {
                 length: self.at - start,
             });
         }
-        // ASCII digits and signs only: always UTF-8.
-        let literal = std::str::from_utf8(&self.text[start..self.at]).unwrap_or("0");
+        // ASCII digits and signs only: always UTF-8, and a slice of the text's own `str` when
+        // the text is known to be UTF-8.
+        let literal = match self.utf8 {
+            Some(text) => text.get(start..self.at),
+            None => std::str::from_utf8(&self.text[start..self.at]).ok(),
+        }
+        .unwrap_or("0");
         let (kind, bits) = primitive(literal, integer);
         self.push(kind, start as u32, literal.len() as u32, bits);
         Ok(())
