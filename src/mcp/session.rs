@@ -139,7 +139,7 @@ struct State {
     /// [`MAX_ANSWERED_KEPT`]: a second answer with one's id is judged like the first, since a
     /// client that dropped the first (one it could not read as an answer, a `jsonrpc` it does not
     /// take) would read the second.
-    answered: VecDeque<(Key, Pending)>,
+    answered: Answered,
     /// Tasks created by followed calls.
     tasks: TaskRecords<Call>,
 }
@@ -149,7 +149,42 @@ impl State {
     fn follows(&self, key: &str) -> bool {
         self.pending.contains_key(key)
             || self.cancelled.contains_key(key)
-            || self.answered.iter().any(|(k, _)| k.as_str() == key)
+            || self.answered.position(key).is_some()
+    }
+}
+
+/// The calls answered already, oldest first, at most [`MAX_ANSWERED_KEPT`]: each key with its
+/// hash, so that a look-up (one per request tracked) compares hashes, not keys.
+#[derive(Debug, Default)]
+struct Answered {
+    hasher: std::hash::RandomState,
+    calls: VecDeque<(u64, Key, Pending)>,
+}
+
+impl Answered {
+    fn position(&self, key: &str) -> Option<usize> {
+        let hash = self.hasher.hash_one(key);
+        self.calls
+            .iter()
+            .position(|(h, k, _)| *h == hash && k.as_str() == key)
+    }
+
+    fn get(&self, key: &str) -> Option<&Pending> {
+        self.position(key).map(|at| &self.calls[at].2)
+    }
+
+    fn remove(&mut self, key: &str) {
+        if let Some(at) = self.position(key) {
+            self.calls.remove(at);
+        }
+    }
+
+    fn push(&mut self, key: Key, pending: Pending) {
+        if self.calls.len() >= MAX_ANSWERED_KEPT {
+            self.calls.pop_front();
+        }
+        let hash = self.hasher.hash_one(key.as_str());
+        self.calls.push_back((hash, key, pending));
     }
 }
 
@@ -242,9 +277,7 @@ impl Session {
             });
         }
         // A request that takes the id of one answered before: its answer is this one's.
-        if let Some(at) = state.answered.iter().position(|(k, _)| *k == key) {
-            state.answered.remove(at);
-        }
+        state.answered.remove(key.as_str());
         state.pending.insert(key, pending);
         Ok(())
     }
@@ -291,20 +324,13 @@ impl Session {
             }),
         };
         let Some((kept, pending)) = awaited else {
-            return state
-                .answered
-                .iter()
-                .find(|(k, _)| k.as_str() == key)
-                .map(|(_, pending)| pending.clone());
+            return state.answered.get(key).cloned();
         };
         if matches!(
             pending,
             Pending::ToolsCall { .. } | Pending::TaskRead { .. }
         ) {
-            if state.answered.len() >= MAX_ANSWERED_KEPT {
-                state.answered.pop_front();
-            }
-            state.answered.push_back((kept, pending.clone()));
+            state.answered.push(kept, pending.clone());
         }
         Some(pending)
     }
