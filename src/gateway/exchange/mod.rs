@@ -183,6 +183,9 @@ impl Exchange {
                 pump::run(answer).await;
             }
         };
+        // Boxed where it is made: the work's future holds every state of the rules and of the
+        // pump, several kilobytes, and each move of it is a copy of all of them.
+        let work = Box::pin(work);
         Box::pin(async move {
             // A panic in the rules ends this exchange alone: the client gets the 502 of an
             // answer never decided, and an answer left deferred (which holds the exchange) goes.
