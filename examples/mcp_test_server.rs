@@ -50,6 +50,7 @@ use rmcp::model::{
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use schemagate_testkit::mcp_test_server::sized_result;
 use serde_json::{json, Map, Value};
 use std::borrow::Cow;
 use std::io::{BufRead, Write};
@@ -321,24 +322,6 @@ fn report(variant: &str) -> CallToolResult {
         "invalid" => CallToolResult::structured(json!({"rows": "three"})),
         _ => CallToolResult::structured(json!({"rows": 3})),
     }
-}
-
-/// A `sized` tool's result of about `bytes` bytes, shaped as tools send them: records in
-/// `structuredContent`, and their JSON copy in a text block (one long string dense with escaped
-/// quotes).
-fn sized_result(bytes: usize) -> String {
-    let mut rows = Vec::new();
-    let mut structured = json!({"id": 7, "email": "ada@example.com", "rows": []});
-    while serde_json::to_string(&structured).map_or(0, |s| s.len()) * 2 < bytes {
-        let n = rows.len();
-        rows.push(
-            json!({"n": n, "label": format!("row {n}"), "ok": n % 3 != 0, "score": n as f64 / 8.0}),
-        );
-        structured["rows"] = json!(rows);
-    }
-    let copy = serde_json::to_string(&structured).unwrap_or_default();
-    json!({"content": [{"type": "text", "text": copy}], "structuredContent": structured})
-        .to_string()
 }
 
 /// The raw server: one canned answer per request, written as exact bytes.

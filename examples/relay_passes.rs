@@ -26,6 +26,7 @@ use schemagate::config::Command;
 use schemagate::core::auth::Caller;
 use schemagate::core::gate::Gate;
 use schemagate::mcp::{Boundary, Direction, Judged, Link, Observer, Outgoing};
+use schemagate_testkit::mcp_test_server::sized_result;
 use serde_json::json;
 use std::io;
 use std::process::ExitCode;
@@ -52,22 +53,6 @@ impl Observer for Valid {
             self.0.fetch_add(1, Ordering::Relaxed);
         }
     }
-}
-
-/// The harness's `sized` result: records in `structuredContent`, their JSON in a text block.
-fn sized_result(bytes: usize) -> String {
-    let mut rows = Vec::new();
-    let mut structured = json!({"id": 7, "email": "ada@example.com", "rows": []});
-    while serde_json::to_string(&structured).map_or(0, |s| s.len()) * 2 < bytes {
-        let n = rows.len();
-        rows.push(
-            json!({"n": n, "label": format!("row {n}"), "ok": n % 3 != 0, "score": n as f64 / 8.0}),
-        );
-        structured["rows"] = json!(rows);
-    }
-    let copy = serde_json::to_string(&structured).unwrap_or_default();
-    json!({"content": [{"type": "text", "text": copy}], "structuredContent": structured})
-        .to_string()
 }
 
 fn main() -> ExitCode {

@@ -43,3 +43,23 @@ pub fn build() -> std::io::Result<PathBuf> {
     }
     Ok(profile_dir.join("examples").join("mcp_test_server"))
 }
+
+/// The `sized` tool's result of about `bytes` bytes, as the test server answers it and as the
+/// load harness's relay legs and `examples/relay_passes.rs` measure it: records in
+/// `structuredContent`, and their JSON copy in a text block (one long string dense with escaped
+/// quotes), as tools send them.
+pub fn sized_result(bytes: usize) -> String {
+    use serde_json::json;
+    let mut rows = Vec::new();
+    let mut structured = json!({"id": 7, "email": "ada@example.com", "rows": []});
+    while serde_json::to_string(&structured).map_or(0, |s| s.len()) * 2 < bytes {
+        let n = rows.len();
+        rows.push(
+            json!({"n": n, "label": format!("row {n}"), "ok": n % 3 != 0, "score": n as f64 / 8.0}),
+        );
+        structured["rows"] = json!(rows);
+    }
+    let copy = serde_json::to_string(&structured).unwrap_or_default();
+    json!({"content": [{"type": "text", "text": copy}], "structuredContent": structured})
+        .to_string()
+}
