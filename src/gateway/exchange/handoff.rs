@@ -38,6 +38,9 @@ struct State {
     ended: bool,
     /// The handler has gone: nothing written now will be read.
     gone: bool,
+    /// Writers waiting for room: their chunks were written before the end, and the end is read
+    /// only after them.
+    waiting: usize,
     /// The handler, waiting for the head or a chunk.
     reader: Option<Waker>,
 }
@@ -104,8 +107,8 @@ impl Handoff {
         Self::wake_reader(state);
     }
 
-    /// Nothing more will be written: the handler reads what is left, then the end (or, with no
-    /// head decided, learns that none will be).
+    /// Nothing more will be written: the handler reads what is left, with what writers waiting
+    /// for room then write, then the end (or, with no head decided, learns that none will be).
     pub(super) fn end(&self) {
         let mut state = self.state();
         state.ended = true;
@@ -124,8 +127,10 @@ impl Handoff {
         true
     }
 
-    /// Writes `chunk` once there is room for it; fails once it will not be read.
+    /// Writes `chunk` once there is room for it; fails once it will not be read. A write that
+    /// waits for room when the answer ends is still read: the handler reads the end after it.
     pub(super) async fn write(&self, chunk: Bytes) -> io::Result<()> {
+        let mut waiting: Option<Waiting<'_>> = None;
         loop {
             let room = self.writers.notified();
             tokio::pin!(room);
@@ -133,13 +138,20 @@ impl Handoff {
             room.as_mut().enable();
             {
                 let mut state = self.state();
-                if state.ended || state.gone {
+                if state.gone || (state.ended && waiting.is_none()) {
                     return Err(gone());
                 }
                 if state.queued() < SLACK {
                     state.push(chunk);
+                    if let Some(waiting) = waiting.take() {
+                        waiting.done(&mut state);
+                    }
                     Self::wake_reader(state);
                     return Ok(());
+                }
+                if waiting.is_none() {
+                    state.waiting += 1;
+                    waiting = Some(Waiting(Some(self)));
                 }
             }
             room.await;
@@ -201,7 +213,7 @@ impl Handoff {
             }
             return Poll::Ready(Some(chunk));
         }
-        if state.ended {
+        if state.ended && state.waiting == 0 {
             return Poll::Ready(None);
         }
         state.wait(cx);
@@ -216,6 +228,28 @@ impl Handoff {
     /// [`Handoff::poll_chunk`] as a future.
     pub(super) async fn chunk(&self) -> Option<Bytes> {
         poll_fn(|cx| self.poll_chunk(cx)).await
+    }
+}
+
+/// A writer counted as waiting for room; uncounted when it writes or is dropped (the handler,
+/// which may be waiting for it before it reads the end, is woken then).
+struct Waiting<'a>(Option<&'a Handoff>);
+
+impl Waiting<'_> {
+    /// The writer wrote: uncounted under the lock the write holds.
+    fn done(mut self, state: &mut State) {
+        self.0 = None;
+        state.waiting -= 1;
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        if let Some(handoff) = self.0.take() {
+            let mut state = handoff.state();
+            state.waiting -= 1;
+            Handoff::wake_reader(state);
+        }
     }
 }
 
@@ -266,6 +300,69 @@ mod tests {
         assert!(!waiting.is_finished(), "a head before one was decided");
         handoff.end();
         assert_eq!(waiting.await.expect("joins"), None);
+    }
+
+    /// The handler's reads until the end, within a bound (a read that never ends fails the test).
+    async fn read_to_the_end(handoff: &Handoff) -> Vec<Bytes> {
+        tokio::time::timeout(Duration::from_secs(5), async {
+            let mut read = Vec::new();
+            while let Some(chunk) = handoff.chunk().await {
+                read.push(chunk);
+            }
+            read
+        })
+        .await
+        .expect("the end is read")
+    }
+
+    #[tokio::test]
+    async fn a_write_waiting_for_room_when_the_answer_ends_is_read_before_the_end() {
+        let handoff = Arc::new(Handoff::default());
+        for n in 0..SLACK {
+            handoff.write(chunk(n)).await.expect("room");
+        }
+        // A writer of its own task, waiting for room when the answer ends.
+        let writer = tokio::spawn({
+            let handoff = Arc::clone(&handoff);
+            async move { handoff.write(chunk(SLACK)).await.is_ok() }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!writer.is_finished(), "written past the slack");
+        handoff.end();
+        assert_eq!(
+            read_to_the_end(&handoff).await,
+            (0..=SLACK).map(chunk).collect::<Vec<_>>()
+        );
+        assert!(writer.await.expect("joins"), "the waiting write was read");
+
+        // The same with the writer driven in the handler's own task, polled only while the
+        // handler waits (as the exchange's work is while its answer is read).
+        let handoff = Handoff::default();
+        for n in 0..SLACK {
+            handoff.write(chunk(n)).await.expect("room");
+        }
+        let (written, read) = tokio::join!(handoff.write(chunk(SLACK)), async {
+            handoff.end();
+            read_to_the_end(&handoff).await
+        });
+        assert!(written.is_ok(), "the waiting write was read");
+        assert_eq!(read, (0..=SLACK).map(chunk).collect::<Vec<_>>());
+    }
+
+    #[tokio::test]
+    async fn a_write_given_up_while_it_waits_does_not_hold_the_end_back() {
+        let handoff = Handoff::default();
+        for n in 0..SLACK {
+            handoff.write(chunk(n)).await.expect("room");
+        }
+        let given_up =
+            tokio::time::timeout(Duration::from_millis(20), handoff.write(chunk(SLACK))).await;
+        assert!(given_up.is_err(), "written past the slack");
+        handoff.end();
+        assert_eq!(
+            read_to_the_end(&handoff).await,
+            (0..SLACK).map(chunk).collect::<Vec<_>>()
+        );
     }
 
     #[tokio::test]
