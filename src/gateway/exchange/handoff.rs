@@ -315,19 +315,31 @@ mod tests {
         .expect("the end is read")
     }
 
-    #[tokio::test]
-    async fn a_write_waiting_for_room_when_the_answer_ends_is_read_before_the_end() {
-        let handoff = Arc::new(Handoff::default());
-        for n in 0..SLACK {
-            handoff.write(chunk(n)).await.expect("room");
-        }
-        // A writer of its own task, waiting for room when the answer ends.
+    /// Fills the handoff to its slack, then starts a writer of its own task, which waits for
+    /// room; `true` from it once its write went.
+    async fn full_with_a_waiting_writer(handoff: &Arc<Handoff>) -> tokio::task::JoinHandle<bool> {
+        fill(handoff).await;
         let writer = tokio::spawn({
-            let handoff = Arc::clone(&handoff);
+            let handoff = Arc::clone(handoff);
             async move { handoff.write(chunk(SLACK)).await.is_ok() }
         });
         tokio::time::sleep(Duration::from_millis(20)).await;
         assert!(!writer.is_finished(), "written past the slack");
+        writer
+    }
+
+    /// Writes chunks 0 to `SLACK - 1`: the handoff is full.
+    async fn fill(handoff: &Handoff) {
+        for n in 0..SLACK {
+            handoff.write(chunk(n)).await.expect("room");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_write_waiting_for_room_when_the_answer_ends_is_read_before_the_end() {
+        // A writer of its own task, waiting for room when the answer ends.
+        let handoff = Arc::new(Handoff::default());
+        let writer = full_with_a_waiting_writer(&handoff).await;
         handoff.end();
         assert_eq!(
             read_to_the_end(&handoff).await,
@@ -338,9 +350,7 @@ mod tests {
         // The same with the writer driven in the handler's own task, polled only while the
         // handler waits (as the exchange's work is while its answer is read).
         let handoff = Handoff::default();
-        for n in 0..SLACK {
-            handoff.write(chunk(n)).await.expect("room");
-        }
+        fill(&handoff).await;
         let (written, read) = tokio::join!(handoff.write(chunk(SLACK)), async {
             handoff.end();
             read_to_the_end(&handoff).await
@@ -352,9 +362,7 @@ mod tests {
     #[tokio::test]
     async fn a_write_given_up_while_it_waits_does_not_hold_the_end_back() {
         let handoff = Handoff::default();
-        for n in 0..SLACK {
-            handoff.write(chunk(n)).await.expect("room");
-        }
+        fill(&handoff).await;
         let given_up =
             tokio::time::timeout(Duration::from_millis(20), handoff.write(chunk(SLACK))).await;
         assert!(given_up.is_err(), "written past the slack");
@@ -368,15 +376,7 @@ mod tests {
     #[tokio::test]
     async fn a_writer_waits_past_the_slack_until_the_client_reads_or_goes() {
         let handoff = Arc::new(Handoff::default());
-        for n in 0..SLACK {
-            handoff.write(chunk(n)).await.expect("room");
-        }
-        let writer = tokio::spawn({
-            let handoff = Arc::clone(&handoff);
-            async move { handoff.write(chunk(SLACK)).await.is_ok() }
-        });
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        assert!(!writer.is_finished(), "written past the slack");
+        let writer = full_with_a_waiting_writer(&handoff).await;
         assert_eq!(handoff.chunk().await, Some(chunk(0)));
         assert!(writer.await.expect("joins"), "room made, the write goes");
         // Full again: a client that goes fails the writer, and wakes whoever watches for it.
