@@ -154,10 +154,12 @@ impl State {
 }
 
 /// The calls answered already, oldest first, at most [`MAX_ANSWERED_KEPT`]: each key with its
-/// hash, so that a look-up (one per request tracked) compares hashes, not keys.
+/// hash, so that a look-up (one per request tracked) compares hashes, not keys. The hash is
+/// ahash's, as the document's and the rules' maps use (SipHash's keyed strength buys nothing on
+/// a list this short: a collision costs one key compared).
 #[derive(Debug, Default)]
 struct Answered {
-    hasher: std::hash::RandomState,
+    hasher: ahash::RandomState,
     calls: VecDeque<(u64, Key, Pending)>,
 }
 
