@@ -104,9 +104,11 @@ pub(super) fn read_prefix(
     source: &ByteString,
     depth_limit: usize,
 ) -> Result<(Document, usize), ReadError> {
-    // A value takes at least two bytes but for the last; most take far more. What follows the
-    // value is not the value's, but is usually of its size or less.
-    read_value_at(source, depth_limit, source.len() / 16 + 2)
+    // A value takes at least two bytes but for the last; compact rows of short members take
+    // about five, and most values far more: reserved for one in eight bytes, as `read` does,
+    // grown past 65,536 slots. What follows the value is not the value's, but is usually of its
+    // size or less (a result's text copy), or the end of the message.
+    read_value_at(source, depth_limit, (source.len() / 8).min(1 << 16) + 4)
 }
 
 /// The end of the one value at the start of `source` (as [`read_prefix`]), read through, its
@@ -290,7 +292,12 @@ impl<'t> Reader<'t> {
                 let key = self.push(Kind::Key, a, b, if decoded { DECODED } else { 0 });
                 distinct += 1;
                 if count < INDEXED_MEMBERS {
-                    let bit = 1u64 << (key_fold(self.doc.text_of(self.doc.slot(key))) & 63);
+                    let text = if decoded {
+                        self.doc.text.as_bytes()
+                    } else {
+                        self.text
+                    };
+                    let bit = 1u64 << (key_fold(text, a, b) & 63);
                     if seen & bit != 0 && self.shadow_earlier(at, key) {
                         distinct -= 1;
                     }
@@ -573,12 +580,20 @@ impl<'t> Reader<'t> {
     }
 }
 
-/// A key folded to a few bits' worth: its length and its first and last bytes.
-fn key_fold(key: &str) -> u32 {
-    let bytes = key.as_bytes();
-    let first = bytes.first().copied().unwrap_or(0);
-    let last = bytes.last().copied().unwrap_or(0);
-    (bytes.len() as u32)
+/// A key folded to a few bits' worth: its length and its first and last bytes (the key is the
+/// `length` bytes of `text` from `start`).
+#[inline]
+fn key_fold(text: &[u8], start: u32, length: u32) -> u32 {
+    let (first, last) = match length {
+        0 => (0, 0),
+        _ => (
+            text.get(start as usize).copied().unwrap_or(0),
+            text.get((start + length - 1) as usize)
+                .copied()
+                .unwrap_or(0),
+        ),
+    };
+    length
         .wrapping_mul(7)
         .wrapping_add(u32::from(first))
         .wrapping_add(u32::from(last).wrapping_mul(13))

@@ -4,9 +4,9 @@
 /// The end (one past the closing quote) of the string literal whose opening quote is at `at`,
 /// read by the reading rules (escapes well formed, no raw control character) without decoding it;
 /// `None` when it is not one. Its UTF-8 and the pairing of its surrogate escapes are not checked
-/// here. Eight bytes are looked at a time, as in [`plain_run`]'s first words: the string this
-/// reads is a result's text copy, one long string dense with escapes, where a search call per
-/// escape would cost more than the look.
+/// here. Sixteen bytes are looked at a time (eight where there is no SSE2), as in [`plain_run`]'s
+/// first bytes: the string this reads is a result's text copy, one long string dense with
+/// escapes, where a search call per escape would cost more than the look.
 pub(crate) fn string_end(text: &[u8], at: usize) -> Option<usize> {
     literal(text, at).map(|l| l.end)
 }
@@ -20,8 +20,89 @@ pub(crate) struct Literal {
     pub unicode_escapes: bool,
 }
 
-/// The string literal whose opening quote is at `at`, as [`string_end`] reads it.
+/// The string literal whose opening quote is at `at`, as [`string_end`] reads it: sixteen bytes
+/// at a time.
+#[cfg(target_arch = "x86_64")]
 pub(crate) fn literal(text: &[u8], at: usize) -> Option<Literal> {
+    literal_by_blocks(text, at)
+}
+
+/// The string literal whose opening quote is at `at`, as [`string_end`] reads it.
+#[cfg(not(target_arch = "x86_64"))]
+pub(crate) fn literal(text: &[u8], at: usize) -> Option<Literal> {
+    literal_by_words(text, at)
+}
+
+/// [`literal`], sixteen bytes at a time: every stop of a block is in its one mask, so the
+/// escapes in it are passed over without another look (a text copy has one every few bytes).
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn literal_by_blocks(text: &[u8], at: usize) -> Option<Literal> {
+    use super::blocks::{self, BLOCK};
+    let mut i = at + 1;
+    let mut unicode_escapes = false;
+    while let Some(block) = blocks::at(text, i) {
+        let mut marks = blocks::stops(block);
+        let mut next = i + BLOCK;
+        while marks != 0 {
+            let offset = marks.trailing_zeros() as usize;
+            match *block.get(offset)? {
+                b'"' => {
+                    return Some(Literal {
+                        end: i + offset + 1,
+                        unicode_escapes,
+                    })
+                }
+                b'\\' => {
+                    let after = escape_end(text, i + offset, &mut unicode_escapes)?;
+                    if after >= next {
+                        next = after;
+                        break;
+                    }
+                    // The escaped bytes are not stops.
+                    marks &= u32::MAX << (after - i);
+                }
+                _ => return None,
+            }
+        }
+        i = next;
+    }
+    literal_by_bytes(text, i, unicode_escapes)
+}
+
+/// The rest of a literal from `i` (a plain byte, an escape or its end), a byte at a time.
+fn literal_by_bytes(text: &[u8], mut i: usize, mut unicode_escapes: bool) -> Option<Literal> {
+    loop {
+        match *text.get(i)? {
+            b'"' => {
+                return Some(Literal {
+                    end: i + 1,
+                    unicode_escapes,
+                })
+            }
+            b'\\' => i = escape_end(text, i, &mut unicode_escapes)?,
+            0..=0x1F => return None,
+            _ => i += 1,
+        }
+    }
+}
+
+/// Where the escape whose backslash is at `at` ends, if it is well formed; a `\u` escape is
+/// noted in `unicode_escapes`.
+#[inline(always)]
+fn escape_end(text: &[u8], at: usize, unicode_escapes: &mut bool) -> Option<usize> {
+    match text.get(at + 1)? {
+        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => Some(at + 2),
+        b'u' if text.get(at + 2..at + 6)?.iter().all(u8::is_ascii_hexdigit) => {
+            *unicode_escapes = true;
+            Some(at + 6)
+        }
+        _ => None,
+    }
+}
+
+/// [`literal`], eight bytes at a time, each word's first stop marked.
+#[cfg(any(test, not(target_arch = "x86_64")))]
+pub(crate) fn literal_by_words(text: &[u8], at: usize) -> Option<Literal> {
     let mut i = at + 1;
     let mut unicode_escapes = false;
     loop {
@@ -40,14 +121,7 @@ pub(crate) fn literal(text: &[u8], at: usize) -> Option<Literal> {
                     unicode_escapes,
                 })
             }
-            b'\\' => match text.get(i + 1)? {
-                b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => i += 2,
-                b'u' if text.get(i + 2..i + 6)?.iter().all(u8::is_ascii_hexdigit) => {
-                    unicode_escapes = true;
-                    i += 6;
-                }
-                _ => return None,
-            },
+            b'\\' => i = escape_end(text, i, &mut unicode_escapes)?,
             0..=0x1F => return None,
             _ => i += 1,
         }
@@ -75,10 +149,18 @@ fn stops(word: u64) -> u64 {
 }
 
 /// The length of the run of `bytes` before a quote, a backslash or a control character. The first
-/// 16 bytes eight at a time, each word tested for all three at once (most strings end there);
-/// past them, the quote or backslash found by `memchr2`, then the run checked for control
-/// characters in one pass the compiler vectorises.
+/// 16 bytes in one block (or eight at a time, each word tested for all three at once; most
+/// strings end there); past them, [`run_on`].
 pub(super) fn plain_run(bytes: &[u8]) -> usize {
+    // With sixteen bytes, the first sixteen in one block.
+    #[cfg(target_arch = "x86_64")]
+    if let Some(block) = super::blocks::at(bytes, 0) {
+        let found = super::blocks::stops(block);
+        if found != 0 {
+            return found.trailing_zeros() as usize;
+        }
+        return super::blocks::BLOCK + run_on(&bytes[super::blocks::BLOCK..]);
+    }
     let mut at = 0;
     for word in bytes.chunks_exact(8).take(2) {
         let found = stops(u64::from_le_bytes(word.try_into().unwrap_or_default()));
@@ -87,11 +169,16 @@ pub(super) fn plain_run(bytes: &[u8]) -> usize {
         }
         at += 8;
     }
-    let rest = &bytes[at..];
+    at + run_on(&bytes[at..])
+}
+
+/// [`plain_run`] past its first bytes: the quote or backslash found by `memchr2`, then the run
+/// checked for control characters in one pass the compiler vectorises.
+fn run_on(rest: &[u8]) -> usize {
     let stop = memchr::memchr2(b'"', b'\\', rest).unwrap_or(rest.len());
     let run = &rest[..stop];
     if run.iter().fold(false, |control, &b| control | (b < 0x20)) {
-        return at + run.iter().position(|&b| b < 0x20).unwrap_or(stop);
+        return run.iter().position(|&b| b < 0x20).unwrap_or(stop);
     }
-    at + stop
+    stop
 }

@@ -1,6 +1,7 @@
 //! Reading JSON text into a document as serde_json reads it: the same values, the same refusals.
 
 use super::*;
+use crate::core::document::strings::literal_by_words;
 use proptest::prelude::*;
 
 fn text_value() -> impl Strategy<Value = Value> {
@@ -65,7 +66,7 @@ proptest! {
         prop::sample::select(vec![
             &b"\""[..], b"\\", b"u", b"n", b"/", b"0", b"a", b"F", b"x", b"\x01", b"\x1f",
             b" ", b"\\u00e9", b"\\u0041", b"\\u00", b"\\uZZZZ", b"\\\\", b"\\\"", b"\\n",
-            b"\\q", b"abcdefghijklmnop",
+            b"\\q", b"abcdefghijklmnop", "\u{e9}".as_bytes(), b"\x7f", b"\x20\x21",
         ]),
         0..24,
     )) {
@@ -79,6 +80,7 @@ proptest! {
             _ => None,
         };
         prop_assert_eq!(string_end(&text, 0), theirs, "{:?}", String::from_utf8_lossy(&text));
+        prop_assert_eq!(literal_by_words(&text, 0), literal(&text, 0));
         // Whether it holds a `\u` escape: what is left once escaped backslashes are taken out.
         if let Some(read) = literal(&text, 0) {
             let read_text = String::from_utf8_lossy(&text[..read.end]).replace("\\\\", "");

@@ -1,0 +1,108 @@
+//! Sixteen bytes at a time, with SSE2 (in every x86_64 processor): the quotes, backslashes and
+//! control characters of a block, and where two blocks hold the same bytes, each as a mask of one
+//! bit per byte (bit k for byte k), every such byte marked and no other. The long strings of
+//! results (a text copy, dense with escapes) are read and compared through these: a block's
+//! marks, once found, give every escape in it, where eight bytes at a time found only the first.
+//! Elsewhere, [`super::strings`] reads them eight bytes at a time.
+
+use std::arch::x86_64::{
+    __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8, _mm_or_si128,
+    _mm_set1_epi8,
+};
+
+/// Bytes in a block.
+pub(crate) const BLOCK: usize = 16;
+
+/// All of a block's bytes marked.
+pub(crate) const ALL: u32 = 0xFFFF;
+
+// SAFETY (every `unsafe` here): SSE2 is part of the x86_64 baseline, in every such processor and
+// enabled on every x86_64 target; the one load reads 16 bytes through a reference to 16 bytes.
+
+#[inline(always)]
+fn load(block: &[u8; BLOCK]) -> __m128i {
+    unsafe { _mm_loadu_si128(block.as_ptr().cast()) }
+}
+
+#[inline(always)]
+fn each(byte: u8) -> __m128i {
+    unsafe { _mm_set1_epi8(byte as i8) }
+}
+
+/// The quotes and backslashes of `block`.
+#[inline(always)]
+pub(crate) fn quotes_or_backslashes(block: &[u8; BLOCK]) -> u32 {
+    let v = load(block);
+    unsafe {
+        let marks = _mm_or_si128(
+            _mm_cmpeq_epi8(v, each(b'"')),
+            _mm_cmpeq_epi8(v, each(b'\\')),
+        );
+        _mm_movemask_epi8(marks) as u32
+    }
+}
+
+/// The quotes, backslashes and control characters (below 0x20) of `block`: the bytes that end a
+/// string's plain run.
+#[inline(always)]
+pub(crate) fn stops(block: &[u8; BLOCK]) -> u32 {
+    let v = load(block);
+    unsafe {
+        let marks = _mm_or_si128(
+            _mm_cmpeq_epi8(v, each(b'"')),
+            _mm_cmpeq_epi8(v, each(b'\\')),
+        );
+        // Unsigned, a byte is below 0x20 exactly when the least of it and 0x1F is itself.
+        let control = _mm_cmpeq_epi8(_mm_min_epu8(v, each(0x1F)), v);
+        _mm_movemask_epi8(_mm_or_si128(marks, control)) as u32
+    }
+}
+
+/// The bytes where `a` and `b` hold the same byte.
+#[inline(always)]
+pub(crate) fn equal(a: &[u8; BLOCK], b: &[u8; BLOCK]) -> u32 {
+    unsafe { _mm_movemask_epi8(_mm_cmpeq_epi8(load(a), load(b))) as u32 }
+}
+
+/// The block of `bytes` starting at `at`, if there are 16 bytes from there.
+#[inline(always)]
+pub(crate) fn at(bytes: &[u8], at: usize) -> Option<&[u8; BLOCK]> {
+    bytes.get(at..at.checked_add(BLOCK)?)?.try_into().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every byte value, in every position of a block, is marked exactly when it is one.
+    #[test]
+    fn a_block_marks_exactly_its_stops_and_its_equal_bytes() {
+        for byte in 0..=255u8 {
+            for position in 0..BLOCK {
+                let mut block = [b'a'; BLOCK];
+                block[position] = byte;
+                let bit = 1u32 << position;
+                let quote_or_backslash = byte == b'"' || byte == b'\\';
+                let expected = |marked: bool| if marked { bit } else { 0 };
+                assert_eq!(
+                    quotes_or_backslashes(&block),
+                    expected(quote_or_backslash),
+                    "{byte:#x} at {position}"
+                );
+                assert_eq!(
+                    stops(&block),
+                    expected(quote_or_backslash || byte < 0x20),
+                    "{byte:#x} at {position}"
+                );
+                assert_eq!(
+                    equal(&block, &[b'a'; BLOCK]),
+                    ALL & !expected(byte != b'a'),
+                    "{byte:#x} at {position}"
+                );
+            }
+        }
+        assert_eq!(at(b"0123456789abcdef", 0), Some(b"0123456789abcdef"));
+        assert_eq!(at(b"0123456789abcdef", 1), None);
+        assert_eq!(at(b"", usize::MAX), None);
+    }
+}
