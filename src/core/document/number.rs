@@ -48,8 +48,47 @@ pub(super) fn primitive(literal: &str, integer: bool) -> (Kind, u64) {
             return (Kind::Unsigned, n);
         }
     }
-    let float = literal.parse::<f64>().unwrap_or(f64::NAN);
+    let float = short_decimal(literal)
+        .or_else(|| literal.parse::<f64>().ok())
+        .unwrap_or(f64::NAN);
     (Kind::Float, float.to_bits())
+}
+
+/// Powers of ten that an `f64` holds exactly, up to the most a short decimal divides by.
+const EXACT_POWERS: [f64; 16] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+];
+
+/// The nearest `f64` to a number literal of at most 16 characters, no exponent and digits below
+/// 2^53 (`0.125`, `-3.5`), the commonest fractions in a payload, without the general parse: its
+/// digits as an integer and the power of ten it is divided by (at most 10^15) are both exact as
+/// `f64`, and IEEE division rounds their quotient correctly (Clinger's fast path). `None` for any
+/// other literal.
+fn short_decimal(literal: &str) -> Option<f64> {
+    let (negative, digits) = match literal.strip_prefix('-') {
+        Some(digits) => (true, digits),
+        None => (false, literal),
+    };
+    if digits.len() > 16 {
+        return None;
+    }
+    // At most 16 digits: below 10^16, no overflow.
+    let (mut mantissa, mut count, mut fraction) = (0u64, 0usize, None);
+    for (at, &b) in digits.as_bytes().iter().enumerate() {
+        match b {
+            b'0'..=b'9' => {
+                mantissa = mantissa * 10 + u64::from(b - b'0');
+                count += 1;
+            }
+            b'.' if fraction.is_none() => fraction = Some(digits.len() - at - 1),
+            _ => return None,
+        }
+    }
+    if count == 0 || mantissa > 1 << 53 {
+        return None;
+    }
+    let value = mantissa as f64 / EXACT_POWERS.get(fraction.unwrap_or(0))?;
+    Some(if negative { -value } else { value })
 }
 
 impl JsonNumber for Number<'_> {
@@ -136,5 +175,73 @@ fn saturating_exponent(text: &str) -> i64 {
         -magnitude
     } else {
         magnitude
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// A short decimal's fast path gives the general parse's `f64`, bit for bit, and a literal
+        /// past it (an exponent, more digits) is left to the general parse.
+        #[test]
+        fn a_short_decimal_is_the_nearest_f64(
+            negative in any::<bool>(),
+            whole in "(0|[1-9][0-9]{0,17})",
+            fraction in proptest::option::of("[0-9]{1,17}"),
+            exponent in proptest::option::of(-30i32..30),
+        ) {
+            let mut literal = format!("{}{whole}", if negative { "-" } else { "" });
+            if let Some(fraction) = &fraction {
+                literal.push('.');
+                literal.push_str(fraction);
+            }
+            if let Some(exponent) = exponent {
+                literal.push_str(&format!("e{exponent}"));
+            }
+            let general: f64 = literal.parse().expect("a JSON number");
+            match short_decimal(&literal) {
+                Some(fast) => prop_assert_eq!(fast.to_bits(), general.to_bits(), "{}", literal),
+                None => prop_assert!(
+                    exponent.is_some() || whole.len() + fraction.map_or(0, |f| f.len()) > 15,
+                    "{} left to the general parse", literal
+                ),
+            }
+            if exponent.is_none() && literal.trim_start_matches('-').len() <= 15 {
+                prop_assert!(short_decimal(&literal).is_some(), "{} is short", literal);
+            }
+            prop_assert_eq!(primitive(&literal, false).1, general.to_bits());
+        }
+    }
+
+    #[test]
+    fn short_decimals_and_their_edges() {
+        for (literal, expected) in [
+            ("0.125", 0.125),
+            ("-0.0", -0.0),
+            ("-0", -0.0),
+            ("0.1", 0.1),
+            ("123456789012345", 123456789012345.0),
+            ("0.00000000000001", 1e-14),
+            ("9007199254740992", 9007199254740992.0),
+        ] {
+            assert_eq!(
+                short_decimal(literal).map(f64::to_bits),
+                Some(f64::to_bits(expected)),
+                "{literal}"
+            );
+        }
+        for literal in [
+            "1e5",
+            "9007199254740993",
+            "0.1234567890123456",
+            "0.000000000000001",
+            "-",
+            ".",
+        ] {
+            assert_eq!(short_decimal(literal), None, "{literal}");
+        }
     }
 }
