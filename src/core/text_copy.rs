@@ -2,7 +2,7 @@
 //! decoded, a slice of the request. A result's text copy is compared with `structuredContent`
 //! without being decoded into a string of its own (see [`crate::core::drift`]).
 
-#[cfg(any(test, not(target_arch = "x86_64")))]
+#[cfg(any(test, not(all(target_arch = "x86_64", target_feature = "sse2"))))]
 use crate::core::document::quotes_or_backslashes;
 use bytes::Bytes;
 use std::str::Chars;
@@ -168,20 +168,22 @@ impl TextCopy {
         }
     }
 
-    /// Whether the text is exactly `json`, written as a JSON string (its quotes, backslashes and
-    /// control characters escaped the way serialisers write them), read without decoding: the
-    /// usual copy, one serialiser's output put in a string by the same serialiser.
+    /// Whether the text is exactly `json`, written as a JSON string (its quotes and backslashes
+    /// escaped the way serialisers write them), read without decoding: the usual copy, one
+    /// serialiser's output put in a string by the same serialiser. A `json` holding a raw control
+    /// character (pretty-printed white space among them) is never seen so: such a copy is decoded
+    /// and compared by value instead.
     pub fn is_escaped(&self, json: &[u8]) -> bool {
-        #[cfg(target_arch = "x86_64")]
+        #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
         let escaped = self.is_escaped_by_blocks(json);
-        #[cfg(not(target_arch = "x86_64"))]
+        #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
         let escaped = self.is_escaped_by_words(json);
         escaped
     }
 
     /// [`TextCopy::is_escaped`], sixteen bytes of each at a time: equal up to `json`'s first
     /// quote or backslash, whose escape is read from the copy's block when the block holds it.
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     fn is_escaped_by_blocks(&self, json: &[u8]) -> bool {
         use crate::core::document::blocks::{self, ALL, BLOCK};
         let copy = &self.content[..];
@@ -213,7 +215,7 @@ impl TextCopy {
     }
 
     /// [`TextCopy::is_escaped`], eight bytes at a time.
-    #[cfg(any(test, not(target_arch = "x86_64")))]
+    #[cfg(any(test, not(all(target_arch = "x86_64", target_feature = "sse2"))))]
     fn is_escaped_by_words(&self, json: &[u8]) -> bool {
         let copy = &self.content[..];
         let word = |s: &[u8], at: usize| {
@@ -262,7 +264,7 @@ impl TextCopy {
 
 /// Whether what is left of `copy` from `i` is what is left of `json` from `j`, escaped: a byte
 /// at a time.
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 fn escaped_by_bytes(copy: &[u8], json: &[u8], mut i: usize, mut j: usize) -> bool {
     loop {
         match escaped_byte(copy, json, i, j) {
@@ -447,6 +449,41 @@ mod tests {
     fn escape(json: &[u8]) -> Vec<u8> {
         let text = serde_json::to_string(&String::from_utf8_lossy(json)).expect("writes");
         text.as_bytes()[1..text.len() - 1].to_vec()
+    }
+
+    /// A quote or backslash at every offset of the first blocks, and a copy a byte longer or
+    /// shorter than the text escaped, are judged alike by blocks and by words.
+    #[test]
+    fn escapes_at_any_offset_and_copies_of_another_length() {
+        for pad in 0..40 {
+            for mark in [&b"\""[..], b"\\", b"\\\"", b"\"x\\"] {
+                for tail in [&b""[..], b"bcdefghijklmnopqrstu"] {
+                    let mut json = b"a".repeat(pad);
+                    json.extend_from_slice(mark);
+                    json.extend_from_slice(tail);
+                    let escaped = escape(&json);
+                    let same = TextCopy::new(Bytes::from(escaped.clone())).expect("a copy");
+                    assert!(same.is_escaped(&json), "{pad} {mark:?} {tail:?}");
+                    assert!(same.is_escaped_by_words(&json), "{pad} {mark:?} {tail:?}");
+                    let mut longer = escaped.clone();
+                    longer.push(b'x');
+                    let longer = TextCopy::new(Bytes::from(longer)).expect("a copy");
+                    assert!(!longer.is_escaped(&json), "{pad} {mark:?} {tail:?}");
+                    assert!(
+                        !longer.is_escaped_by_words(&json),
+                        "{pad} {mark:?} {tail:?}"
+                    );
+                    let mut shorter = escaped.clone();
+                    shorter.pop();
+                    let shorter = TextCopy::new(Bytes::from(shorter)).expect("a copy");
+                    assert!(!shorter.is_escaped(&json), "{pad} {mark:?} {tail:?}");
+                    assert!(
+                        !shorter.is_escaped_by_words(&json),
+                        "{pad} {mark:?} {tail:?}"
+                    );
+                }
+            }
+        }
     }
 
     proptest::proptest! {

@@ -2,8 +2,10 @@
 //! control characters of a block, and where two blocks hold the same bytes, each as a mask of one
 //! bit per byte (bit k for byte k), every such byte marked and no other. The long strings of
 //! results (a text copy, dense with escapes) are read and compared through these: a block's
-//! marks, once found, give every escape in it, where eight bytes at a time found only the first.
-//! Elsewhere, [`super::strings`] reads them eight bytes at a time.
+//! marks, once found, give a literal's reader every escape in it, where eight bytes at a time gave
+//! only the first (the copy's comparison takes the first mark and looks again past its escape).
+//! Built only where SSE2 is on (every x86_64 target but a few freestanding ones); elsewhere
+//! [`super::strings`] and the copy's comparison go eight bytes at a time.
 
 use std::arch::x86_64::{
     __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8, _mm_or_si128,
@@ -16,8 +18,9 @@ pub(crate) const BLOCK: usize = 16;
 /// All of a block's bytes marked.
 pub(crate) const ALL: u32 = 0xFFFF;
 
-// SAFETY (every `unsafe` here): SSE2 is part of the x86_64 baseline, in every such processor and
-// enabled on every x86_64 target; the one load reads 16 bytes through a reference to 16 bytes.
+// SAFETY (every `unsafe` here): this module is built only with `target_feature = "sse2"` on (part
+// of the x86_64 baseline, in every such processor); the one load reads 16 bytes through a
+// reference to 16 bytes.
 
 #[inline(always)]
 fn load(block: &[u8; BLOCK]) -> __m128i {

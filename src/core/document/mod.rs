@@ -17,7 +17,7 @@
 //! `node` is the validator's view of it; `number` a number literal and the primitive it fits in;
 //! `blocks` (x86_64) marks sixteen bytes at a time.
 
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 pub(crate) mod blocks;
 mod node;
 mod number;

@@ -59,8 +59,8 @@ const EXACT_POWERS: [f64; 16] = [
     1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
 ];
 
-/// The nearest `f64` to a number literal of at most 16 characters, no exponent and digits below
-/// 2^53 (`0.125`, `-3.5`), the commonest fractions in a payload, without the general parse: its
+/// The nearest `f64` to a number literal of at most 16 characters after its sign, no exponent and
+/// digits at most 2^53 (`0.125`, `-3.5`), the commonest fractions in a payload, without the general parse: its
 /// digits as an integer and the power of ten it is divided by (at most 10^15) are both exact as
 /// `f64`, and IEEE division rounds their quotient correctly (Clinger's fast path). `None` for any
 /// other literal.

@@ -4,7 +4,7 @@
 /// The end (one past the closing quote) of the string literal whose opening quote is at `at`,
 /// read by the reading rules (escapes well formed, no raw control character) without decoding it;
 /// `None` when it is not one. Its UTF-8 and the pairing of its surrogate escapes are not checked
-/// here. Sixteen bytes are looked at a time (eight where there is no SSE2), as in [`plain_run`]'s
+/// here. Sixteen bytes are looked at a time (eight off x86_64 or without SSE2), as in [`plain_run`]'s
 /// first bytes: the string this reads is a result's text copy, one long string dense with
 /// escapes, where a search call per escape would cost more than the look.
 pub(crate) fn string_end(text: &[u8], at: usize) -> Option<usize> {
@@ -22,20 +22,20 @@ pub(crate) struct Literal {
 
 /// The string literal whose opening quote is at `at`, as [`string_end`] reads it: sixteen bytes
 /// at a time.
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 pub(crate) fn literal(text: &[u8], at: usize) -> Option<Literal> {
     literal_by_blocks(text, at)
 }
 
 /// The string literal whose opening quote is at `at`, as [`string_end`] reads it.
-#[cfg(not(target_arch = "x86_64"))]
+#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
 pub(crate) fn literal(text: &[u8], at: usize) -> Option<Literal> {
     literal_by_words(text, at)
 }
 
 /// [`literal`], sixteen bytes at a time: every stop of a block is in its one mask, so the
 /// escapes in it are passed over without another look (a text copy has one every few bytes).
-#[cfg(target_arch = "x86_64")]
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 pub(crate) fn literal_by_blocks(text: &[u8], at: usize) -> Option<Literal> {
     use super::blocks::{self, BLOCK};
     let mut i = at + 1;
@@ -70,6 +70,7 @@ pub(crate) fn literal_by_blocks(text: &[u8], at: usize) -> Option<Literal> {
 }
 
 /// The rest of a literal from `i` (a plain byte, an escape or its end), a byte at a time.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 fn literal_by_bytes(text: &[u8], mut i: usize, mut unicode_escapes: bool) -> Option<Literal> {
     loop {
         match *text.get(i)? {
@@ -101,7 +102,7 @@ fn escape_end(text: &[u8], at: usize, unicode_escapes: &mut bool) -> Option<usiz
 }
 
 /// [`literal`], eight bytes at a time, each word's first stop marked.
-#[cfg(any(test, not(target_arch = "x86_64")))]
+#[cfg(any(test, not(all(target_arch = "x86_64", target_feature = "sse2"))))]
 pub(crate) fn literal_by_words(text: &[u8], at: usize) -> Option<Literal> {
     let mut i = at + 1;
     let mut unicode_escapes = false;
@@ -153,7 +154,7 @@ fn stops(word: u64) -> u64 {
 /// strings end there); past them, [`run_on`].
 pub(super) fn plain_run(bytes: &[u8]) -> usize {
     // With sixteen bytes, the first sixteen in one block.
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     if let Some(block) = super::blocks::at(bytes, 0) {
         let found = super::blocks::stops(block);
         if found != 0 {

@@ -88,3 +88,36 @@ proptest! {
         }
     }
 }
+
+/// An escape at every offset of the first blocks, whole, cut short or followed by more text, ends
+/// a literal (or breaks it) where serde_json does, read by blocks and by words alike.
+#[test]
+fn an_escape_at_any_offset_is_read_alike() {
+    for pad in 0..40 {
+        for escape in [
+            &br#"\""#[..],
+            br"\\",
+            br"\u0041",
+            br"\n",
+            br"\q",
+            br"\u00",
+            br"\",
+        ] {
+            for after in [&b""[..], b"\"", b"abcdefghijklmnopqrstuvwxyz\"", b"\x01\""] {
+                let mut text = vec![b'"'];
+                text.extend(std::iter::repeat_n(b'a', pad));
+                text.extend_from_slice(escape);
+                text.extend_from_slice(after);
+                let mut theirs = serde_json::Deserializer::from_slice(&text)
+                    .into_iter::<serde::de::IgnoredAny>();
+                let theirs = match theirs.next() {
+                    Some(Ok(_)) => Some(theirs.byte_offset()),
+                    _ => None,
+                };
+                let shown = String::from_utf8_lossy(&text).into_owned();
+                assert_eq!(string_end(&text, 0), theirs, "{shown}");
+                assert_eq!(literal(&text, 0), literal_by_words(&text, 0), "{shown}");
+            }
+        }
+    }
+}
