@@ -32,17 +32,21 @@ fn each(byte: u8) -> __m128i {
     unsafe { _mm_set1_epi8(byte as i8) }
 }
 
+/// The quotes and backslashes of `v`, each such byte all ones, every other all zeros.
+#[inline(always)]
+fn quote_or_backslash_bytes(v: __m128i) -> __m128i {
+    unsafe {
+        _mm_or_si128(
+            _mm_cmpeq_epi8(v, each(b'"')),
+            _mm_cmpeq_epi8(v, each(b'\\')),
+        )
+    }
+}
+
 /// The quotes and backslashes of `block`.
 #[inline(always)]
 pub(crate) fn quotes_or_backslashes(block: &[u8; BLOCK]) -> u32 {
-    let v = load(block);
-    unsafe {
-        let marks = _mm_or_si128(
-            _mm_cmpeq_epi8(v, each(b'"')),
-            _mm_cmpeq_epi8(v, each(b'\\')),
-        );
-        _mm_movemask_epi8(marks) as u32
-    }
+    unsafe { _mm_movemask_epi8(quote_or_backslash_bytes(load(block))) as u32 }
 }
 
 /// The quotes, backslashes and control characters (below 0x20) of `block`: the bytes that end a
@@ -51,13 +55,9 @@ pub(crate) fn quotes_or_backslashes(block: &[u8; BLOCK]) -> u32 {
 pub(crate) fn stops(block: &[u8; BLOCK]) -> u32 {
     let v = load(block);
     unsafe {
-        let marks = _mm_or_si128(
-            _mm_cmpeq_epi8(v, each(b'"')),
-            _mm_cmpeq_epi8(v, each(b'\\')),
-        );
         // Unsigned, a byte is below 0x20 exactly when the least of it and 0x1F is itself.
         let control = _mm_cmpeq_epi8(_mm_min_epu8(v, each(0x1F)), v);
-        _mm_movemask_epi8(_mm_or_si128(marks, control)) as u32
+        _mm_movemask_epi8(_mm_or_si128(quote_or_backslash_bytes(v), control)) as u32
     }
 }
 

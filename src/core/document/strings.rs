@@ -73,17 +73,33 @@ pub(crate) fn literal_by_blocks(text: &[u8], at: usize) -> Option<Literal> {
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 fn literal_by_bytes(text: &[u8], mut i: usize, mut unicode_escapes: bool) -> Option<Literal> {
     loop {
-        match *text.get(i)? {
-            b'"' => {
-                return Some(Literal {
-                    end: i + 1,
-                    unicode_escapes,
-                })
-            }
-            b'\\' => i = escape_end(text, i, &mut unicode_escapes)?,
-            0..=0x1F => return None,
-            _ => i += 1,
+        match byte_step(text, i, &mut unicode_escapes)? {
+            Step::End(literal) => return Some(literal),
+            Step::At(next) => i = next,
         }
+    }
+}
+
+/// A literal read one step on from a byte.
+enum Step {
+    /// The literal ends here.
+    End(Literal),
+    /// It goes on from this byte.
+    At(usize),
+}
+
+/// One step of a literal at byte `i` (a plain byte, an escape or its closing quote); `None` when
+/// it is not one.
+#[inline(always)]
+fn byte_step(text: &[u8], i: usize, unicode_escapes: &mut bool) -> Option<Step> {
+    match *text.get(i)? {
+        b'"' => Some(Step::End(Literal {
+            end: i + 1,
+            unicode_escapes: *unicode_escapes,
+        })),
+        b'\\' => escape_end(text, i, unicode_escapes).map(Step::At),
+        0..=0x1F => None,
+        _ => Some(Step::At(i + 1)),
     }
 }
 
@@ -115,16 +131,9 @@ pub(crate) fn literal_by_words(text: &[u8], at: usize) -> Option<Literal> {
             }
             i += 8;
         }
-        match *text.get(i)? {
-            b'"' => {
-                return Some(Literal {
-                    end: i + 1,
-                    unicode_escapes,
-                })
-            }
-            b'\\' => i = escape_end(text, i, &mut unicode_escapes)?,
-            0..=0x1F => return None,
-            _ => i += 1,
+        match byte_step(text, i, &mut unicode_escapes)? {
+            Step::End(literal) => return Some(literal),
+            Step::At(next) => i = next,
         }
     }
 }
