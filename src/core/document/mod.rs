@@ -13,9 +13,10 @@
 //! escapes, plus a sorted member index if it has objects of many members.
 //!
 //! The rooms: `read` builds a document from JSON text (the reading rules: duplicate keys,
-//! escapes, surrogates, UTF-8, depth); `strings` where string literals end, by their bytes;
+//! escapes, surrogates, UTF-8, depth; `read::error` why a text is not one, and where);
+//! `strings` where string literals end, by their bytes;
 //! `node` is the validator's view of it; `number` a number literal and the primitive it fits in;
-//! `blocks` (x86_64) marks sixteen bytes at a time.
+//! `blocks` (x86_64 with SSE2) marks sixteen bytes at a time.
 
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 pub(crate) mod blocks;

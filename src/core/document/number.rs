@@ -60,10 +60,10 @@ const EXACT_POWERS: [f64; 16] = [
 ];
 
 /// The nearest `f64` to a number literal of at most 16 characters after its sign, no exponent and
-/// digits at most 2^53 (`0.125`, `-3.5`), the commonest fractions in a payload, without the general parse: its
-/// digits as an integer and the power of ten it is divided by (at most 10^15) are both exact as
-/// `f64`, and IEEE division rounds their quotient correctly (Clinger's fast path). `None` for any
-/// other literal.
+/// digits at most 2^53 (`0.125`, `-3.5`), the commonest fractions in a payload, without the
+/// general parse: its digits as an integer and the power of ten it is divided by (at most 10^15)
+/// are both exact as `f64`, and IEEE division rounds their quotient correctly (Clinger's fast
+/// path). `None` for any other literal.
 fn short_decimal(literal: &str) -> Option<f64> {
     let (negative, digits) = match literal.strip_prefix('-') {
         Some(digits) => (true, digits),

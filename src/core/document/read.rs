@@ -11,61 +11,20 @@ use super::strings::plain_run;
 use super::{Document, Kind, Slot, DECODED, INDEXED_MEMBERS};
 use bytes::Bytes;
 use bytestring::ByteString;
-use std::fmt;
 
-/// Why a text is not a document.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ReadError {
-    /// Nested deeper than the limit.
-    TooDeep,
-    /// Not JSON, or JSON the rules refuse; `at` is the byte offset in the text where it was found.
-    Syntax { at: usize, message: &'static str },
-    /// A number literal longer than [`MAX_NUMBER_LENGTH`].
-    NumberTooLong { length: usize },
-}
+mod error;
+pub use error::ReadError;
 
 /// The most characters a number literal may have. Numbers are compared exactly, from their
 /// literal, with work that grows with its length; a value is never this long, a hostile payload
 /// may be.
 pub const MAX_NUMBER_LENGTH: usize = 4096;
 
-impl ReadError {
-    /// The message with its line and column in `text` (1-based, as serde_json gives them), or in
-    /// the larger text `text` is a part of, starting at `offset`.
-    pub fn describe(&self, text: &[u8], offset: usize) -> String {
-        match self {
-            ReadError::TooDeep => "nested too deep".into(),
-            ReadError::NumberTooLong { length } => {
-                format!("a number of {length} characters, past {MAX_NUMBER_LENGTH}")
-            }
-            ReadError::Syntax { at, message } => {
-                let end = (offset + at).min(text.len());
-                let before = &text[..end];
-                let line = before.iter().filter(|&&b| b == b'\n').count() + 1;
-                let line_start = before
-                    .iter()
-                    .rposition(|&b| b == b'\n')
-                    .map_or(0, |n| n + 1);
-                let column = end - line_start + 1;
-                format!("{message} at line {line} column {column}")
-            }
-        }
-    }
-}
-
-impl fmt::Display for ReadError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ReadError::TooDeep => f.write_str("nested too deep"),
-            ReadError::NumberTooLong { length } => {
-                write!(
-                    f,
-                    "a number of {length} characters, past {MAX_NUMBER_LENGTH}"
-                )
-            }
-            ReadError::Syntax { at, message } => write!(f, "{message} at byte {at}"),
-        }
-    }
+/// Slots reserved for a value read from `length` bytes: a value takes at least two bytes but for
+/// the last; compact rows of short members take about five, and most values far more. One in
+/// eight bytes, grown past 65,536 slots.
+fn reserved_slots(length: usize) -> usize {
+    (length / 8).min(1 << 16) + 4
 }
 
 pub(super) fn read(source: &Bytes, depth_limit: usize) -> Result<Document, ReadError> {
@@ -74,8 +33,7 @@ pub(super) fn read(source: &Bytes, depth_limit: usize) -> Result<Document, ReadE
     // document (bytes past ASCII are allowed only in strings, and there only as UTF-8): it is
     // read only to say where it breaks.
     let checked = ByteString::try_from(source.clone()).ok();
-    // A value takes at least two bytes but for the last; most take far more.
-    let slots = text.len() / 8 + 2;
+    let slots = reserved_slots(text.len());
     let source = checked.clone().unwrap_or_default();
     let mut reader = Reader::new(text, checked.as_deref(), source, depth_limit, slots)?;
     reader.value(1)?;
@@ -104,11 +62,9 @@ pub(super) fn read_prefix(
     source: &ByteString,
     depth_limit: usize,
 ) -> Result<(Document, usize), ReadError> {
-    // A value takes at least two bytes but for the last; compact rows of short members take
-    // about five, and most values far more: reserved for one in eight bytes, as `read` does,
-    // grown past 65,536 slots. What follows the value is not the value's, but is usually of its
-    // size or less (a result's text copy), or the end of the message.
-    read_value_at(source, depth_limit, (source.len() / 8).min(1 << 16) + 4)
+    // What follows the value is not the value's, but is usually of its size or less (a result's
+    // text copy), or the end of the message.
+    read_value_at(source, depth_limit, reserved_slots(source.len()))
 }
 
 /// The end of the one value at the start of `source` (as [`read_prefix`]), read through, its
