@@ -224,36 +224,30 @@ impl TextCopy {
                 .map(u64::from_le_bytes)
         };
         let (mut i, mut j) = (0, 0);
-        loop {
-            // Eight bytes of each at a time: equal up to `json`'s first quote or backslash, which
-            // the copy escapes (handled here too: a result's JSON has one every few bytes, and
-            // going through the byte-at-a-time step for each cost 5% on the criterion leg).
-            while let (Some(w), Some(c)) = (word(json, j), word(copy, i)) {
-                let marks = quotes_or_backslashes(w);
-                if marks == 0 {
-                    if w != c {
-                        return false;
-                    }
-                    (i, j) = (i + 8, j + 8);
-                    continue;
-                }
-                let k = (marks.trailing_zeros() / 8) as usize;
-                if (w ^ c) & ((1u64 << (8 * k)) - 1) != 0 {
+        // Eight bytes of each at a time: equal up to `json`'s first quote or backslash, which the
+        // copy escapes (handled here too: a result's JSON has one every few bytes, and going
+        // through the byte-at-a-time step for each cost 5% on the criterion leg).
+        while let (Some(w), Some(c)) = (word(json, j), word(copy, i)) {
+            let marks = quotes_or_backslashes(w);
+            if marks == 0 {
+                if w != c {
                     return false;
                 }
-                (i, j) = (i + k, j + k);
-                if !escaped(copy, i, json[j]) {
-                    return false;
-                }
-                (i, j) = (i + 2, j + 1);
+                (i, j) = (i + 8, j + 8);
+                continue;
             }
-            // Fewer than eight bytes left in one of them: a byte at a time.
-            match escaped_byte(copy, json, i, j) {
-                Some(Some(next)) => (i, j) = next,
-                Some(None) => return i == copy.len(),
-                None => return false,
+            let k = (marks.trailing_zeros() / 8) as usize;
+            if (w ^ c) & ((1u64 << (8 * k)) - 1) != 0 {
+                return false;
             }
+            (i, j) = (i + k, j + k);
+            if !escaped(copy, i, json[j]) {
+                return false;
+            }
+            (i, j) = (i + 2, j + 1);
         }
+        // Fewer than eight bytes left in one of them, and never more again: a byte at a time.
+        escaped_by_bytes(copy, json, i, j)
     }
 
     /// The first character that is not white space, decoded.
@@ -263,27 +257,18 @@ impl TextCopy {
 }
 
 /// Whether what is left of `copy` from `i` is what is left of `json` from `j`, escaped: a byte
-/// at a time.
-#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+/// at a time. A control character in `json` never matches: the copy, a string's content, has none.
 fn escaped_by_bytes(copy: &[u8], json: &[u8], mut i: usize, mut j: usize) -> bool {
     loop {
-        match escaped_byte(copy, json, i, j) {
-            Some(Some(next)) => (i, j) = next,
-            Some(None) => return i == copy.len(),
-            None => return false,
-        }
-    }
-}
-
-/// One byte of `json` at `j` against its escape in `copy` at `i`: where each goes on (`None`
-/// inside when `json` has ended), or `None` when the copy differs. A control character in `json`
-/// never matches: the copy, a string's content, has none.
-#[inline]
-fn escaped_byte(copy: &[u8], json: &[u8], i: usize, j: usize) -> Option<Option<(usize, usize)>> {
-    match json.get(j) {
-        None => Some(None),
-        Some(&b) if b == b'"' || b == b'\\' => escaped(copy, i, b).then_some(Some((i + 2, j + 1))),
-        Some(&b) => (copy.get(i) == Some(&b)).then_some(Some((i + 1, j + 1))),
+        let matched = match json.get(j) {
+            None => return i == copy.len(),
+            Some(&b) if b == b'"' || b == b'\\' => escaped(copy, i, b).then_some(2),
+            Some(&b) => (copy.get(i) == Some(&b)).then_some(1),
+        };
+        let Some(width) = matched else {
+            return false;
+        };
+        (i, j) = (i + width, j + 1);
     }
 }
 
