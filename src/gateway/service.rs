@@ -7,7 +7,7 @@
 use super::exchange::{AnswerHead, ClientRequest, Exchange};
 use super::routes::RouteState;
 use super::sessions::{Held, Order, ORDER_WAIT};
-use super::upstream::headers::MCP_SESSION_ID;
+use super::upstream::headers::{MCP_METHOD, MCP_NAME, MCP_SESSION_ID};
 use super::upstream::RouteUpstream;
 use super::Gateway;
 use crate::core::auth::{Caller, PeerNames, Scope};
@@ -18,7 +18,7 @@ use crate::mcp::{self, Framing};
 use crate::net::origins::Refused;
 use axum::body::Bytes;
 use axum::extract::{Path, Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::future::RouteFuture;
 use axum::routing::{get, post};
@@ -30,7 +30,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 /// The `MCP-Protocol-Version` header.
-const PROTOCOL_VERSION: &str = "mcp-protocol-version";
+const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
 
 /// The gateway port's service. A POST to a route (`/mcp/NAME`), nearly every request the port
 /// gets, is answered here, below the router: none of its matching, its path parameter or its
@@ -524,14 +524,14 @@ async fn relay_bodyless(
 /// body; an upstream may route by the headers; the two must name the same call.
 fn header_mismatch(headers: &HeaderMap, framing: &Framing, message: &[u8]) -> Option<String> {
     // A header sent twice names two calls: an upstream may act on either value.
-    for name in ["Mcp-Method", "Mcp-Name"] {
+    for (name, shown) in [(&MCP_METHOD, "Mcp-Method"), (&MCP_NAME, "Mcp-Name")] {
         if headers.get_all(name).iter().nth(1).is_some() {
             return Some(format!(
-                "schemagate gateway: HeaderMismatch: the {name} header is sent more than once; send it once, naming what the body names"
+                "schemagate gateway: HeaderMismatch: the {shown} header is sent more than once; send it once, naming what the body names"
             ));
         }
     }
-    let header = |name: &str| {
+    let header = |name: &HeaderName| {
         headers
             .get(name)
             .map(|v| String::from_utf8_lossy(v.as_bytes()))
@@ -541,7 +541,7 @@ fn header_mismatch(headers: &HeaderMap, framing: &Framing, message: &[u8]) -> Op
         Framing::Other { method } => method.as_deref(),
         _ => return None,
     };
-    if let Some(said) = header("mcp-method") {
+    if let Some(said) = header(&MCP_METHOD) {
         if method != Some(said.as_ref()) {
             return Some(format!(
                 "schemagate gateway: HeaderMismatch: the Mcp-Method header says {said:?}, the body's method is {:?}; send the same in both",
@@ -550,7 +550,7 @@ fn header_mismatch(headers: &HeaderMap, framing: &Framing, message: &[u8]) -> Op
         }
     }
     // The call's tool is read again only when a header names one.
-    let said = header("mcp-name")?;
+    let said = header(&MCP_NAME)?;
     let tool = mcp::called_tool(message)?;
     (said != tool).then(|| {
         format!(

@@ -13,7 +13,7 @@
 //! would (it has no one reading), but never yields a value a parser would read otherwise
 //! without the value's own parse refusing it.
 
-use crate::core::document::quotes_or_backslashes;
+use crate::core::document::{plain_run, quotes_or_backslashes};
 use serde::Deserialize;
 use std::borrow::Cow;
 
@@ -35,6 +35,16 @@ impl<'a> Unread<'a> {
     /// The value as a string, when it is one: borrowed from the text unless it holds an escape
     /// (serde's `Cow<str>` copies unless it is told to borrow).
     pub fn string(self) -> Option<Cow<'a, str>> {
+        // A string with no escape (a method, most ids and names) is the text between its
+        // quotes, borrowed as serde would borrow it: no quote, backslash or control character
+        // inside, and UTF-8.
+        if let [b'"', inner @ .., b'"'] = self.0 {
+            if plain_run(inner) == inner.len() {
+                if let Ok(text) = std::str::from_utf8(inner) {
+                    return Some(Cow::Borrowed(text));
+                }
+            }
+        }
         #[derive(Deserialize)]
         #[serde(transparent)]
         struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
@@ -276,6 +286,26 @@ mod tests {
     }
 
     proptest! {
+        /// On any bytes (quotes, escapes, control characters, broken UTF-8 among them), a
+        /// member read as a string is what serde_json reads, or nothing when it reads nothing.
+        #[test]
+        fn a_string_member_is_the_parsers(
+            inner in prop::collection::vec(prop_oneof![
+                Just(b'"'), Just(b'\\'), Just(b'\n'), Just(0xC3u8), Just(0xA9u8), Just(0xFFu8),
+                Just(b'u'), Just(b'0'), Just(b'a'), Just(b' '),
+            ], 0..12),
+            quoted in any::<bool>(),
+        ) {
+            let mut text = inner.clone();
+            if quoted {
+                text.insert(0, b'"');
+                text.push(b'"');
+            }
+            let ours = Unread::new(&text).string().map(Cow::into_owned);
+            let parsers = serde_json::from_slice::<String>(&text).ok();
+            prop_assert_eq!(ours, parsers);
+        }
+
         /// On any JSON object, written compactly or spaced out, each member's key and value are
         /// the parser's.
         #[test]

@@ -230,8 +230,10 @@ fn host_name(host: &str) -> Cow<'_, str> {
             _ => lower_case(host),
         };
     }
-    if let Some(canonical) = ipv6(host) {
-        // An IPv6 address without brackets (as a flag may give it).
+    // An IPv6 address without brackets (as a flag may give it): two colons at least, which no
+    // name with a port has (so the usual `name:port` is not parsed as an address first).
+    let colons = host.bytes().filter(|&b| b == b':').count();
+    if let Some(canonical) = (colons >= 2).then(|| ipv6(host)).flatten() {
         return canonical;
     }
     match host.rsplit_once(':') {

@@ -28,7 +28,7 @@ mod strings;
 pub use node::{DocumentJson, NodeRef};
 pub(crate) use read::value_end;
 pub use read::{ReadError, MAX_NUMBER_LENGTH};
-pub(crate) use strings::{literal, quotes_or_backslashes, string_end};
+pub(crate) use strings::{literal, plain_run, quotes_or_backslashes, string_end};
 
 use bytes::Bytes;
 use bytestring::ByteString;

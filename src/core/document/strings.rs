@@ -161,7 +161,7 @@ fn stops(word: u64) -> u64 {
 /// The length of the run of `bytes` before a quote, a backslash or a control character. The first
 /// 16 bytes in one block (or eight at a time, each word tested for all three at once; most
 /// strings end there); past them, [`run_on`].
-pub(super) fn plain_run(bytes: &[u8]) -> usize {
+pub(crate) fn plain_run(bytes: &[u8]) -> usize {
     // With sixteen bytes, the first sixteen in one block.
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     if let Some(block) = super::blocks::at(bytes, 0) {

@@ -3,20 +3,30 @@
 
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 
-/// The MCP session header.
-pub const MCP_SESSION_ID: &str = "mcp-session-id";
+/// The MCP session header. Header names are constants, not text: a look-up by text parses the
+/// name first, at each request.
+pub const MCP_SESSION_ID: HeaderName = HeaderName::from_static("mcp-session-id");
+/// 2026-07-28's header naming the body's method.
+pub const MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
+/// 2026-07-28's header naming a `tools/call`'s tool.
+pub const MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
 
-/// Headers of one hop only (RFC 9110, 7.6.1), never relayed in either direction.
-const HOP_BY_HOP: [HeaderName; 8] = [
-    header::CONNECTION,
-    header::PROXY_AUTHENTICATE,
-    header::PROXY_AUTHORIZATION,
-    header::TE,
-    header::TRAILER,
-    header::TRANSFER_ENCODING,
-    header::UPGRADE,
-    HeaderName::from_static("keep-alive"),
-];
+/// Whether `name` is of one hop only (RFC 9110, 7.6.1), never relayed in either direction.
+/// By its text: one comparison of lengths and bytes, where a `HeaderName` compared with each of
+/// eight would take eight.
+fn is_hop_by_hop(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "connection"
+            | "proxy-authenticate"
+            | "proxy-authorization"
+            | "te"
+            | "trailer"
+            | "transfer-encoding"
+            | "upgrade"
+            | "keep-alive"
+    )
+}
 
 /// The client's headers as the upstream gets them: all of them (`Authorization`,
 /// `Mcp-Session-Id`, `MCP-Protocol-Version`, `Last-Event-ID`, `Mcp-Method`, `Mcp-Name`,
@@ -24,35 +34,48 @@ const HOP_BY_HOP: [HeaderName; 8] = [
 /// client to the upstream sets them) and `Accept-Encoding` (the gateway reads what it relays,
 /// so it asks for no compression).
 pub fn for_upstream(mut headers: HeaderMap) -> HeaderMap {
-    strip_hop_by_hop(&mut headers);
-    for name in [
-        header::HOST,
-        header::CONTENT_LENGTH,
-        header::ACCEPT_ENCODING,
-    ] {
-        headers.remove(name);
-    }
+    strip(
+        &mut headers,
+        &[
+            header::HOST,
+            header::CONTENT_LENGTH,
+            header::ACCEPT_ENCODING,
+        ],
+    );
     headers
 }
 
 /// The upstream's headers as the client gets them: all of them less those of one hop and
 /// `Content-Length` (the answer may be rewritten).
 pub fn for_client(mut headers: HeaderMap) -> HeaderMap {
-    strip_hop_by_hop(&mut headers);
-    headers.remove(header::CONTENT_LENGTH);
+    strip(&mut headers, &[header::CONTENT_LENGTH]);
     headers
 }
 
-fn strip_hop_by_hop(headers: &mut HeaderMap) {
-    // Headers the Connection header names are of one hop too.
-    let named: Vec<HeaderName> = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+/// Removes the headers of one hop, those the `Connection` header names, and `also`. The names
+/// are looked through once, and only those present are removed: a message carries a handful
+/// of headers and seldom more than one of these, where a removal per name that might be there
+/// hashes each of them.
+fn strip(headers: &mut HeaderMap, also: &[HeaderName]) {
+    let present: Vec<HeaderName> = headers
+        .keys()
+        .filter(|name| is_hop_by_hop(name) || also.contains(name))
+        .cloned()
         .collect();
-    for name in named.iter().chain(HOP_BY_HOP.iter()) {
+    if present.contains(&header::CONNECTION) {
+        // The headers it names are of one hop too.
+        let named: Vec<HeaderName> = headers
+            .get_all(header::CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+            .collect();
+        for name in named {
+            headers.remove(name);
+        }
+    }
+    for name in present {
         headers.remove(name);
     }
 }
@@ -61,7 +84,7 @@ fn strip_hop_by_hop(headers: &mut HeaderMap) {
 /// client's: a plain MCP POST, with the headers that describe a request's body (2026-07-28's
 /// `Mcp-Method`, `Mcp-Name`, `Mcp-Param-*`) describing this one, not the client's.
 pub fn own_request_headers(headers: &mut HeaderMap, body: &[u8]) {
-    let described = headers.contains_key("mcp-method");
+    let described = headers.contains_key(MCP_METHOD);
     let about_body: Vec<HeaderName> = headers
         .keys()
         .filter(|name| {
@@ -76,7 +99,7 @@ pub fn own_request_headers(headers: &mut HeaderMap, body: &[u8]) {
     if described {
         if let crate::mcp::Framing::Request { method, .. } = crate::mcp::framing(body) {
             if let Ok(method) = HeaderValue::from_str(&method) {
-                headers.insert(HeaderName::from_static("mcp-method"), method);
+                headers.insert(MCP_METHOD, method);
             }
         }
     }
@@ -120,6 +143,77 @@ mod tests {
         assert_eq!(
             names,
             ["authorization", "mcp-param-region", "mcp-session-id"]
+        );
+    }
+
+    fn names(headers: &HeaderMap) -> Vec<&str> {
+        let mut names: Vec<&str> = headers.keys().map(|n| n.as_str()).collect();
+        names.sort_unstable();
+        names
+    }
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for &(name, value) in pairs {
+            map.append(
+                HeaderName::from_static(name),
+                HeaderValue::from_static(value),
+            );
+        }
+        map
+    }
+
+    #[test]
+    fn an_answer_loses_its_length_and_its_hop_and_keeps_the_rest() {
+        let upstream = headers(&[
+            ("content-type", "text/event-stream"),
+            ("content-length", "1200"),
+            ("transfer-encoding", "chunked"),
+            ("te", "trailers"),
+            ("trailer", "x-sum"),
+            ("upgrade", "h2c"),
+            ("proxy-authenticate", "Basic"),
+            ("proxy-authorization", "Basic e30="),
+            ("keep-alive", "timeout=5"),
+            ("mcp-session-id", "s1"),
+            ("set-cookie", "a=1"),
+            ("set-cookie", "b=2"),
+        ]);
+        let sent = for_client(upstream);
+        assert_eq!(
+            names(&sent),
+            ["content-type", "mcp-session-id", "set-cookie"]
+        );
+        assert_eq!(
+            sent.get_all("set-cookie").iter().count(),
+            2,
+            "every value of a kept name stays"
+        );
+    }
+
+    #[test]
+    fn headers_with_nothing_to_strip_cross_whole_and_host_alone_goes() {
+        let plain = [
+            ("content-type", "application/json"),
+            ("accept", "application/json, text/event-stream"),
+            ("mcp-protocol-version", "2025-11-25"),
+        ];
+        assert_eq!(
+            names(&for_upstream(headers(&plain))),
+            ["accept", "content-type", "mcp-protocol-version"]
+        );
+        let mut with_host = plain.to_vec();
+        with_host.push(("host", "gateway:8090"));
+        assert_eq!(
+            names(&for_upstream(headers(&with_host))),
+            ["accept", "content-type", "mcp-protocol-version"]
+        );
+        // A header the Connection header names goes with it, whatever its case there.
+        let mut named = plain.to_vec();
+        named.extend([("connection", "X-Trace"), ("x-trace", "1")]);
+        assert_eq!(
+            names(&for_client(headers(&named))),
+            ["accept", "content-type", "mcp-protocol-version"]
         );
     }
 }
