@@ -52,30 +52,39 @@ pub fn for_client(mut headers: HeaderMap) -> HeaderMap {
     headers
 }
 
-/// Removes the headers of one hop, those the `Connection` header names, and `also`. The names
-/// are looked through once, and only those present are removed: a message carries a handful
-/// of headers and seldom more than one of these, where a removal per name that might be there
-/// hashes each of them.
+/// Removes the headers of one hop, those the `Connection` header names, and `also` (at most 64
+/// names). The names are looked through once, and only those present are removed: a message
+/// carries a handful of headers and seldom more than one of these, where a removal per name that
+/// might be there hashes each of them. Without a header of one hop (the usual message) nothing
+/// is gathered: which of `also` are present is a bit each.
 fn strip(headers: &mut HeaderMap, also: &[HeaderName]) {
-    let present: Vec<HeaderName> = headers
-        .keys()
-        .filter(|name| is_hop_by_hop(name) || also.contains(name))
-        .cloned()
-        .collect();
-    if present.contains(&header::CONNECTION) {
-        // The headers it names are of one hop too.
-        let named: Vec<HeaderName> = headers
-            .get_all(header::CONNECTION)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
-            .collect();
-        for name in named {
+    let mut present_also = 0u64;
+    let mut of_one_hop = false;
+    for name in headers.keys() {
+        if let Some(i) = also.iter().position(|a| a == name) {
+            present_also |= 1 << (i % 64);
+        } else if is_hop_by_hop(name) {
+            of_one_hop = true;
+        }
+    }
+    for (i, name) in also.iter().enumerate() {
+        if present_also & (1 << (i % 64)) != 0 {
             headers.remove(name);
         }
     }
-    for name in present {
+    if !of_one_hop {
+        return;
+    }
+    let mut named: Vec<HeaderName> = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .filter_map(|name| HeaderName::from_bytes(name.trim().as_bytes()).ok())
+        .collect();
+    // The headers `Connection` names are of one hop too.
+    named.extend(headers.keys().filter(|name| is_hop_by_hop(name)).cloned());
+    for name in named {
         headers.remove(name);
     }
 }
