@@ -36,7 +36,7 @@ fn is_hop_by_hop(name: &HeaderName) -> bool {
 pub fn for_upstream(mut headers: HeaderMap) -> HeaderMap {
     strip(
         &mut headers,
-        &[
+        [
             header::HOST,
             header::CONTENT_LENGTH,
             header::ACCEPT_ENCODING,
@@ -48,27 +48,27 @@ pub fn for_upstream(mut headers: HeaderMap) -> HeaderMap {
 /// The upstream's headers as the client gets them: all of them less those of one hop and
 /// `Content-Length` (the answer may be rewritten).
 pub fn for_client(mut headers: HeaderMap) -> HeaderMap {
-    strip(&mut headers, &[header::CONTENT_LENGTH]);
+    strip(&mut headers, [header::CONTENT_LENGTH]);
     headers
 }
 
-/// Removes the headers of one hop, those the `Connection` header names, and `also` (at most 64
-/// names). The names are looked through once, and only those present are removed: a message
-/// carries a handful of headers and seldom more than one of these, where a removal per name that
-/// might be there hashes each of them. Without a header of one hop (the usual message) nothing
-/// is gathered: which of `also` are present is a bit each.
-fn strip(headers: &mut HeaderMap, also: &[HeaderName]) {
-    let mut present_also = 0u64;
+/// Removes the headers of one hop, those the `Connection` header names, and `also`. The names
+/// are looked through once, and only those present are removed: a message carries a handful
+/// of headers and seldom more than one of these, where a removal per name that might be there
+/// hashes each of them. Without a header of one hop (the usual message) nothing
+/// is gathered: which of `also` are present is a flag each.
+fn strip<const N: usize>(headers: &mut HeaderMap, also: [HeaderName; N]) {
+    let mut present = [false; N];
     let mut of_one_hop = false;
     for name in headers.keys() {
         if let Some(i) = also.iter().position(|a| a == name) {
-            present_also |= 1 << (i % 64);
+            present[i] = true;
         } else if is_hop_by_hop(name) {
             of_one_hop = true;
         }
     }
-    for (i, name) in also.iter().enumerate() {
-        if present_also & (1 << (i % 64)) != 0 {
+    for (name, present) in also.into_iter().zip(present) {
+        if present {
             headers.remove(name);
         }
     }
