@@ -60,6 +60,14 @@ pub struct Document {
 /// rather than a scan; a scan of fewer is faster than a search.
 const INDEXED_MEMBERS: u32 = 16;
 
+/// What a slot past the end reads as.
+static MISSING: Slot = Slot {
+    kind: Kind::Null,
+    a: 0,
+    b: 0,
+    c: 0,
+};
+
 /// A string or key whose text is in the arena (it had escapes), not in the source.
 const DECODED: u64 = 1;
 
@@ -158,21 +166,35 @@ impl Document {
     }
 
     fn slot(&self, at: u32) -> Slot {
-        self.slots.get(at as usize).copied().unwrap_or(Slot {
-            kind: Kind::Null,
-            a: 0,
-            b: 0,
-            c: 0,
-        })
+        *self.slot_ref(at)
+    }
+
+    /// The slot at `at` (a null past the end).
+    fn slot_ref(&self, at: u32) -> &Slot {
+        self.slots.get(at as usize).unwrap_or(&MISSING)
     }
 
     /// The text of a string, key or number slot.
+    ///
+    /// Every such slot's text starts and ends on a character's boundary: a string's or key's
+    /// text without escapes lies between its quotes in the source, a decoded one is whole
+    /// characters pushed to the arena, a number's literal is ASCII, and both texts are UTF-8
+    /// (`read`, [`DocumentJson`]'s string node). So only the range's end is checked here: an
+    /// enum of strings looks up each element's text, and the two boundary checks were most of
+    /// that lookup's cost.
+    #[inline]
     fn text_of(&self, slot: Slot) -> &str {
-        let range = slot.a as usize..slot.a as usize + slot.b as usize;
+        let (start, end) = (slot.a as usize, slot.a as usize + slot.b as usize);
         let decoded =
             slot.c == DECODED && matches!(slot.kind, Kind::String | Kind::Key | Kind::Shadowed);
         let text: &str = if decoded { &self.text } else { &self.source };
-        text.get(range).unwrap_or_default()
+        if end > text.len() {
+            return "";
+        }
+        debug_assert!(text.is_char_boundary(start) && text.is_char_boundary(end));
+        // SAFETY: `start <= end <= text.len()` (a slot's length is not negative, and the end is
+        // checked above), and both are on character boundaries of `text`, as said above.
+        unsafe { text.get_unchecked(start..end) }
     }
 
     /// The slot after the value at `at` and everything inside it.

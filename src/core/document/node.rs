@@ -2,7 +2,7 @@
 //! validators built with `jsonschema::options_for::<DocumentJson>()` judge a document in place.
 
 use super::number::Number;
-use super::{Document, Kind, INDEXED_MEMBERS};
+use super::{Document, Kind, Slot, INDEXED_MEMBERS};
 use ahash::{AHashSet, AHasher};
 use jsonschema::json::JsonNumber;
 use jsonschema::json::{Array, Json, Node, NodeIdentity, Object};
@@ -45,26 +45,40 @@ impl Json for DocumentJson {
     }
 }
 
-/// One value of a document: the document and the value's slot.
+/// One value of a document: the document, where the value's slot is, and the slot itself (read
+/// once, where the node is made: the validator asks a node its kind, then its text or number).
 #[derive(Clone, Copy)]
 pub struct NodeRef<'a> {
     doc: &'a Document,
+    slot: &'a Slot,
     at: u32,
 }
 
 impl<'a> NodeRef<'a> {
     pub(super) fn new(doc: &'a Document, at: u32) -> Self {
-        NodeRef { doc, at }
+        NodeRef {
+            doc,
+            slot: doc.slot_ref(at),
+            at,
+        }
     }
 
     fn kind(&self) -> Kind {
-        self.doc.slot(self.at).kind
+        self.slot.kind
+    }
+
+    /// The slot after this value and everything inside it.
+    fn after(&self) -> u32 {
+        match self.slot.kind {
+            Kind::Array | Kind::Object => self.slot.b,
+            _ => self.at + 1,
+        }
     }
 
     /// The member named `key` of an object value.
     pub(crate) fn member(&self, key: &str) -> Option<NodeRef<'a>> {
         let doc = self.doc;
-        let slot = doc.slot(self.at);
+        let slot = *self.slot;
         if slot.kind != Kind::Object {
             return None;
         }
@@ -89,7 +103,7 @@ impl<'a> NodeRef<'a> {
 
     /// The value as a `serde_json::Value` (numbers keep their literals).
     pub(super) fn value(&self) -> Value {
-        let slot = self.doc.slot(self.at);
+        let slot = *self.slot;
         match slot.kind {
             Kind::Null => Value::Null,
             Kind::False => Value::Bool(false),
@@ -124,12 +138,12 @@ impl<'a> Node<'a, DocumentJson> for NodeRef<'a> {
     }
 
     fn as_string(&self) -> Option<Cow<'a, str>> {
-        let slot = self.doc.slot(self.at);
+        let slot = *self.slot;
         (slot.kind == Kind::String).then(|| Cow::Borrowed(self.doc.text_of(slot)))
     }
 
     fn as_number(&self) -> Option<Number<'a>> {
-        let slot = self.doc.slot(self.at);
+        let slot = *self.slot;
         matches!(slot.kind, Kind::Unsigned | Kind::Signed | Kind::Float)
             .then(|| self.doc.number(slot))
     }
@@ -162,7 +176,7 @@ impl<'a> Node<'a, DocumentJson> for NodeRef<'a> {
     }
 
     fn equals_value(&self, expected: &Value) -> bool {
-        let slot = self.doc.slot(self.at);
+        let slot = *self.slot;
         match (slot.kind, expected) {
             (Kind::Null, Value::Null) => true,
             (Kind::True, Value::Bool(b)) => *b,
@@ -201,7 +215,7 @@ impl<'a> Node<'a, DocumentJson> for NodeRef<'a> {
     /// text of an array or object as sent, or from a string's or number's text.
     fn lazy_value(&self) -> LazyInstance<'a> {
         let doc = self.doc;
-        let slot = doc.slot(self.at);
+        let slot = *self.slot;
         let (bytes, tag): (&'a [u8], u32) = match slot.kind {
             Kind::Array | Kind::Object => (doc.span(slot), LAZY_JSON),
             Kind::Unsigned | Kind::Signed | Kind::Float => {
@@ -245,7 +259,7 @@ impl<'a> Object<'a, DocumentJson> for NodeRef<'a> {
     type MembersIter = Members<'a>;
 
     fn len(&self) -> usize {
-        self.doc.slot(self.at).a as usize
+        self.slot.a as usize
     }
 
     fn get(&self, key: &Box<str>) -> Option<NodeRef<'a>> {
@@ -262,7 +276,7 @@ impl<'a> Array<'a, DocumentJson> for NodeRef<'a> {
     type ElementsIter = Elements<'a>;
 
     fn len(&self) -> usize {
-        self.doc.slot(self.at).a as usize
+        self.slot.a as usize
     }
 
     fn elements(&self) -> Elements<'a> {
@@ -303,7 +317,7 @@ impl Eq for Hashed<'_> {}
 impl Hash for Hashed<'_> {
     fn hash<H: Hasher>(&self, state: &mut H) {
         let node = self.0;
-        let slot = node.doc.slot(node.at);
+        let slot = *node.slot;
         match slot.kind {
             Kind::Null => state.write_u32(3_221_225_473),
             Kind::True => true.hash(state),
@@ -338,7 +352,7 @@ impl Hash for Hashed<'_> {
 
 /// JSON equality of two values of documents: numbers mathematically, objects in any order.
 fn same(a: NodeRef<'_>, b: NodeRef<'_>) -> bool {
-    let (sa, sb) = (a.doc.slot(a.at), b.doc.slot(b.at));
+    let (sa, sb) = (*a.slot, *b.slot);
     let number = |k: Kind| matches!(k, Kind::Unsigned | Kind::Signed | Kind::Float);
     match (sa.kind, sb.kind) {
         (Kind::Unsigned, Kind::Unsigned) | (Kind::Signed, Kind::Signed) => sa.c == sb.c,
@@ -373,7 +387,7 @@ pub struct Members<'a> {
 
 impl<'a> Members<'a> {
     fn of(object: NodeRef<'a>) -> Self {
-        let slot = object.doc.slot(object.at);
+        let slot = *object.slot;
         let (at, end) = if slot.kind == Kind::Object {
             (object.at + 1, slot.b)
         } else {
@@ -394,9 +408,10 @@ impl<'a> Iterator for Members<'a> {
         while self.at < self.end {
             let key = self.at;
             let slot = self.doc.slot(key);
-            self.at = self.doc.after(key + 1);
+            let value = NodeRef::new(self.doc, key + 1);
+            self.at = value.after();
             if slot.kind == Kind::Key {
-                return Some((self.doc.text_of(slot), NodeRef::new(self.doc, key + 1)));
+                return Some((self.doc.text_of(slot), value));
             }
         }
         None
@@ -412,7 +427,7 @@ pub struct Elements<'a> {
 
 impl<'a> Elements<'a> {
     fn of(array: NodeRef<'a>) -> Self {
-        let slot = array.doc.slot(array.at);
+        let slot = *array.slot;
         let (at, end) = if slot.kind == Kind::Array {
             (array.at + 1, slot.b)
         } else {
@@ -432,7 +447,7 @@ impl<'a> Iterator for Elements<'a> {
     fn next(&mut self) -> Option<NodeRef<'a>> {
         (self.at < self.end).then(|| {
             let element = NodeRef::new(self.doc, self.at);
-            self.at = self.doc.after(self.at);
+            self.at = element.after();
             element
         })
     }
