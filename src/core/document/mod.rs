@@ -86,6 +86,16 @@ struct Slot {
     c: u64,
 }
 
+impl Slot {
+    /// The slot after this value, which is at `at`, and everything inside it.
+    fn after(&self, at: u32) -> u32 {
+        match self.kind {
+            Kind::Array | Kind::Object => self.b,
+            _ => at + 1,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Null,
@@ -199,11 +209,7 @@ impl Document {
 
     /// The slot after the value at `at` and everything inside it.
     fn after(&self, at: u32) -> u32 {
-        let slot = self.slot(at);
-        match slot.kind {
-            Kind::Array | Kind::Object => slot.b,
-            _ => at + 1,
-        }
+        self.slot_ref(at).after(at)
     }
 
     /// The JSON text of the array or object at `slot`, as sent.

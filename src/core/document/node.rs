@@ -69,10 +69,7 @@ impl<'a> NodeRef<'a> {
 
     /// The slot after this value and everything inside it.
     fn after(&self) -> u32 {
-        match self.slot.kind {
-            Kind::Array | Kind::Object => self.slot.b,
-            _ => self.at + 1,
-        }
+        self.slot.after(self.at)
     }
 
     /// The member named `key` of an object value.
