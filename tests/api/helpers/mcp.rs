@@ -52,6 +52,31 @@ pub(crate) fn free_port() -> u16 {
         .port()
 }
 
+/// Whether process `pid` holds the socket listening on 127.0.0.1:`port`: its inode, found in
+/// the kernel's table of TCP sockets, among the process's open files.
+pub(crate) fn listens_on(pid: u32, port: u16) -> bool {
+    const LISTEN: &str = "0A";
+    let local = format!("0100007F:{port:04X}");
+    let Ok(table) = std::fs::read_to_string("/proc/net/tcp") else {
+        return false;
+    };
+    let Some(inode) = table.lines().skip(1).find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        (fields.get(1) == Some(&local.as_str()) && fields.get(3) == Some(&LISTEN))
+            .then(|| fields.get(9).map(|inode| format!("socket:[{inode}]")))
+            .flatten()
+    }) else {
+        return false;
+    };
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .any(|fd| {
+            std::fs::read_link(fd.path()).is_ok_and(|link| link.as_os_str() == inode.as_str())
+        })
+}
+
 /// `schemagate proxy` with `flags`, in front of the test server (`server_args` after it).
 pub(crate) fn proxy_command(flags: &[&str], server_args: &[&str]) -> Command {
     let mut command = Command::new(schemagate());
@@ -231,9 +256,9 @@ pub(crate) struct Gateway {
 }
 
 impl Gateway {
-    /// The gateway with `routes` (NAME=URL) and `flags`, once it answers /healthz.
+    /// The gateway with `routes` (NAME=URL) and `flags`, once it answers /readyz.
     pub(crate) async fn start(routes: &[String], flags: &[&str]) -> Self {
-        Self::launch(routes, flags, Stdio::inherit()).await
+        Self::launch(routes, flags, || Ok(Stdio::inherit())).await
     }
 
     /// As [`Gateway::start`], its log (warnings and errors) written to `log`.
@@ -243,41 +268,54 @@ impl Gateway {
         log: &std::path::Path,
     ) -> Self {
         let file = std::fs::File::create(log).expect("create the gateway's log file");
-        Self::launch(routes, flags, Stdio::from(file)).await
+        Self::launch(routes, flags, || file.try_clone().map(Stdio::from)).await
     }
 
-    async fn launch(routes: &[String], flags: &[&str], stderr: Stdio) -> Self {
-        let port = free_port();
-        let metrics_port = free_port();
-        let mut command = Command::new(schemagate());
-        command
-            .arg("gateway")
-            .args(["--listen", &format!("127.0.0.1:{port}")])
-            .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
-            .args(["--contract-wait-ms", "3000"])
-            .args(flags)
-            .env("SCHEMAGATE_LOG_LEVEL", "warn")
-            .env_remove("SCHEMAGATE_POLICY")
-            .stderr(stderr)
-            .kill_on_drop(true);
-        for route in routes {
-            command.args(["--route", route]);
-        }
-        let child = command.spawn().expect("spawn schemagate gateway");
-        let health = format!("http://127.0.0.1:{port}/readyz");
-        for _ in 0..800 {
-            if let Ok(response) = crate::http_client::get(&health).await {
-                if response.status() == 200 {
+    /// The gateway on two ports free a moment ago. Another test's process may take one of them
+    /// first: the gateway is then started again on others, and a /readyz answered by a process
+    /// not its own is not taken for it (that test's requests would reach this gateway).
+    async fn launch(
+        routes: &[String],
+        flags: &[&str],
+        stderr: impl Fn() -> std::io::Result<Stdio>,
+    ) -> Self {
+        for _ in 0..5 {
+            let (port, metrics_port) = (free_port(), free_port());
+            let mut command = Command::new(schemagate());
+            command
+                .arg("gateway")
+                .args(["--listen", &format!("127.0.0.1:{port}")])
+                .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
+                .args(["--contract-wait-ms", "3000"])
+                .args(flags)
+                .env("SCHEMAGATE_LOG_LEVEL", "warn")
+                .env_remove("SCHEMAGATE_POLICY")
+                .stderr(stderr().expect("the gateway's log"))
+                .kill_on_drop(true);
+            for route in routes {
+                command.args(["--route", route]);
+            }
+            let mut child = command.spawn().expect("spawn schemagate gateway");
+            let pid = child.id().expect("a gateway just started");
+            let health = format!("http://127.0.0.1:{port}/readyz");
+            for _ in 0..800 {
+                if child.try_wait().expect("the gateway's status").is_some() {
+                    break; // a port was taken: again, on others
+                }
+                let ready = crate::http_client::get(&health)
+                    .await
+                    .is_ok_and(|response| response.status() == 200);
+                if ready && listens_on(pid, port) && listens_on(pid, metrics_port) {
                     return Self {
                         _child: child,
                         port,
                         metrics_port,
                     };
                 }
+                tokio::time::sleep(Duration::from_millis(25)).await;
             }
-            tokio::time::sleep(Duration::from_millis(25)).await;
         }
-        panic!("schemagate gateway was not ready within 20 s");
+        panic!("schemagate gateway was not ready on ports of its own within 5 tries");
     }
 
     /// The gateway's process.
