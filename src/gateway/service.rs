@@ -380,9 +380,11 @@ where
         Ok(message) => message,
         Err(e) => return unread(&gateway, &e),
     };
-    // Read from a second handle on the body (the message itself goes to the exchange).
+    // Read from a second handle on the body (the message itself goes to the exchange, with its
+    // envelope scanned here once).
     let read = message.clone();
-    let framing = mcp::framing(&read);
+    let envelope = mcp::Envelope::scan(&read);
+    let framing = Framing::scanned(&envelope, &read);
     if let Some(mismatch) = header_mismatch(&parts.headers, &framing, &message) {
         let id = match &framing {
             Framing::Request { id, .. } => Some(*id),
@@ -431,6 +433,7 @@ where
         method: Method::POST,
         headers: parts.headers,
         message,
+        envelope,
         expects_answer,
         caller: Arc::clone(&caller),
         adopt,
@@ -500,6 +503,7 @@ async fn relay_bodyless(
         method,
         headers: parts.headers,
         message: Bytes::new(),
+        envelope: mcp::Envelope::scan(&[]),
         expects_answer: false,
         caller: Arc::clone(&caller),
         adopt,

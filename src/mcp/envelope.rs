@@ -112,6 +112,60 @@ pub fn parse_reading(line: &Bytes, direction: Direction, ahead: Option<ReadAhead
     parsed(line, direction, ahead.map(|ahead| (line, ahead)))
 }
 
+/// Where the envelope's members of one line lie in it: the line scanned once, by a transport
+/// that must know what a client's message is before the rules see it (the gateway's POST), and
+/// handed with the line to the rules, which read the message from it with no second scan.
+#[derive(Clone, Copy, Debug)]
+pub struct Envelope {
+    /// The line scanned, by where its bytes are and how many: the envelope is of that line
+    /// alone (a `Bytes` and its clones share their bytes, which never change).
+    line: (usize, usize),
+    /// Each member's text, as a range of the line; `None` when the line is no JSON object
+    /// (a batch, or not JSON), which is read whole where it is read.
+    members: Option<[Option<(usize, usize)>; 5]>,
+}
+
+impl Envelope {
+    /// Scans `line` once.
+    pub fn scan(line: &[u8]) -> Self {
+        let text = trim(line);
+        let base = line.as_ptr() as usize;
+        let members = match text.first() {
+            Some(b'{') => members(text, ENVELOPE).map(|found| {
+                found.map(|member| {
+                    member.map(|m| {
+                        let start = m.bytes().as_ptr() as usize - base;
+                        (start, start + m.bytes().len())
+                    })
+                })
+            }),
+            _ => None,
+        };
+        Envelope {
+            line: (base, line.len()),
+            members,
+        }
+    }
+
+    /// What `line` holds, read in `direction` as [`parse`] reads it: from the members found
+    /// when `line` is the line scanned, read anew otherwise.
+    pub fn parsed<'a>(&self, line: &'a [u8], direction: Direction) -> Parsed<'a> {
+        let scanned = self.line == (line.as_ptr() as usize, line.len());
+        let Some(members) = self.members.filter(|_| scanned) else {
+            return parse(line, direction);
+        };
+        let found = members.map(|member| {
+            member
+                .and_then(|(start, end)| line.get(start..end))
+                .map(Unread::new)
+        });
+        match message_of(found, None, direction) {
+            Some(message) => Parsed::One(message),
+            None => Parsed::NotJsonRpc,
+        }
+    }
+}
+
 fn parsed<'a>(
     line: &'a [u8],
     direction: Direction,
@@ -170,7 +224,17 @@ fn message_reading<'a>(
         }
         None => members(text, ENVELOPE),
     };
-    let [id, method, params, result, error] = found?;
+    message_of(found?, read, direction)
+}
+
+/// The message whose envelope members are `found` (in [`ENVELOPE`] order), sent in `direction`,
+/// with its `result` read ahead as `read` where it was.
+fn message_of<'a>(
+    found: [Option<Unread<'a>>; 5],
+    read: Option<Box<ToolResult>>,
+    direction: Direction,
+) -> Option<Message<'a>> {
+    let [id, method, params, result, error] = found;
     // A `method` that is not a string makes no request or notification for any client.
     let method = method.and_then(Unread::string);
     let answer = result.is_some() || error.is_some();
@@ -375,6 +439,54 @@ mod tests {
                 r#"{"jsonrpc":"2.0","id":3,"method":5,"result":{}}"#
             ),
             "response 3"
+        );
+    }
+
+    /// All a reading says of a line: the message's members as read, or what else it is.
+    fn reading(parsed: Parsed<'_>) -> String {
+        match parsed {
+            Parsed::One(message) => format!("{message:?}"),
+            Parsed::Batch(items) => format!("batch {items:?}"),
+            Parsed::NotJsonRpc => "not json-rpc".into(),
+        }
+    }
+
+    #[test]
+    fn a_scanned_envelope_reads_its_line_as_a_first_reading_does() {
+        let lines = [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"a","arguments":{}}}"#,
+            "  {\"jsonrpc\":\"2.0\",\"id\":\"x\",\"method\":\"tools/\\u0063all\"}\r\n",
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{},"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":3,"method":5,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":true,"result":{}}"#,
+            r#"{"id":1,"method":"x","method":"y","params":[tru]}"#,
+            r#"{"jsonrpc":"2.0","error":{"code":-32700,"message":"x"}}"#,
+            r#"[{"id":1,"method":"a"},{"id":2,"method":"b"}]"#,
+            r#"{"id":1,"method":"x""#,
+            r#"{"hello":"world"}"#,
+            "not json",
+            "",
+        ];
+        for line in lines {
+            for direction in [Direction::ToServer, Direction::ToClient] {
+                let line = Bytes::copy_from_slice(line.as_bytes());
+                let scanned = Envelope::scan(&line);
+                // The rules read it from a second handle on the same bytes.
+                let handed = line.clone();
+                assert_eq!(
+                    reading(scanned.parsed(&handed, direction)),
+                    reading(parse(&line, direction)),
+                    "{line:?}"
+                );
+            }
+        }
+        // An envelope handed another line (of the same length) reads that line, not its own.
+        let first = Bytes::from_static(br#"{"id":1,"method":"a"}"#);
+        let other = Bytes::copy_from_slice(br#"{"id":2,"method":"b"}"#);
+        assert_eq!(
+            reading(Envelope::scan(&first).parsed(&other, Direction::ToServer)),
+            reading(parse(&other, Direction::ToServer))
         );
     }
 

@@ -34,7 +34,7 @@ mod view;
 
 /// A message's top-level `id` and whether it has a `method`, read from its first bytes (or all
 /// of them): how a transport that is not one request, one answer (stdio) finds who awaits it.
-pub use envelope::{head as message_head, Head as MessageHead};
+pub use envelope::{head as message_head, Envelope, Head as MessageHead};
 use metrics::{MessageMetrics, Relayed};
 /// Where a replaced result carries its verdict: the key in its `_meta`.
 pub use reply::VERDICT_META_KEY;
@@ -392,6 +392,19 @@ impl Boundary {
         self.relay_parsed(link, direction, line, parsed).await
     }
 
+    /// As [`Boundary::relay`], for a client's message whose envelope was `scanned` already (a
+    /// gateway's POST, whose envelope says how it is served): the line is not scanned again.
+    pub async fn relay_scanned(
+        &self,
+        link: &impl Link,
+        line: &Bytes,
+        scanned: &Envelope,
+    ) -> io::Result<()> {
+        let parsed = scanned.parsed(line, Direction::ToServer);
+        self.relay_parsed(link, Direction::ToServer, line, parsed)
+            .await
+    }
+
     /// As [`Boundary::relay`], for a line that must hold one JSON-RPC message (an answer owed
     /// to a client's HTTP request): `false`, with nothing relayed or recorded, when it holds
     /// anything else. The line is read once for both.
@@ -636,17 +649,28 @@ pub enum Framing<'a> {
 
 /// Reads `bytes`' envelope (see [`Framing`]).
 pub fn framing(bytes: &[u8]) -> Framing<'_> {
-    match envelope::parse(bytes, Direction::ToServer) {
-        Parsed::One(Message::Request { id, method, .. }) => Framing::Request {
-            id: id.get(),
-            method,
-        },
-        Parsed::One(Message::Notification { method, .. }) => Framing::Other {
-            method: Some(method),
-        },
-        Parsed::One(_) => Framing::Other { method: None },
-        Parsed::Batch(_) => Framing::Batch,
-        Parsed::NotJsonRpc => Framing::NotJsonRpc,
+    Framing::of(envelope::parse(bytes, Direction::ToServer))
+}
+
+impl<'a> Framing<'a> {
+    /// What a client's message is, read from its envelope `scanned` (see [`Envelope`]).
+    pub fn scanned(scanned: &Envelope, bytes: &'a [u8]) -> Self {
+        Self::of(scanned.parsed(bytes, Direction::ToServer))
+    }
+
+    fn of(parsed: Parsed<'a>) -> Self {
+        match parsed {
+            Parsed::One(Message::Request { id, method, .. }) => Framing::Request {
+                id: id.get(),
+                method,
+            },
+            Parsed::One(Message::Notification { method, .. }) => Framing::Other {
+                method: Some(method),
+            },
+            Parsed::One(_) => Framing::Other { method: None },
+            Parsed::Batch(_) => Framing::Batch,
+            Parsed::NotJsonRpc => Framing::NotJsonRpc,
+        }
     }
 }
 

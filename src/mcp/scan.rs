@@ -56,7 +56,7 @@ impl<'a> Unread<'a> {
         self.0 == b"null"
     }
 
-    #[cfg(test)]
+    /// The value whose text is `text`, found by structure before (see [`super::Envelope`]).
     pub fn new(text: &'a [u8]) -> Self {
         Self(text)
     }

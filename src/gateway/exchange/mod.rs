@@ -30,7 +30,7 @@ use super::upstream::headers::{self, MCP_SESSION_ID};
 use super::upstream::{Failure, Requester, UpstreamRequest, Upstreamed};
 use super::Gateway;
 use crate::core::auth::Caller;
-use crate::mcp::{self, Boundary, Direction, Link, Outgoing};
+use crate::mcp::{self, Boundary, Direction, Envelope, Link, Outgoing};
 use answer::Decided;
 use bytes::Bytes;
 use futures_util::FutureExt;
@@ -64,6 +64,8 @@ pub struct Exchange {
     host: Option<HeaderValue>,
     /// The client's message (a POST's body).
     request: Bytes,
+    /// Its envelope, scanned where the request was read.
+    envelope: Envelope,
     /// Set with the head, once.
     decided: Mutex<Decided>,
     /// The client's own message has gone to the upstream (later ones are the rules' own).
@@ -84,6 +86,8 @@ pub struct ClientRequest {
     pub headers: HeaderMap,
     /// The message (empty for GET and DELETE).
     pub message: Bytes,
+    /// Its envelope, scanned once (the rules read the message from it).
+    pub envelope: Envelope,
     /// The message is a request.
     pub expects_answer: bool,
     /// Who sent it.
@@ -119,6 +123,7 @@ impl Exchange {
             caller: request.caller,
             host,
             request: request.message,
+            envelope: request.envelope,
             decided: Mutex::new(Decided {
                 mode: None,
                 staged: None,
@@ -165,7 +170,7 @@ impl Exchange {
                 };
                 if let Err(e) = self
                     .boundary
-                    .relay(&link, Direction::ToServer, &request)
+                    .relay_scanned(&link, &request, &self.envelope)
                     .await
                 {
                     tracing::debug!(route = %self.route.route.name, error = %e, "the client's message was not relayed in full");
