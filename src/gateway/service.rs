@@ -385,7 +385,7 @@ where
     let read = message.clone();
     let envelope = mcp::Envelope::scan(&read);
     let framing = Framing::scanned(&envelope, &read);
-    if let Some(mismatch) = header_mismatch(&parts.headers, &framing, &message) {
+    if let Some(mismatch) = header_mismatch(&parts.headers, &framing, &envelope, &message) {
         let id = match &framing {
             Framing::Request { id, .. } => Some(*id),
             _ => None,
@@ -503,7 +503,7 @@ async fn relay_bodyless(
         method,
         headers: parts.headers,
         message: Bytes::new(),
-        envelope: mcp::Envelope::scan(&[]),
+        envelope: mcp::Envelope::scan(&Bytes::new()),
         expects_answer: false,
         caller: Arc::clone(&caller),
         adopt,
@@ -526,7 +526,12 @@ async fn relay_bodyless(
 /// Where a header that describes the body (2026-07-28: `Mcp-Method`, and `Mcp-Name` for a
 /// `tools/call`) disagrees with it, what the HeaderMismatch error says. The gateway judges the
 /// body; an upstream may route by the headers; the two must name the same call.
-fn header_mismatch(headers: &HeaderMap, framing: &Framing, message: &[u8]) -> Option<String> {
+fn header_mismatch(
+    headers: &HeaderMap,
+    framing: &Framing,
+    scanned: &mcp::Envelope,
+    message: &[u8],
+) -> Option<String> {
     // A header sent twice names two calls: an upstream may act on either value.
     for (name, shown) in [(&MCP_METHOD, "Mcp-Method"), (&MCP_NAME, "Mcp-Name")] {
         if headers.get_all(name).iter().nth(1).is_some() {
@@ -555,7 +560,7 @@ fn header_mismatch(headers: &HeaderMap, framing: &Framing, message: &[u8]) -> Op
     }
     // The call's tool is read again only when a header names one.
     let said = header(&MCP_NAME)?;
-    let tool = mcp::called_tool(message)?;
+    let tool = mcp::called_tool(scanned, message)?;
     (said != tool).then(|| {
         format!(
             "schemagate gateway: HeaderMismatch: the Mcp-Name header says {said:?}, the body calls tool {tool:?}; send the same in both"

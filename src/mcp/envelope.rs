@@ -115,11 +115,12 @@ pub fn parse_reading(line: &Bytes, direction: Direction, ahead: Option<ReadAhead
 /// Where the envelope's members of one line lie in it: the line scanned once, by a transport
 /// that must know what a client's message is before the rules see it (the gateway's POST), and
 /// handed with the line to the rules, which read the message from it with no second scan.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Envelope {
-    /// The line scanned, by where its bytes are and how many: the envelope is of that line
-    /// alone (a `Bytes` and its clones share their bytes, which never change).
-    line: (usize, usize),
+    /// The line scanned, held: while the envelope is, its bytes stay where they are and never
+    /// change (a `Bytes` and its clones share them), so a line at the same place of the same
+    /// length is this line.
+    line: Bytes,
     /// Each member's text, as a range of the line; `None` when the line is no JSON object
     /// (a batch, or not JSON), which is read whole where it is read.
     members: Option<[Option<(usize, usize)>; 5]>,
@@ -127,7 +128,7 @@ pub struct Envelope {
 
 impl Envelope {
     /// Scans `line` once.
-    pub fn scan(line: &[u8]) -> Self {
+    pub fn scan(line: &Bytes) -> Self {
         let text = trim(line);
         let base = line.as_ptr() as usize;
         let members = match text.first() {
@@ -142,7 +143,7 @@ impl Envelope {
             _ => None,
         };
         Envelope {
-            line: (base, line.len()),
+            line: line.clone(),
             members,
         }
     }
@@ -150,7 +151,8 @@ impl Envelope {
     /// What `line` holds, read in `direction` as [`parse`] reads it: from the members found
     /// when `line` is the line scanned, read anew otherwise.
     pub fn parsed<'a>(&self, line: &'a [u8], direction: Direction) -> Parsed<'a> {
-        let scanned = self.line == (line.as_ptr() as usize, line.len());
+        let scanned =
+            std::ptr::eq(line.as_ptr(), self.line.as_ptr()) && line.len() == self.line.len();
         let Some(members) = self.members.filter(|_| scanned) else {
             return parse(line, direction);
         };
@@ -484,6 +486,7 @@ mod tests {
         // An envelope handed another line (of the same length) reads that line, not its own.
         let first = Bytes::from_static(br#"{"id":1,"method":"a"}"#);
         let other = Bytes::copy_from_slice(br#"{"id":2,"method":"b"}"#);
+        assert_eq!(first.len(), other.len());
         assert_eq!(
             reading(Envelope::scan(&first).parsed(&other, Direction::ToServer)),
             reading(parse(&other, Direction::ToServer))

@@ -632,6 +632,15 @@ pub fn request_id(message: &[u8]) -> Option<&str> {
     }
 }
 
+/// As [`request_id`], for `message` read through `scanned`, its envelope when it is the message
+/// scanned (see [`Envelope`]).
+pub fn scanned_request_id<'a>(scanned: &Envelope, message: &'a [u8]) -> Option<&'a str> {
+    match scanned.parsed(message, Direction::ToServer) {
+        Parsed::One(Message::Request { id, .. }) => Some(id.get()),
+        _ => None,
+    }
+}
+
 /// What one message sent on its own (a Streamable HTTP POST's body) is, read from its envelope
 /// alone: what a transport needs to know of it before the rules see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -674,14 +683,15 @@ impl<'a> Framing<'a> {
     }
 }
 
-/// The tool a `tools/call` request in `bytes` names, if it is one.
-pub fn called_tool(bytes: &[u8]) -> Option<String> {
+/// The tool a `tools/call` request in `bytes` names, if it is one; `bytes` read through
+/// `scanned`, its envelope (see [`Envelope`]).
+pub fn called_tool(scanned: &Envelope, bytes: &[u8]) -> Option<String> {
     #[derive(Deserialize)]
     struct Named<'a> {
         #[serde(borrow)]
         name: Cow<'a, str>,
     }
-    match envelope::parse(bytes, Direction::ToServer) {
+    match scanned.parsed(bytes, Direction::ToServer) {
         Parsed::One(Message::Request { method, params, .. }) if method == "tools/call" => {
             let named: Named<'_> = params?.parse()?;
             Some(named.name.into_owned())

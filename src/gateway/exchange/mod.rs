@@ -414,6 +414,12 @@ impl Exchange {
         }
     }
 
+    /// The id of `request`, a message to the upstream, when it is a request: the client's
+    /// message read through its envelope, any other scanned.
+    pub(super) fn request_id<'a>(&self, request: &'a [u8]) -> Option<&'a str> {
+        mcp::scanned_request_id(&self.envelope, request)
+    }
+
     /// The upstream could not answer the client's message (`request`; `None` for GET and
     /// DELETE): a 502 or 504 with a JSON-RPC error naming the route.
     pub(super) fn failed(&self, failure: &Failure, request: Option<&Bytes>) {
@@ -423,7 +429,7 @@ impl Exchange {
         let upstream = route.target.public();
         tracing::warn!(route = %route.name, %upstream, error = %failure, "the upstream gave no answer");
         tracing::debug!(route = %route.name, upstream = %route.target.redacted(), "the upstream that gave no answer");
-        let id = request.and_then(|r| mcp::request_id(r));
+        let id = request.and_then(|r| self.request_id(r));
         let message = format!(
             "schemagate gateway: route {}: the upstream {upstream} {failure}",
             route.name

@@ -73,7 +73,7 @@ pub(super) async fn run(pump: Pump) {
     }
     let client_gone = relayed.as_ref().is_err_and(client_gone);
     // The request's id, read once for all three.
-    if let Some(id) = request.as_deref().and_then(crate::mcp::request_id) {
+    if let Some(id) = request.as_deref().and_then(|r| exchange.request_id(r)) {
         if !client_gone && open.is_some() && !resumable && exchange.boundary().awaits_answer(id) {
             // The stream ended (or was cut) before the answer it owes: the client gets an
             // error for its request, not a stream that ends in silence.
