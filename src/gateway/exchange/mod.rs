@@ -294,6 +294,7 @@ impl Exchange {
             method,
             headers,
             body,
+            scanned: &self.envelope,
             caller: self.caller.name(),
             session: self.session.as_deref(),
             requester,

@@ -120,6 +120,9 @@ pub struct UpstreamRequest<'a> {
     pub headers: &'a HeaderMap,
     /// A POST's message.
     pub body: Option<Bytes>,
+    /// The envelope of the client's message: a body that is that message is read through it
+    /// (see [`mcp::Envelope`](crate::mcp::Envelope)).
+    pub scanned: &'a crate::mcp::Envelope,
     /// Who sent it (a stdio route's processes are kept per caller and session).
     pub caller: &'a str,
     /// The session it names, if any.

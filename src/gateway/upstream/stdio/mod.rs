@@ -232,13 +232,14 @@ impl Servers {
         let UpstreamRequest {
             method,
             body,
+            scanned,
             caller,
             session,
             requester,
             ..
         } = request;
         let (body, requester) = (body.as_ref(), *requester);
-        let framing = body.map(|b| mcp::framing(b));
+        let framing = body.map(|b| Framing::scanned(scanned, b));
         let request_id = match &framing {
             Some(Framing::Request { id, .. }) => Some(*id),
             _ => None,
