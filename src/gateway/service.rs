@@ -380,12 +380,11 @@ where
         Ok(message) => message,
         Err(e) => return unread(&gateway, &e),
     };
-    // Read from a second handle on the body (the message itself goes to the exchange, with its
-    // envelope scanned here once).
-    let read = message.clone();
-    let envelope = mcp::Envelope::scan(&read);
-    let framing = Framing::scanned(&envelope, &read);
-    if let Some(mismatch) = header_mismatch(&parts.headers, &framing, &envelope, &message) {
+    // The envelope, scanned here once, goes to the exchange with the message; the framing is
+    // read from it here.
+    let envelope = mcp::Envelope::scan(&message);
+    let framing = Framing::scanned(&envelope, &message);
+    if let Some(mismatch) = header_mismatch(&parts.headers, &framing, &envelope) {
         let id = match &framing {
             Framing::Request { id, .. } => Some(*id),
             _ => None,
@@ -432,7 +431,6 @@ where
     let request = ClientRequest {
         method: Method::POST,
         headers: parts.headers,
-        message,
         envelope,
         expects_answer,
         caller: Arc::clone(&caller),
@@ -502,7 +500,6 @@ async fn relay_bodyless(
     let request = ClientRequest {
         method,
         headers: parts.headers,
-        message: Bytes::new(),
         envelope: mcp::Envelope::scan(&Bytes::new()),
         expects_answer: false,
         caller: Arc::clone(&caller),
@@ -530,7 +527,6 @@ fn header_mismatch(
     headers: &HeaderMap,
     framing: &Framing,
     scanned: &mcp::Envelope,
-    message: &[u8],
 ) -> Option<String> {
     // A header sent twice names two calls: an upstream may act on either value.
     for (name, shown) in [(&MCP_METHOD, "Mcp-Method"), (&MCP_NAME, "Mcp-Name")] {
@@ -560,7 +556,7 @@ fn header_mismatch(
     }
     // The call's tool is read again only when a header names one.
     let said = header(&MCP_NAME)?;
-    let tool = mcp::called_tool(scanned, message)?;
+    let tool = mcp::called_tool(scanned)?;
     (said != tool).then(|| {
         format!(
             "schemagate gateway: HeaderMismatch: the Mcp-Name header says {said:?}, the body calls tool {tool:?}; send the same in both"

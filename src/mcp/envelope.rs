@@ -148,6 +148,11 @@ impl Envelope {
         }
     }
 
+    /// The line scanned.
+    pub fn line(&self) -> &Bytes {
+        &self.line
+    }
+
     /// What `line` holds, read in `direction` as [`parse`] reads it: from the members found
     /// when `line` is the line scanned, read anew otherwise.
     pub fn parsed<'a>(&self, line: &'a [u8], direction: Direction) -> Parsed<'a> {

@@ -392,14 +392,10 @@ impl Boundary {
         self.relay_parsed(link, direction, line, parsed).await
     }
 
-    /// As [`Boundary::relay`], for a client's message whose envelope was `scanned` already (a
-    /// gateway's POST, whose envelope says how it is served): the line is not scanned again.
-    pub async fn relay_scanned(
-        &self,
-        link: &impl Link,
-        line: &Bytes,
-        scanned: &Envelope,
-    ) -> io::Result<()> {
+    /// As [`Boundary::relay`], for the client's message `scanned` already (a gateway's POST,
+    /// whose envelope says how it is served): its line is not scanned again.
+    pub async fn relay_scanned(&self, link: &impl Link, scanned: &Envelope) -> io::Result<()> {
+        let line = scanned.line();
         let parsed = scanned.parsed(line, Direction::ToServer);
         self.relay_parsed(link, Direction::ToServer, line, parsed)
             .await
@@ -683,15 +679,14 @@ impl<'a> Framing<'a> {
     }
 }
 
-/// The tool a `tools/call` request in `bytes` names, if it is one; `bytes` read through
-/// `scanned`, its envelope (see [`Envelope`]).
-pub fn called_tool(scanned: &Envelope, bytes: &[u8]) -> Option<String> {
+/// The tool the `tools/call` request `scanned` names, if it is one (see [`Envelope`]).
+pub fn called_tool(scanned: &Envelope) -> Option<String> {
     #[derive(Deserialize)]
     struct Named<'a> {
         #[serde(borrow)]
         name: Cow<'a, str>,
     }
-    match scanned.parsed(bytes, Direction::ToServer) {
+    match scanned.parsed(scanned.line(), Direction::ToServer) {
         Parsed::One(Message::Request { method, params, .. }) if method == "tools/call" => {
             let named: Named<'_> = params?.parse()?;
             Some(named.name.into_owned())

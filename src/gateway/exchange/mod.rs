@@ -62,9 +62,7 @@ pub struct Exchange {
     caller: Arc<Caller>,
     /// The `Host` the client sent (the base of the gateway's URLs in a rewritten challenge).
     host: Option<HeaderValue>,
-    /// The client's message (a POST's body).
-    request: Bytes,
-    /// Its envelope, scanned where the request was read.
+    /// The client's message (a POST's body), its envelope scanned where it was read.
     envelope: Envelope,
     /// Set with the head, once.
     decided: Mutex<Decided>,
@@ -84,9 +82,8 @@ pub struct Exchange {
 pub struct ClientRequest {
     pub method: Method,
     pub headers: HeaderMap,
-    /// The message (empty for GET and DELETE).
-    pub message: Bytes,
-    /// Its envelope, scanned once (the rules read the message from it).
+    /// The message (empty for GET and DELETE), its envelope scanned once (the rules read the
+    /// message from it).
     pub envelope: Envelope,
     /// The message is a request.
     pub expects_answer: bool,
@@ -122,7 +119,6 @@ impl Exchange {
             expects_answer: request.expects_answer,
             caller: request.caller,
             host,
-            request: request.message,
             envelope: request.envelope,
             decided: Mutex::new(Decided {
                 mode: None,
@@ -161,18 +157,13 @@ impl Exchange {
                     Err(failure) => self.failed(&failure, None),
                 }
             } else {
-                let request = self.request.clone();
                 let link = Relay {
                     exchange: &self,
                     open: Some(&open),
-                    source: Some(request.clone()),
+                    source: Some(self.envelope.line().clone()),
                     event: None,
                 };
-                if let Err(e) = self
-                    .boundary
-                    .relay_scanned(&link, &request, &self.envelope)
-                    .await
-                {
+                if let Err(e) = self.boundary.relay_scanned(&link, &self.envelope).await {
                     tracing::debug!(route = %self.route.route.name, error = %e, "the client's message was not relayed in full");
                 }
             }
@@ -250,8 +241,9 @@ impl Exchange {
         let bytes = match message {
             Outgoing::Forward(bytes) | Outgoing::Own(bytes) => bytes,
         };
-        let body = if within(&self.request, bytes) {
-            self.request.slice_ref(bytes)
+        let request = self.envelope.line();
+        let body = if within(request, bytes) {
+            request.slice_ref(bytes)
         } else {
             Bytes::copy_from_slice(bytes)
         };

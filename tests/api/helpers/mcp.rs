@@ -60,11 +60,15 @@ pub(crate) fn listens_on(pid: u32, port: u16) -> bool {
     let Ok(table) = std::fs::read_to_string("/proc/net/tcp") else {
         return false;
     };
+    // Each row: sl, local address, remote address, state, ..., the socket's inode tenth.
     let Some(inode) = table.lines().skip(1).find_map(|line| {
         let fields: Vec<&str> = line.split_whitespace().collect();
-        (fields.get(1) == Some(&local.as_str()) && fields.get(3) == Some(&LISTEN))
-            .then(|| fields.get(9).map(|inode| format!("socket:[{inode}]")))
-            .flatten()
+        match fields[..] {
+            [_, at, _, state, _, _, _, _, _, inode, ..] if at == local && state == LISTEN => {
+                Some(format!("socket:[{inode}]"))
+            }
+            _ => None,
+        }
     }) else {
         return false;
     };
