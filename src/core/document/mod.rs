@@ -44,6 +44,10 @@ pub struct Document {
     source: ByteString,
     /// Strings and keys with escapes, decoded, one after another.
     text: String,
+    /// Where the arena starts among the texts' offsets: a string or key whose text starts at or
+    /// past it is in the arena, that far in; any other text is in the source. At least the
+    /// source's length, so the check that a text lies in the source is the one that finds it.
+    arena_at: u32,
     /// For objects of more than [`INDEXED_MEMBERS`] members: their key slots, sorted by key.
     index: Vec<u32>,
     /// Which objects have an index, and where it starts in `index`: (object slot, start), by
@@ -68,20 +72,17 @@ static MISSING: Slot = Slot {
     c: 0,
 };
 
-/// A string or key whose text is in the arena (it had escapes), not in the source.
-const DECODED: u64 = 1;
-
 /// One value of the tape (or an object's key).
 #[derive(Debug, Clone, Copy)]
 struct Slot {
     kind: Kind,
-    /// Strings, keys, numbers: where the text starts (in the source, or for decoded strings in
-    /// the arena). Arrays and objects: their element or (distinct) member count.
+    /// Strings, keys, numbers: where the text starts, in the source or (for strings and keys
+    /// that had escapes, decoded) in the arena (see [`Document`]'s `arena_at`). Arrays and
+    /// objects: their element or (distinct) member count.
     a: u32,
     /// Strings, keys, numbers: the text's length. Arrays and objects: the slot after their last.
     b: u32,
-    /// Numbers: the primitive's bits. Strings and keys: [`DECODED`] when the text is in the
-    /// arena. Arrays and objects: where their text starts and ends in the source (start in the
+    /// Numbers: the primitive's bits. Arrays and objects: where their text starts and ends in the source (start in the
     /// high 32 bits), for an error's instance.
     c: u64,
 }
@@ -189,22 +190,31 @@ impl Document {
     /// Every such slot's text starts and ends on a character's boundary: a string's or key's
     /// text without escapes lies between its quotes in the source, a decoded one is whole
     /// characters pushed to the arena, a number's literal is ASCII, and both texts are UTF-8
-    /// (`read`, [`DocumentJson`]'s string node). So only the range's end is checked here: an
-    /// enum of strings looks up each element's text, and the two boundary checks were most of
-    /// that lookup's cost.
+    /// (`read`, [`DocumentJson`]'s string node). So a text in the source is checked at its end
+    /// only, and that check is also the one that tells it is there: an enum of strings looks up
+    /// each element's text, and the boundary checks and the choice of a text were most of that
+    /// lookup's cost.
     #[inline]
     fn text_of(&self, slot: Slot) -> &str {
         let (start, end) = (slot.a as usize, slot.a as usize + slot.b as usize);
-        let decoded =
-            slot.c == DECODED && matches!(slot.kind, Kind::String | Kind::Key | Kind::Shadowed);
-        let text: &str = if decoded { &self.text } else { &self.source };
-        if end > text.len() {
-            return "";
+        let source: &str = &self.source;
+        if end > source.len() {
+            return self.decoded(start, end);
         }
-        debug_assert!(text.is_char_boundary(start) && text.is_char_boundary(end));
-        // SAFETY: `start <= end <= text.len()` (a slot's length is not negative, and the end is
-        // checked above), and both are on character boundaries of `text`, as said above.
-        unsafe { text.get_unchecked(start..end) }
+        debug_assert!(source.is_char_boundary(start) && source.is_char_boundary(end));
+        // SAFETY: `start <= end <= source.len()` (a slot's length is not negative, and the end
+        // is checked above), and both are on character boundaries of the source, as said above.
+        unsafe { source.get_unchecked(start..end) }
+    }
+
+    /// The text from `start` to `end` past where the arena starts: a decoded string's or key's.
+    #[cold]
+    fn decoded(&self, start: usize, end: usize) -> &str {
+        let at = self.arena_at as usize;
+        match (start.checked_sub(at), end.checked_sub(at)) {
+            (Some(start), Some(end)) => self.text.get(start..end).unwrap_or_default(),
+            _ => "",
+        }
     }
 
     /// The slot after the value at `at` and everything inside it.

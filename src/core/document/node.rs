@@ -35,11 +35,12 @@ impl Json for DocumentJson {
         buffer.slots.clear();
         buffer.text.clear();
         buffer.text.push_str(string);
+        // The buffer has no source: its arena starts at its texts' first offset.
         buffer.slots.push(super::Slot {
             kind: Kind::String,
-            a: 0,
+            a: buffer.arena_at,
             b: string.len() as u32,
-            c: super::DECODED,
+            c: 0,
         });
         f(NodeRef::new(buffer, 0))
     }
@@ -378,22 +379,18 @@ fn same(a: NodeRef<'_>, b: NodeRef<'_>) -> bool {
 /// An object's members, in document order, passing over keys given again later.
 pub struct Members<'a> {
     doc: &'a Document,
+    /// The document's slots up to the object's end (see [`Elements`]).
+    slots: &'a [Slot],
     at: u32,
-    end: u32,
 }
 
 impl<'a> Members<'a> {
     fn of(object: NodeRef<'a>) -> Self {
-        let slot = *object.slot;
-        let (at, end) = if slot.kind == Kind::Object {
-            (object.at + 1, slot.b)
-        } else {
-            (0, 0)
-        };
+        let (slots, at) = contents(object, Kind::Object);
         Members {
             doc: object.doc,
+            slots,
             at,
-            end,
         }
     }
 }
@@ -402,38 +399,38 @@ impl<'a> Iterator for Members<'a> {
     type Item = (&'a str, NodeRef<'a>);
 
     fn next(&mut self) -> Option<Self::Item> {
-        while self.at < self.end {
+        loop {
             let key = self.at;
-            let slot = self.doc.slot(key);
-            let value = NodeRef::new(self.doc, key + 1);
+            let slot = self.slots.get(key as usize)?;
+            let value = NodeRef {
+                doc: self.doc,
+                slot: self.slots.get(key as usize + 1)?,
+                at: key + 1,
+            };
             self.at = value.after();
             if slot.kind == Kind::Key {
-                return Some((self.doc.text_of(slot), value));
+                return Some((self.doc.text_of(*slot), value));
             }
         }
-        None
     }
 }
 
 /// An array's elements, in order.
 pub struct Elements<'a> {
     doc: &'a Document,
+    /// The document's slots up to the array's end: one bounds check finds an element's slot and
+    /// tells the end (a `uniqueItems` or `enum` over many elements pays it for each).
+    slots: &'a [Slot],
     at: u32,
-    end: u32,
 }
 
 impl<'a> Elements<'a> {
     fn of(array: NodeRef<'a>) -> Self {
-        let slot = *array.slot;
-        let (at, end) = if slot.kind == Kind::Array {
-            (array.at + 1, slot.b)
-        } else {
-            (0, 0)
-        };
+        let (slots, at) = contents(array, Kind::Array);
         Elements {
             doc: array.doc,
+            slots,
             at,
-            end,
         }
     }
 }
@@ -442,10 +439,26 @@ impl<'a> Iterator for Elements<'a> {
     type Item = NodeRef<'a>;
 
     fn next(&mut self) -> Option<NodeRef<'a>> {
-        (self.at < self.end).then(|| {
-            let element = NodeRef::new(self.doc, self.at);
-            self.at = element.after();
-            element
+        let at = self.at;
+        let slot = self.slots.get(at as usize)?;
+        self.at = slot.after(at);
+        Some(NodeRef {
+            doc: self.doc,
+            slot,
+            at,
         })
+    }
+}
+
+/// The slots of `container`'s document up to the container's end, and where its first element
+/// or key is; none when it is not of `kind`.
+fn contents(container: NodeRef<'_>, kind: Kind) -> (&[Slot], u32) {
+    let slots = &container.doc.slots;
+    match container.slot.kind == kind {
+        true => {
+            let end = (container.slot.b as usize).min(slots.len());
+            (&slots[..end], container.at + 1)
+        }
+        false => (&[], 0),
     }
 }

@@ -8,7 +8,7 @@
 
 use super::number::primitive;
 use super::strings::plain_run;
-use super::{Document, Kind, Slot, DECODED, INDEXED_MEMBERS};
+use super::{Document, Kind, Slot, INDEXED_MEMBERS};
 use bytes::Bytes;
 use bytestring::ByteString;
 
@@ -113,12 +113,17 @@ impl<'t> Reader<'t> {
         limit: usize,
         slots: usize,
     ) -> Result<Self, ReadError> {
-        if u32::try_from(text.len()).is_err() {
+        // A text's offset is a `u32`, and a decoded one lies past the whole text (`arena_at`),
+        // at most the text's length again.
+        let Some(arena_at) = u32::try_from(text.len())
+            .ok()
+            .filter(|&length| length <= u32::MAX / 2)
+        else {
             return Err(ReadError::Syntax {
                 at: 0,
-                message: "document larger than 4 GiB",
+                message: "document larger than 2 GiB",
             });
-        }
+        };
         Ok(Reader {
             text,
             utf8,
@@ -127,6 +132,7 @@ impl<'t> Reader<'t> {
             doc: Document {
                 slots: Vec::with_capacity(slots),
                 source,
+                arena_at,
                 ..Document::default()
             },
         })
@@ -167,9 +173,9 @@ impl<'t> Reader<'t> {
             Some(b'{') => self.object(depth),
             Some(b'[') => self.array(depth),
             Some(b'"') => {
-                let (a, b, decoded) = self.string()?;
+                let (a, b) = self.string()?;
                 self.doc.string_bytes += u64::from(b);
-                self.push(Kind::String, a, b, if decoded { DECODED } else { 0 });
+                self.push(Kind::String, a, b, 0);
                 Ok(())
             }
             Some(b't') => self.literal(b"true", Kind::True),
@@ -243,17 +249,12 @@ impl<'t> Reader<'t> {
                     Some(_) => return Err(self.error("key must be a string")),
                     None => return Err(self.error("EOF while parsing an object")),
                 }
-                let (a, b, decoded) = self.string()?;
+                let (a, b) = self.string()?;
                 self.doc.string_bytes += u64::from(b);
-                let key = self.push(Kind::Key, a, b, if decoded { DECODED } else { 0 });
+                let key = self.push(Kind::Key, a, b, 0);
                 distinct += 1;
                 if count < INDEXED_MEMBERS {
-                    let text = if decoded {
-                        self.doc.text.as_bytes()
-                    } else {
-                        self.text
-                    };
-                    let bit = 1u64 << (key_fold(text, a, b) & 63);
+                    let bit = 1u64 << (key_fold(self.doc.text_of(self.doc.slot(key))) & 63);
                     if seen & bit != 0 && self.shadow_earlier(at, key) {
                         distinct -= 1;
                     }
@@ -318,45 +319,37 @@ impl<'t> Reader<'t> {
             doc.index.push(key);
             key = doc.after(key + 1);
         }
-        let Document {
-            slots,
-            source,
-            text,
-            index,
-            ..
-        } = doc;
-        let texts = (&**source, text.as_str());
+        // Out of the document while it is sorted, so the keys' texts can be read beside it.
+        let mut index = std::mem::take(&mut doc.index);
         // Sorted by key, then by position: of equal keys the last is the one kept.
-        index[start..].sort_unstable_by(|&x, &y| {
-            key_text(slots, texts, x)
-                .cmp(key_text(slots, texts, y))
-                .then(x.cmp(&y))
-        });
+        index[start..]
+            .sort_unstable_by(|&x, &y| key_text(doc, x).cmp(key_text(doc, y)).then(x.cmp(&y)));
         let mut kept = start;
         for i in start..index.len() {
             let key = index[i];
             let repeated = index
                 .get(i + 1)
-                .is_some_and(|&next| key_text(slots, texts, next) == key_text(slots, texts, key));
+                .is_some_and(|&next| key_text(doc, next) == key_text(doc, key));
             if repeated {
-                slots[key as usize].kind = Kind::Shadowed;
+                doc.slots[key as usize].kind = Kind::Shadowed;
             } else {
                 index[kept] = key;
                 kept += 1;
             }
         }
         index.truncate(kept);
+        doc.index = index;
         doc.indexed.push((object, start as u32));
         (kept - start) as u32
     }
 
-    /// Reads a string (the reader is at its opening quote): where its text is and its length,
-    /// and whether that is in the arena (it had escapes, decoded there) or in the source.
+    /// Reads a string (the reader is at its opening quote): where its text is (in the source, or
+    /// past [`Document`]'s `arena_at` when it had escapes, decoded into the arena) and its length.
     ///
     /// Inlined where it is read: most strings are keys and short values with no escape, read
     /// in a few instructions, for which a call of its own cost as much again.
     #[inline(always)]
-    fn string(&mut self) -> Result<(u32, u32, bool), ReadError> {
+    fn string(&mut self) -> Result<(u32, u32), ReadError> {
         self.at += 1;
         let first = self.at;
         let run = plain_run(&self.text[first..]);
@@ -364,7 +357,7 @@ impl<'t> Reader<'t> {
         if self.peek() == Some(b'"') {
             self.at += 1;
             // Checked as UTF-8 with the whole text.
-            return Ok((first as u32, run as u32, false));
+            return Ok((first as u32, run as u32));
         }
         self.escaped_string(first)
     }
@@ -372,7 +365,7 @@ impl<'t> Reader<'t> {
     /// The rest of a string from its first escape (or problem), the reader there: decoded into
     /// the arena.
     #[inline(never)]
-    fn escaped_string(&mut self, first: usize) -> Result<(u32, u32, bool), ReadError> {
+    fn escaped_string(&mut self, first: usize) -> Result<(u32, u32), ReadError> {
         if self.doc.text.capacity() == 0 {
             // Decoded text is never longer than what is left of the source.
             self.doc.text.reserve(self.text.len() - first);
@@ -384,7 +377,7 @@ impl<'t> Reader<'t> {
                 Some(b'"') => {
                     self.at += 1;
                     let length = self.doc.text.len() - start;
-                    return Ok((start as u32, length as u32, true));
+                    return Ok((self.doc.arena_at + start as u32, length as u32));
                 }
                 Some(b'\\') => {
                     self.at += 1;
@@ -536,20 +529,15 @@ impl<'t> Reader<'t> {
     }
 }
 
-/// A key folded to a few bits' worth: its length and its first and last bytes (the key is the
-/// `length` bytes of `text` from `start`).
+/// A key folded to a few bits' worth: its length and its first and last bytes.
 #[inline]
-fn key_fold(text: &[u8], start: u32, length: u32) -> u32 {
-    let (first, last) = match length {
-        0 => (0, 0),
-        _ => (
-            text.get(start as usize).copied().unwrap_or(0),
-            text.get((start + length - 1) as usize)
-                .copied()
-                .unwrap_or(0),
-        ),
+fn key_fold(key: &str) -> u32 {
+    let key = key.as_bytes();
+    let (first, last) = match (key.first(), key.last()) {
+        (Some(&first), Some(&last)) => (first, last),
+        _ => (0, 0),
     };
-    length
+    (key.len() as u32)
         .wrapping_mul(7)
         .wrapping_add(u32::from(first))
         .wrapping_add(u32::from(last).wrapping_mul(13))
@@ -560,10 +548,7 @@ fn span(start: usize, end: usize) -> u64 {
     ((start as u64) << 32) | end as u64
 }
 
-/// The text of the key at slot `at`.
-fn key_text<'t>(slots: &[Slot], (source, arena): (&'t str, &'t str), at: u32) -> &'t str {
-    let slot = slots[at as usize];
-    let from = slot.a as usize;
-    let text = if slot.c == DECODED { arena } else { source };
-    text.get(from..from + slot.b as usize).unwrap_or_default()
+/// The text of the key at slot `at` of `doc`.
+fn key_text(doc: &Document, at: u32) -> &str {
+    doc.text_of(doc.slot(at))
 }

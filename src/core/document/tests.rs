@@ -82,6 +82,20 @@ fn of_a_key_given_twice_the_last_member_is_read() {
     }
     assert!(object.get(&"k40".into()).is_none());
     assert_eq!(object.members().count(), 40);
+    // There too, a key written with an escape is the key written without one, whichever comes
+    // last, and an escaped key is found by its text.
+    let mut text = String::from(r#"{"\u006b3": "first", "#);
+    for i in 0..40 {
+        text.push_str(&format!(r#""k{i}": {i}, "#));
+    }
+    text.push_str(r#""\u006b7": "last", "k\u00e9": "é"}"#);
+    let doc = read(&text).expect("a document");
+    let object = doc.root().as_object().expect("an object");
+    assert_eq!(Object::len(&object), 41);
+    let string = |key: &str| object.get(&key.into()).and_then(|n| n.as_string());
+    assert_eq!(string("k7").as_deref(), Some("last"));
+    assert_eq!(string("ké").as_deref(), Some("é"));
+    assert_eq!(object.get(&"k3".into()).map(|n| n.value()), Some(json!(3)));
     // The validator judges the member the consumer reads.
     assert!(!valid(
         json!({"properties": {"n": {"type": "integer"}}}),
@@ -91,6 +105,17 @@ fn of_a_key_given_twice_the_last_member_is_read() {
         json!({"properties": {"n": {"type": "integer"}}}),
         r#"{"n": "one", "n": 1}"#
     ));
+}
+
+#[test]
+fn a_value_read_from_the_start_of_a_text_keeps_its_decoded_strings() {
+    // The document's text is the value's own, shorter than the text its strings were decoded
+    // from: a decoded string is still found in the arena, a plain one in the text.
+    let line = ByteString::from(r#"{"a": "x\ny", "b": ["plain", "t\u00e9"]} and more"#);
+    let (doc, end) = Document::read_prefix(&line, 64).expect("a document");
+    assert_eq!(&line[end..], " and more");
+    assert_eq!(doc.to_value(), json!({"a": "x\ny", "b": ["plain", "té"]}));
+    assert_eq!(doc.text(), &line.as_bytes()[..end]);
 }
 
 #[test]
