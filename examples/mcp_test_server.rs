@@ -687,6 +687,7 @@ async fn serve_raw_http(addr: &str, options: RawHttp) -> anyhow::Result<()> {
                         "authorization": seen("authorization"),
                         "proxy_authorization": seen("proxy-authorization"),
                         "mcp_name": seen("mcp-name"),
+                        "host": seen("host"),
                     });
                     json!({"content": [{"type": "text", "text": seen.to_string()}], "structuredContent": seen}).to_string()
                 }

@@ -32,8 +32,8 @@ pub struct Route {
 /// Where a route's server is.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Target {
-    /// Its Streamable HTTP endpoint (`http` or `https`).
-    Http(Endpoint),
+    /// Its Streamable HTTP endpoint (`http` or `https`), boxed: most of a route's size.
+    Http(Box<Endpoint>),
     /// The command (program and arguments) that runs it on stdio.
     Stdio(Arc<[String]>),
 }
@@ -135,7 +135,7 @@ impl FromStr for Route {
             .map_err(|why| BadRoute(format!("route {name}: {url:?}: {why}")))?;
         Ok(Route {
             name: name.to_owned(),
-            target: Target::Http(endpoint),
+            target: Target::Http(Box::new(endpoint)),
             record: RecordOverride::default(),
         })
     }
@@ -383,7 +383,7 @@ impl RouteTable {
                     record: arc_swap::ArcSwap::from_pointee(route.record.clone()),
                     sessionless: std::sync::OnceLock::new(),
                     upstream: match &route.target {
-                        Target::Http(endpoint) => RouteUpstream::Http(endpoint.clone()),
+                        Target::Http(endpoint) => RouteUpstream::Http(Endpoint::clone(endpoint)),
                         Target::Stdio(command) => RouteUpstream::Stdio(Servers::new(
                             &route.name,
                             Arc::clone(command),

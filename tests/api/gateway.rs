@@ -542,6 +542,16 @@ async fn the_gateways_token_is_its_own_and_the_upstreams_credentials_pass_throug
         Value::Null,
         "the gateway's own token stops at the gateway"
     );
+    let upstream = url::Url::parse(&url).expect("the upstream's URL");
+    assert_eq!(
+        seen["host"],
+        format!(
+            "{}:{}",
+            upstream.host_str().expect("a host"),
+            upstream.port().expect("a port")
+        ),
+        "the upstream is named as its own host, not the gateway's: {answer}"
+    );
 
     let text = metrics_text(gateway.metrics_port).await;
     assert_eq!(

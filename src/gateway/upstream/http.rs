@@ -142,6 +142,12 @@ fn request(
     *request.method_mut() = method.clone();
     *request.uri_mut() = endpoint.uri.clone();
     *request.headers_mut() = headers.clone();
+    if let Some(host) = &endpoint.host {
+        request
+            .headers_mut()
+            .entry(header::HOST)
+            .or_insert_with(|| host.clone());
+    }
     if let Some(credentials) = &endpoint.credentials {
         request
             .headers_mut()

@@ -131,12 +131,18 @@ pub struct UpstreamRequest<'a> {
 }
 
 /// An HTTP upstream's URL, and what a request to it carries (built once): its URI without user
-/// information, and the URL's user and password, if any, as HTTP Basic credentials.
+/// information, the URL's user and password, if any, as HTTP Basic credentials, and the `Host`
+/// header of an `http://` upstream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Endpoint {
     pub url: url::Url,
     pub uri: ::http::Uri,
     pub credentials: Option<HeaderValue>,
+    /// An `http://` upstream is spoken to in HTTP/1.1 (HTTP/2 is offered only by TLS's ALPN),
+    /// where a request names its host: the name and any port but the scheme's own, as the
+    /// client would write it for each request. An `https://` upstream's is left to the client,
+    /// which sends one only on an HTTP/1.1 connection.
+    pub host: Option<HeaderValue>,
 }
 
 impl Endpoint {
@@ -153,10 +159,24 @@ impl Endpoint {
             .map_err(|e| format!("the URL cannot be a request's URI: {e}"))?;
         Ok(Endpoint {
             url: url.clone(),
+            host: http1_host(&uri),
             uri,
             credentials,
         })
     }
+}
+
+/// The `Host` header of a request to `uri`, when it is an `http://` URI.
+fn http1_host(uri: &::http::Uri) -> Option<HeaderValue> {
+    if uri.scheme() != Some(&::http::uri::Scheme::HTTP) {
+        return None;
+    }
+    let host = uri.host()?;
+    let value = match uri.port_u16().filter(|&port| port != 80) {
+        Some(port) => HeaderValue::try_from(format!("{host}:{port}")),
+        None => HeaderValue::try_from(host),
+    };
+    value.ok()
 }
 
 /// The `Authorization` value for the user and password in `url`, percent-decoded, if it has
@@ -206,5 +226,42 @@ impl RouteUpstream {
                 .map(Upstreamed::Http),
             RouteUpstream::Stdio(servers) => servers.send(&request).await,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Endpoint;
+
+    #[test]
+    fn an_http_upstream_is_named_by_its_host_and_any_port_but_its_schemes() {
+        let host = |url: &str| {
+            let endpoint =
+                Endpoint::new(&url::Url::parse(url).expect("a URL")).expect("an endpoint");
+            endpoint.host.map(|h| h.to_str().expect("text").to_owned())
+        };
+        assert_eq!(
+            host("http://127.0.0.1:8080/mcp").as_deref(),
+            Some("127.0.0.1:8080")
+        );
+        assert_eq!(
+            host("http://tools.internal/mcp").as_deref(),
+            Some("tools.internal")
+        );
+        assert_eq!(
+            host("http://tools.internal:80/mcp").as_deref(),
+            Some("tools.internal")
+        );
+        assert_eq!(host("http://[::1]:9000/mcp").as_deref(), Some("[::1]:9000"));
+        assert_eq!(
+            host("http://user:secret@tools.internal:81/mcp").as_deref(),
+            Some("tools.internal:81"),
+            "credentials are not part of the host"
+        );
+        assert_eq!(
+            host("https://tools.internal/mcp"),
+            None,
+            "left to the client"
+        );
     }
 }
