@@ -201,9 +201,16 @@ impl Document {
         if end > source.len() {
             return self.decoded(start, end);
         }
+        debug_assert!(
+            self.arena_at as usize >= source.len(),
+            "the arena starts past the source"
+        );
         debug_assert!(source.is_char_boundary(start) && source.is_char_boundary(end));
         // SAFETY: `start <= end <= source.len()` (a slot's length is not negative, and the end
         // is checked above), and both are on character boundaries of the source, as said above.
+        // A decoded text is never here: it starts at or past `arena_at`, which is at least the
+        // source's length, and is never empty. A document read from text that is not UTF-8 has
+        // an empty source (it is refused once read): only empty texts are here, at 0.
         unsafe { source.get_unchecked(start..end) }
     }
 

@@ -121,7 +121,7 @@ impl<'t> Reader<'t> {
         else {
             return Err(ReadError::Syntax {
                 at: 0,
-                message: "document larger than 2 GiB",
+                message: "document of 2 GiB or more",
             });
         };
         Ok(Reader {

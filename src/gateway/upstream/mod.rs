@@ -172,7 +172,8 @@ fn http1_host(uri: &::http::Uri) -> Option<HeaderValue> {
         return None;
     }
     let host = uri.host()?;
-    let value = match uri.port_u16().filter(|&port| port != 80) {
+    // The URI is a `url::Url`'s, which names no port that is its scheme's own.
+    let value = match uri.port_u16() {
         Some(port) => HeaderValue::try_from(format!("{host}:{port}")),
         None => HeaderValue::try_from(host),
     };
