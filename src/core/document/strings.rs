@@ -159,17 +159,29 @@ fn stops(word: u64) -> u64 {
 }
 
 /// The length of the run of `bytes` before a quote, a backslash or a control character. The first
-/// 16 bytes in one block (or eight at a time, each word tested for all three at once; most
-/// strings end there); past them, [`run_on`].
+/// 16 bytes in one block, here, where the string is read (most strings end there, and a call for
+/// each cost as much as the block's test, with the reader's state saved around it); past them,
+/// or with fewer, [`longer_run`].
+#[inline(always)]
 pub(crate) fn plain_run(bytes: &[u8]) -> usize {
-    // With sixteen bytes, the first sixteen in one block.
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     if let Some(block) = super::blocks::at(bytes, 0) {
         let found = super::blocks::stops(block);
         if found != 0 {
             return found.trailing_zeros() as usize;
         }
-        return super::blocks::BLOCK + run_on(&bytes[super::blocks::BLOCK..]);
+    }
+    longer_run(bytes)
+}
+
+/// [`plain_run`] of a run that is not within one block: with a block, a run past its sixteen
+/// bytes; with fewer than sixteen (or no SSE2), eight at a time, each word tested for all three
+/// at once.
+#[inline(never)]
+fn longer_run(bytes: &[u8]) -> usize {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    if let Some(rest) = bytes.get(super::blocks::BLOCK..) {
+        return super::blocks::BLOCK + run_on(rest);
     }
     let mut at = 0;
     for word in bytes.chunks_exact(8).take(2) {
