@@ -254,7 +254,7 @@ impl<'t> Reader<'t> {
                 let key = self.push(Kind::Key, a, b, 0);
                 distinct += 1;
                 if count < INDEXED_MEMBERS {
-                    let bit = 1u64 << (key_fold(self.doc.text_of(self.doc.slot(key))) & 63);
+                    let bit = 1u64 << (key_fold(key_text(&self.doc, key)) & 63);
                     if seen & bit != 0 && self.shadow_earlier(at, key) {
                         distinct -= 1;
                     }

@@ -262,7 +262,7 @@ impl Exchange {
         match sent {
             Ok(response) => self.answered(response, Some(body), open.filter(|_| client_s)),
             Err(failure) => {
-                self.boundary.unanswered(&body);
+                self.unanswered(&body);
                 if client_s {
                     self.failed(&failure, Some(&body));
                 } else {
@@ -318,7 +318,7 @@ impl Exchange {
         if let Some(why) = refusal {
             // Nothing the rules cannot read goes to the client in place of an answer.
             if let Some(request) = &request {
-                self.boundary.unanswered(request);
+                self.unanswered(request);
             }
             if open.is_some() {
                 let failure = Failure::BadAnswer(why.to_owned());
@@ -331,7 +331,7 @@ impl Exchange {
         if kind == Mode::Raw {
             // Not a JSON-RPC answer: a request it was for gets none.
             if let Some(request) = &request {
-                self.boundary.unanswered(request);
+                self.unanswered(request);
             }
             if open.is_none() {
                 return;
@@ -411,6 +411,14 @@ impl Exchange {
     /// message read through its envelope, any other scanned.
     pub(super) fn request_id<'a>(&self, request: &'a [u8]) -> Option<&'a str> {
         mcp::scanned_request_id(&self.envelope, request)
+    }
+
+    /// `request`, a message to the upstream, will get no answer (see
+    /// [`Boundary::unanswered_id`]): its id read as [`Exchange::request_id`] reads it.
+    fn unanswered(&self, request: &[u8]) {
+        if let Some(id) = self.request_id(request) {
+            self.boundary.unanswered_id(id);
+        }
     }
 
     /// The upstream could not answer the client's message (`request`; `None` for GET and
