@@ -15,6 +15,16 @@ fn main() -> anyhow::Result<()> {
         // One stdio session a process: one thread relays both directions, with no wake-ups
         // between threads (a large payload's check still runs on the gate's worker threads).
         Command::Proxy(_) => tokio::runtime::Builder::new_current_thread(),
+        // `--relay-threads` threads relay (a large payload's check, a compile or a batch runs
+        // on the gate's worker threads); 0 leaves tokio's default (one per core, or
+        // TOKIO_WORKER_THREADS).
+        Command::Gateway(args) => {
+            let mut builder = tokio::runtime::Builder::new_multi_thread();
+            if args.relay_threads > 0 {
+                builder.worker_threads(args.relay_threads);
+            }
+            builder
+        }
         _ => tokio::runtime::Builder::new_multi_thread(),
     };
     runtime

@@ -15,6 +15,8 @@ pub const DEFAULT_UPSTREAM_CONNECT_TIMEOUT_SECS: u64 = 10;
 pub const DEFAULT_MAX_SESSIONS: u64 = 100_000;
 /// The default of `--stdio-max-processes`.
 pub const DEFAULT_STDIO_MAX_PROCESSES: usize = 64;
+/// `--relay-threads`' default: one thread relays, as one relays for the proxy.
+pub const DEFAULT_RELAY_THREADS: usize = 1;
 pub const DEFAULT_SESSION_IDLE_SECS: u64 = 3600;
 /// The default of `--server-request-timeout-secs`: as long as the SDKs wait for an answer.
 pub const DEFAULT_SERVER_REQUEST_TIMEOUT_SECS: u64 = 60;
@@ -126,6 +128,12 @@ pub struct GatewayArgs {
     /// Threads for CPU work (compiles, large checks); 0 means one per core.
     #[arg(long, env = "SCHEMAGATE_WORKER_THREADS", default_value_t = 0)]
     pub worker_threads: usize,
+    /// Threads that relay: accept connections, read and write messages, run the checks that
+    /// are read inline. One (the default) costs the least CPU per call, with no wake-ups between
+    /// threads; more relay more than one core's worth in one process. 0 leaves tokio's default
+    /// (one per core, or `TOKIO_WORKER_THREADS`).
+    #[arg(long, env = "SCHEMAGATE_RELAY_THREADS", default_value_t = DEFAULT_RELAY_THREADS)]
+    pub relay_threads: usize,
     #[command(flatten)]
     pub log: LogArgs,
 }

@@ -294,6 +294,7 @@ impl Gateway {
                 .args(flags)
                 .env("SCHEMAGATE_LOG_LEVEL", "warn")
                 .env_remove("SCHEMAGATE_POLICY")
+                .env_remove("SCHEMAGATE_RELAY_THREADS")
                 .stderr(stderr().expect("the gateway's log"))
                 .kill_on_drop(true);
             for route in routes {
