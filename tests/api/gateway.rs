@@ -111,10 +111,8 @@ async fn a_client_without_sessions_gets_json_answers_checked() {
 /// before any call is relayed: a gateway with no policy, routes file or recording to read has
 /// started no blocking thread (which tokio names alike).
 fn relay_threads(pid: u32) -> usize {
-    std::fs::read_dir(format!("/proc/{pid}/task"))
-        .expect("the gateway's threads")
-        .filter_map(Result::ok)
-        .filter_map(|task| std::fs::read_to_string(task.path().join("comm")).ok())
+    per_thread(pid, "comm")
+        .iter()
         .filter(|name| matches!(name.trim_end(), "tokio-rt-worker" | "tokio-runtime-w"))
         .count()
 }
@@ -122,21 +120,13 @@ fn relay_threads(pid: u32) -> usize {
 #[tokio::test]
 async fn one_thread_relays_unless_told_otherwise_and_results_are_checked_either_way() {
     let (_server, url) = upstream(true).await;
-    let gateway = Gateway::start(&[format!("crm={url}")], &[]).await;
-    assert_eq!(
-        relay_threads(gateway.pid()),
-        1,
-        "one relay thread by default"
-    );
-    let session = client(&gateway.url("crm"), discover()).await;
-    results_are_checked(&session).await;
-    session.cancel().await.expect("close");
-
-    let gateway = Gateway::start(&[format!("crm={url}")], &["--relay-threads", "3"]).await;
-    assert_eq!(relay_threads(gateway.pid()), 3, "--relay-threads 3");
-    let session = client(&gateway.url("crm"), discover()).await;
-    results_are_checked(&session).await;
-    session.cancel().await.expect("close");
+    for (flags, threads) in [(&[][..], 1), (&["--relay-threads", "3"][..], 3)] {
+        let gateway = Gateway::start(&[format!("crm={url}")], flags).await;
+        assert_eq!(relay_threads(gateway.pid()), threads, "{flags:?}");
+        let session = client(&gateway.url("crm"), discover()).await;
+        results_are_checked(&session).await;
+        session.cancel().await.expect("close");
+    }
 }
 
 fn error_of(body: &str) -> Value {

@@ -461,14 +461,22 @@ pub(crate) async fn initialize(url: &str) -> String {
     session
 }
 
-/// How many processes `pid` has started and not yet reaped.
-pub(crate) fn children_of(pid: u32) -> usize {
+/// The file `name` of each of `pid`'s threads (`/proc/PID/task/TID/NAME`), as text; none once
+/// the process is gone.
+pub(crate) fn per_thread(pid: u32, name: &str) -> Vec<String> {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return 0;
+        return Vec::new();
     };
     tasks
         .filter_map(Result::ok)
-        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+        .filter_map(|task| std::fs::read_to_string(task.path().join(name)).ok())
+        .collect()
+}
+
+/// How many processes `pid` has started and not yet reaped.
+pub(crate) fn children_of(pid: u32) -> usize {
+    per_thread(pid, "children")
+        .iter()
         .map(|children| children.split_whitespace().count())
         .sum()
 }
