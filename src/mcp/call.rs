@@ -87,7 +87,7 @@ impl Boundary {
                 }
                 "tools/call" => {
                     // Params that are not JSON cannot be checked: answered as missing.
-                    let params = params.and_then(Unread::parse::<&RawValue>);
+                    let params = params.and_then(Unread::parse::<CallParams<'_>>);
                     return self.call(link, line, text, id, params).await;
                 }
                 "tasks/result" | "tasks/get" => {
@@ -170,11 +170,9 @@ impl Boundary {
         line: &Bytes,
         text: &[u8],
         id: &RawValue,
-        params: Option<&RawValue>,
+        params: Option<CallParams<'_>>,
     ) -> io::Result<()> {
-        let Some(params) =
-            params.and_then(|p| serde_json::from_str::<CallParams<'_>>(p.get()).ok())
-        else {
+        let Some(params) = params else {
             return self.answer(link, Direction::ToServer, Relayed::Answered, &reply::error(
                     Some(id),
                     reply::INVALID_PARAMS,

@@ -8,8 +8,8 @@
 //! [`super::strings`] and the copy's comparison go eight bytes at a time.
 
 use std::arch::x86_64::{
-    __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8, _mm_or_si128,
-    _mm_set1_epi8,
+    __m128i, _mm_cmpeq_epi8, _mm_loadl_epi64, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8,
+    _mm_or_si128, _mm_set1_epi8, _mm_shuffle_epi8,
 };
 
 /// Bytes in a block.
@@ -18,9 +18,9 @@ pub(crate) const BLOCK: usize = 16;
 /// All of a block's bytes marked.
 pub(crate) const ALL: u32 = 0xFFFF;
 
-// SAFETY (every `unsafe` here): this module is built only with `target_feature = "sse2"` on (part
-// of the x86_64 baseline, in every such processor); the one load reads 16 bytes through a
-// reference to 16 bytes.
+// SAFETY (every `unsafe` here but `escaped_prefix`'s, which says its own): this module is built
+// only with `target_feature = "sse2"` on (part of the x86_64 baseline, in every such processor);
+// the one load reads 16 bytes through a reference to 16 bytes.
 
 #[inline(always)]
 fn load(block: &[u8; BLOCK]) -> __m128i {
@@ -65,6 +65,64 @@ pub(crate) fn stops(block: &[u8; BLOCK]) -> u32 {
 #[inline(always)]
 pub(crate) fn equal(a: &[u8; BLOCK], b: &[u8; BLOCK]) -> u32 {
     unsafe { _mm_movemask_epi8(_mm_cmpeq_epi8(load(a), load(b))) as u32 }
+}
+
+/// Eight bytes written as a JSON string's content writes them when only their quotes and
+/// backslashes need escaping, for each set of those (a mask of eight bits): where each byte goes
+/// (a shuffle, `0x80` where a backslash goes), the backslashes, and how many bytes that makes.
+struct Spreads {
+    shuffle: [[u8; BLOCK]; 256],
+    backslashes: [[u8; BLOCK]; 256],
+    len: [u8; 256],
+}
+
+const fn spreads() -> Spreads {
+    let mut spreads = Spreads {
+        shuffle: [[0x80; BLOCK]; 256],
+        backslashes: [[0; BLOCK]; 256],
+        len: [0; 256],
+    };
+    let mut marks = 0;
+    while marks < 256 {
+        let (mut k, mut at) = (0, 0);
+        while k < 8 {
+            if marks & (1 << k) != 0 {
+                spreads.backslashes[marks][at] = b'\\';
+                at += 1;
+            }
+            spreads.shuffle[marks][at] = k as u8;
+            at += 1;
+            k += 1;
+        }
+        spreads.len[marks] = at as u8;
+        marks += 1;
+    }
+    spreads
+}
+
+static SPREADS: Spreads = spreads();
+
+/// How many bytes of `copy` are `json`'s eight, escaped (each quote and backslash preceded by a
+/// backslash, every other byte as it is), when `copy` starts with them so; `None` when it does
+/// not. One table lookup for all eight, however many escapes they hold: a result's JSON has a
+/// quote every few bytes, each of which otherwise costs a look of its own.
+#[target_feature(enable = "ssse3")]
+pub(crate) fn escaped_prefix(json: &[u8; 8], copy: &[u8; BLOCK]) -> Option<usize> {
+    // SAFETY: the load reads eight bytes through a reference to eight (its upper half zero, and
+    // never a mark); the rest are register operations of SSE2 and SSSE3, which this function is
+    // built for and which its caller has checked the processor has.
+    unsafe {
+        let eight = _mm_loadl_epi64(json.as_ptr().cast());
+        let marks = (_mm_movemask_epi8(quote_or_backslash_bytes(eight)) & 0xFF) as usize;
+        let written = _mm_or_si128(
+            _mm_shuffle_epi8(eight, load(&SPREADS.shuffle[marks])),
+            load(&SPREADS.backslashes[marks]),
+        );
+        let len = u32::from(SPREADS.len[marks]);
+        let wanted = (1u32 << len) - 1;
+        let equal = _mm_movemask_epi8(_mm_cmpeq_epi8(written, load(copy))) as u32;
+        (equal & wanted == wanted).then_some(len as usize)
+    }
 }
 
 /// The block of `bytes` starting at `at`, if there are 16 bytes from there.

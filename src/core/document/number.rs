@@ -54,6 +54,36 @@ pub(super) fn primitive(literal: &str, integer: bool) -> (Kind, u64) {
     (Kind::Float, float.to_bits())
 }
 
+/// [`primitive`] for a literal with no exponent that the reader has read digit by digit:
+/// `digits` their value (exact when there are at most 19), `whole` how many come before its
+/// point and `fraction` how many after, if it has one. An integer of at most 19 digits and a
+/// short decimal (see [`short_decimal`]) are made from `digits`; any other literal is parsed.
+pub(super) fn scanned(
+    literal: &str,
+    negative: bool,
+    digits: u64,
+    whole: usize,
+    fraction: Option<usize>,
+) -> (Kind, u64) {
+    match fraction {
+        None if whole <= 19 => match (negative, digits) {
+            (false, n) => return (Kind::Unsigned, n),
+            // `-0` is no integer of its own: the float, as the general path makes it.
+            (true, 0) => return (Kind::Float, (-0.0f64).to_bits()),
+            // Down to -2^63, whose digits as an `i64` are already its own negation.
+            (true, n) if n <= 1 << 63 => return (Kind::Signed, (n as i64).wrapping_neg() as u64),
+            _ => {}
+        },
+        Some(after) if whole + after <= 15 => {
+            if let Some(value) = short_value(negative, digits, after) {
+                return (Kind::Float, value.to_bits());
+            }
+        }
+        _ => {}
+    }
+    primitive(literal, fraction.is_none())
+}
+
 /// Powers of ten that an `f64` holds exactly, up to the most a short decimal divides by.
 const EXACT_POWERS: [f64; 16] = [
     1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
@@ -87,7 +117,13 @@ fn short_decimal(literal: &str) -> Option<f64> {
     if count == 0 || mantissa > 1 << 53 {
         return None;
     }
-    let value = mantissa as f64 / EXACT_POWERS.get(fraction.unwrap_or(0))?;
+    short_value(negative, mantissa, fraction.unwrap_or(0))
+}
+
+/// `mantissa` (at most 2^53) divided by ten to the `fraction` (at most 15), negated if
+/// `negative`: Clinger's fast path, see [`short_decimal`].
+fn short_value(negative: bool, mantissa: u64, fraction: usize) -> Option<f64> {
+    let value = mantissa as f64 / EXACT_POWERS.get(fraction)?;
     Some(if negative { -value } else { value })
 }
 
@@ -213,6 +249,52 @@ mod tests {
                 prop_assert!(short_decimal(&literal).is_some(), "{} is short", literal);
             }
             prop_assert_eq!(primitive(&literal, false).1, general.to_bits());
+        }
+
+        /// A literal read digit by digit has the kind and bits of the general path, for
+        /// integers at and past the 19 digits that always fit and decimals at and past 15.
+        #[test]
+        fn a_scanned_literal_is_the_parsed_one(
+            negative in any::<bool>(),
+            whole in "(0|[1-9][0-9]{0,21})",
+            fraction in proptest::option::of("[0-9]{1,17}"),
+        ) {
+            let mut literal = format!("{}{whole}", if negative { "-" } else { "" });
+            let mut digits = whole.bytes().fold(0u64, |n, d| n.wrapping_mul(10).wrapping_add(u64::from(d - b'0')));
+            if let Some(fraction) = &fraction {
+                literal.push('.');
+                literal.push_str(fraction);
+                digits = fraction.bytes().fold(digits, |n, d| n.wrapping_mul(10).wrapping_add(u64::from(d - b'0')));
+            }
+            let expected = primitive(&literal, fraction.is_none());
+            let read = scanned(&literal, negative, digits, whole.len(), fraction.as_ref().map(String::len));
+            prop_assert_eq!(read, expected, "{}", literal);
+        }
+    }
+
+    /// The edges of the integers read digit by digit: the largest `u64` and `i64`, one past
+    /// each, and `-0`.
+    #[test]
+    fn scanned_integers_at_their_edges() {
+        for literal in [
+            "9999999999999999999",
+            "18446744073709551615",
+            "18446744073709551616",
+            "-9223372036854775808",
+            "-9223372036854775809",
+            "-0",
+            "0",
+        ] {
+            let (negative, whole) = match literal.strip_prefix('-') {
+                Some(whole) => (true, whole),
+                None => (false, literal),
+            };
+            let digits = whole.bytes().fold(0u64, |n, d| {
+                n.wrapping_mul(10).wrapping_add(u64::from(d - b'0'))
+            });
+            let read = scanned(literal, negative, digits, whole.len(), None);
+            let expected = primitive(literal, true);
+            assert_eq!(read, expected, "{literal}");
         }
     }
 

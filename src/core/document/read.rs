@@ -6,7 +6,7 @@
 //! given twice in one object the last member is kept. Unlike serde_json, every number is kept
 //! exactly, as its literal.
 
-use super::number::primitive;
+use super::number::{primitive, scanned};
 use super::strings::plain_run;
 use super::{Document, Kind, Slot, INDEXED_MEMBERS};
 use bytes::Bytes;
@@ -155,6 +155,22 @@ impl<'t> Reader<'t> {
         }
     }
 
+    /// The next byte that is not white space, the reader moved to it. Compact JSON has none
+    /// between its tokens: a byte past the space character is one look, not a loop.
+    #[inline(always)]
+    fn significant(&mut self) -> Option<u8> {
+        match self.peek() {
+            Some(byte) if byte > b' ' => Some(byte),
+            _ => self.past_space(),
+        }
+    }
+
+    #[inline(never)]
+    fn past_space(&mut self) -> Option<u8> {
+        self.space();
+        self.peek()
+    }
+
     fn push(&mut self, kind: Kind, a: u32, b: u32, c: u64) -> u32 {
         let at = self.doc.slots.len() as u32;
         self.doc.slots.push(Slot { kind, a, b, c });
@@ -163,27 +179,54 @@ impl<'t> Reader<'t> {
 
     /// Reads one value (the reader is at it, or at white space before it).
     fn value(&mut self, depth: usize) -> Result<(), ReadError> {
+        self.counted(depth)?;
+        match self.significant() {
+            Some(b'{') => self.object(depth),
+            Some(b'[') => self.array(depth),
+            Some(byte) => self.scalar(byte),
+            None => Err(self.error("EOF while parsing a value")),
+        }
+    }
+
+    /// A value at `depth` counted (refused past the depth limit).
+    #[inline(always)]
+    fn counted(&mut self, depth: usize) -> Result<(), ReadError> {
         if depth > self.limit {
             return Err(ReadError::TooDeep);
         }
         self.doc.depth = self.doc.depth.max(depth);
         self.doc.nodes += 1;
-        self.space();
-        match self.peek() {
-            Some(b'{') => self.object(depth),
-            Some(b'[') => self.array(depth),
-            Some(b'"') => {
+        Ok(())
+    }
+
+    /// Reads a member's or an element's value, at `depth`: as [`Reader::value`], with a
+    /// scalar (most of them) read here rather than in a call of its own.
+    #[inline(always)]
+    fn element(&mut self, depth: usize) -> Result<(), ReadError> {
+        match self.significant() {
+            Some(b'{' | b'[') | None => self.value(depth),
+            Some(byte) => {
+                self.counted(depth)?;
+                self.scalar(byte)
+            }
+        }
+    }
+
+    /// Reads a value that is no container (the reader is at its first byte, `first`).
+    #[inline(always)]
+    fn scalar(&mut self, first: u8) -> Result<(), ReadError> {
+        match first {
+            b'"' => {
                 let (a, b) = self.string()?;
                 self.doc.string_bytes += u64::from(b);
                 self.push(Kind::String, a, b, 0);
                 Ok(())
             }
-            Some(b't') => self.literal(b"true", Kind::True),
-            Some(b'f') => self.literal(b"false", Kind::False),
-            Some(b'n') => self.literal(b"null", Kind::Null),
-            Some(b'-' | b'0'..=b'9') => self.number(),
-            Some(_) => Err(self.error("expected value")),
-            None => Err(self.error("EOF while parsing a value")),
+            b't' => self.literal(b"true", Kind::True),
+            b'f' => self.literal(b"false", Kind::False),
+            b'n' => self.literal(b"null", Kind::Null),
+            b'-' | b'0'..=b'9' => self.number(),
+            _ => Err(self.error("expected value")),
         }
     }
 
@@ -202,15 +245,13 @@ impl<'t> Reader<'t> {
         self.at += 1;
         let at = self.push(Kind::Array, 0, 0, 0);
         let mut count = 0u32;
-        self.space();
-        if self.peek() == Some(b']') {
+        if self.significant() == Some(b']') {
             self.at += 1;
         } else {
             loop {
-                self.value(depth + 1)?;
+                self.element(depth + 1)?;
                 count += 1;
-                self.space();
-                match self.peek() {
+                match self.significant() {
                     Some(b',') => self.at += 1,
                     Some(b']') => {
                         self.at += 1;
@@ -238,13 +279,11 @@ impl<'t> Reader<'t> {
         // A small object's keys, folded into 64 bits: a key whose bit is new is a new key, so only
         // a key whose bit was seen is compared with the keys before it.
         let mut seen = 0u64;
-        self.space();
-        if self.peek() == Some(b'}') {
+        if self.significant() == Some(b'}') {
             self.at += 1;
         } else {
             loop {
-                self.space();
-                match self.peek() {
+                match self.significant() {
                     Some(b'"') => {}
                     Some(_) => return Err(self.error("key must be a string")),
                     None => return Err(self.error("EOF while parsing an object")),
@@ -260,15 +299,13 @@ impl<'t> Reader<'t> {
                     }
                     seen |= bit;
                 }
-                self.space();
-                if self.peek() != Some(b':') {
+                if self.significant() != Some(b':') {
                     return Err(self.error("expected `:`"));
                 }
                 self.at += 1;
-                self.value(depth + 1)?;
+                self.element(depth + 1)?;
                 count += 1;
-                self.space();
-                match self.peek() {
+                match self.significant() {
                     Some(b',') => self.at += 1,
                     Some(b'}') => {
                         self.at += 1;
@@ -474,58 +511,79 @@ impl<'t> Reader<'t> {
         Ok(n)
     }
 
-    /// Reads a number literal (the reader is at its first character), keeping its text.
+    /// Reads a number literal (the reader is at its first character), keeping its text. Its
+    /// digits are added up as they are read, so that the usual number (an integer, a short
+    /// decimal) has its kind and bits with no second look at the literal.
     fn number(&mut self) -> Result<(), ReadError> {
+        let text = self.text;
+        let byte = |at: usize| text.get(at).copied();
         let start = self.at;
-        if self.peek() == Some(b'-') {
-            self.at += 1;
-        }
-        match self.peek() {
-            Some(b'0') => self.at += 1,
-            Some(b'1'..=b'9') => self.digits(),
-            _ => return Err(self.error("invalid number")),
-        }
-        let mut integer = true;
-        if self.peek() == Some(b'.') {
-            integer = false;
-            self.at += 1;
-            if !matches!(self.peek(), Some(b'0'..=b'9')) {
-                return Err(self.error("invalid number"));
+        let mut at = start;
+        let negative = byte(at) == Some(b'-');
+        at += usize::from(negative);
+        // The digits' value: exact while there are at most 19 of them (below 10^19 < 2^64).
+        let mut digits = 0u64;
+        let mut add = |at: &mut usize| {
+            let from = *at;
+            while let Some(d @ b'0'..=b'9') = byte(*at) {
+                digits = digits.wrapping_mul(10).wrapping_add(u64::from(d - b'0'));
+                *at += 1;
             }
-            self.digits();
-        }
-        if let Some(b'e' | b'E') = self.peek() {
-            integer = false;
-            self.at += 1;
-            if let Some(b'+' | b'-') = self.peek() {
-                self.at += 1;
+            *at - from
+        };
+        let whole = match byte(at) {
+            Some(b'0') => {
+                at += 1;
+                1
             }
-            if !matches!(self.peek(), Some(b'0'..=b'9')) {
-                return Err(self.error("invalid number"));
+            Some(b'1'..=b'9') => add(&mut at),
+            _ => return Err(self.invalid_number(at)),
+        };
+        let mut fraction = None;
+        if byte(at) == Some(b'.') {
+            at += 1;
+            if !matches!(byte(at), Some(b'0'..=b'9')) {
+                return Err(self.invalid_number(at));
             }
-            self.digits();
+            fraction = Some(add(&mut at));
         }
-        if self.at - start > MAX_NUMBER_LENGTH {
-            return Err(ReadError::NumberTooLong {
-                length: self.at - start,
-            });
+        let mut exponent = false;
+        if let Some(b'e' | b'E') = byte(at) {
+            exponent = true;
+            at += 1;
+            if let Some(b'+' | b'-') = byte(at) {
+                at += 1;
+            }
+            if !matches!(byte(at), Some(b'0'..=b'9')) {
+                return Err(self.invalid_number(at));
+            }
+            while let Some(b'0'..=b'9') = byte(at) {
+                at += 1;
+            }
+        }
+        self.at = at;
+        if at - start > MAX_NUMBER_LENGTH {
+            return Err(ReadError::NumberTooLong { length: at - start });
         }
         // ASCII digits and signs only: always UTF-8, and a slice of the text's own `str` when
         // the text is known to be UTF-8.
         let literal = match self.utf8 {
-            Some(text) => text.get(start..self.at),
-            None => std::str::from_utf8(&self.text[start..self.at]).ok(),
+            Some(text) => text.get(start..at),
+            None => std::str::from_utf8(&text[start..at]).ok(),
         }
         .unwrap_or("0");
-        let (kind, bits) = primitive(literal, integer);
+        let (kind, bits) = match exponent {
+            false => scanned(literal, negative, digits, whole, fraction),
+            true => primitive(literal, false),
+        };
         self.push(kind, start as u32, literal.len() as u32, bits);
         Ok(())
     }
 
-    fn digits(&mut self) {
-        while let Some(b'0'..=b'9') = self.peek() {
-            self.at += 1;
-        }
+    /// A number that breaks off at `at`.
+    fn invalid_number(&mut self, at: usize) -> ReadError {
+        self.at = at;
+        self.error("invalid number")
     }
 }
 

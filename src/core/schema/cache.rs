@@ -14,7 +14,9 @@ use bytes::Bytes;
 use hashbrown::DefaultHashBuilder;
 use moka::notification::RemovalCause;
 use moka::sync::Cache;
+use std::cell::RefCell;
 use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -93,7 +95,34 @@ pub struct SchemaCache {
     compiled: Cache<CacheKey, Compiled, DefaultHashBuilder>,
     limits: CompileLimits,
     metrics: Arc<Metrics>,
+    /// This cache among others in the process, for [`RECENT`].
+    id: u64,
 }
+
+/// The compiled schemas each thread found last in the cache ([`SchemaCache::get`]): at most this
+/// many per thread.
+const RECENT_PER_THREAD: usize = 4;
+
+/// Hits a thread answers from [`RECENT`] before it asks the cache again: the cache sees a
+/// schema in use at least once in as many checks, so its idle time runs only for schemas out of
+/// use, and one it has dropped is answered at most this many more times.
+const HITS_BETWEEN_LOOKUPS: u32 = 64;
+
+/// A cache lookup costs more than a check of a small payload (the cache records each read, and
+/// runs its upkeep on some): a relay thread, which checks the same few tools' payloads call
+/// after call, answers most from here.
+struct Recent {
+    cache: u64,
+    key: CacheKey,
+    compiled: Compiled,
+    hits_left: u32,
+}
+
+thread_local! {
+    static RECENT: RefCell<Vec<Recent>> = const { RefCell::new(Vec::new()) };
+}
+
+static NEXT_CACHE_ID: AtomicU64 = AtomicU64::new(0);
 
 impl SchemaCache {
     pub fn new(config: CacheConfig, limits: CompileLimits, metrics: Arc<Metrics>) -> Self {
@@ -121,6 +150,7 @@ impl SchemaCache {
             compiled,
             limits,
             metrics,
+            id: NEXT_CACHE_ID.fetch_add(1, Ordering::Relaxed),
         }
     }
 
@@ -153,13 +183,50 @@ impl SchemaCache {
         (entry, compiled_here)
     }
 
-    /// The compiled schema for `key` if it is cached; never compiles.
+    /// The compiled schema for `key` if it is cached; never compiles. Most hits are answered
+    /// from the thread's [`RECENT`] ones.
     pub fn get(&self, key: &CacheKey) -> Option<Compiled> {
-        let hit = self.compiled.get(key);
+        let hit = self.recent(key).or_else(|| {
+            let hit = self.compiled.get(key)?;
+            self.remember(*key, &hit);
+            Some(hit)
+        });
         if hit.is_some() {
             self.metrics.cache_hits.increment(1);
         }
         hit
+    }
+
+    /// `key`'s compiled schema, if this thread found it lately and has hits left for it.
+    fn recent(&self, key: &CacheKey) -> Option<Compiled> {
+        RECENT.with_borrow_mut(|recent| {
+            let at = recent
+                .iter()
+                .position(|r| r.cache == self.id && r.key == *key)?;
+            if recent[at].hits_left == 0 {
+                recent.swap_remove(at);
+                return None;
+            }
+            recent[at].hits_left -= 1;
+            Some(Arc::clone(&recent[at].compiled))
+        })
+    }
+
+    /// Keeps `compiled`, just found in the cache, among this thread's [`RECENT`] ones (in place
+    /// of the one kept longest, if there are as many as are kept).
+    fn remember(&self, key: CacheKey, compiled: &Compiled) {
+        RECENT.with_borrow_mut(|recent| {
+            recent.retain(|r| !(r.cache == self.id && r.key == key));
+            if recent.len() == RECENT_PER_THREAD {
+                recent.remove(0);
+            }
+            recent.push(Recent {
+                cache: self.id,
+                key,
+                compiled: Arc::clone(compiled),
+                hits_left: HITS_BETWEEN_LOOKUPS,
+            });
+        })
     }
 
     fn compile_now(&self, text: &Bytes, options: CompileOptions) -> Compiled {
@@ -182,5 +249,54 @@ impl SchemaCache {
         self.metrics
             .cache_entries
             .set(self.compiled.entry_count() as f64);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OPTIONS: CompileOptions = CompileOptions::ALL[0];
+
+    fn cache() -> SchemaCache {
+        SchemaCache::new(
+            CacheConfig {
+                max_bytes: 64 << 20,
+                idle: Duration::from_secs(3600),
+            },
+            CompileLimits {
+                max_schema_bytes: 1 << 20,
+                max_depth: 64,
+                max_schema_cost: 10_000,
+                max_schema_regex_bytes: 16 << 20,
+            },
+            Arc::new(Metrics::new(1, 10_000)),
+        )
+    }
+
+    /// A schema the cache has dropped is answered from a thread's recent ones a bounded number
+    /// of times, then missed (and compiled again where it is asked for); another cache, even
+    /// with the same key, never sees this one's.
+    #[test]
+    fn a_dropped_schema_is_missed_within_a_bounded_number_of_hits() {
+        let (cache, other) = (cache(), cache());
+        let key = CacheKey::new(Some("crm"), Some("find"), &SchemaHash::of(b"{}"), OPTIONS);
+        let text = Bytes::from_static(br#"{"type": "object"}"#);
+        let (compiled, missed) = cache.get_or_compile(key, &text, OPTIONS, true);
+        assert!(missed && compiled.is_ok());
+        assert!(cache.get(&key).is_some(), "a cached schema is a hit");
+        assert!(other.get(&key).is_none(), "another cache holds nothing");
+        cache.compiled.invalidate(&key);
+        let answered = (0..10 * HITS_BETWEEN_LOOKUPS)
+            .take_while(|_| cache.get(&key).is_some())
+            .count();
+        assert_eq!(answered, HITS_BETWEEN_LOOKUPS as usize);
+        assert!(
+            cache.get(&key).is_none(),
+            "once missed, missed until cached again"
+        );
+        let (_, missed) = cache.get_or_compile(key, &text, OPTIONS, true);
+        assert!(missed, "compiled again");
+        assert!(cache.get(&key).is_some());
     }
 }
