@@ -188,17 +188,22 @@ impl TextCopy {
 
     /// [`TextCopy::is_escaped`], eight bytes of `json` at a time, each eight with their escapes
     /// written at once ([`blocks::escaped_prefix`](crate::core::document::blocks::escaped_prefix))
-    /// and compared with as many of the copy's. Needs SSSE3.
+    /// and compared with as many of the copy's.
+    ///
+    /// # Safety
+    ///
+    /// The processor must have SSSE3.
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     #[target_feature(enable = "ssse3")]
-    fn is_escaped_by_spreads(&self, json: &[u8]) -> bool {
+    unsafe fn is_escaped_by_spreads(&self, json: &[u8]) -> bool {
         use crate::core::document::blocks;
         let copy = &self.content[..];
         let eight =
             |at: usize| -> Option<&[u8; 8]> { json.get(at..at.checked_add(8)?)?.try_into().ok() };
         let (mut i, mut j) = (0, 0);
         while let (Some(w), Some(c)) = (eight(j), blocks::at(copy, i)) {
-            match blocks::escaped_prefix(w, c) {
+            // SAFETY: this function's caller has checked that the processor has SSSE3.
+            match unsafe { blocks::escaped_prefix(w, c) } {
                 Some(written) => (i, j) = (i + written, j + 8),
                 None => return false,
             }

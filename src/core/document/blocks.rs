@@ -106,8 +106,12 @@ static SPREADS: Spreads = spreads();
 /// backslash, every other byte as it is), when `copy` starts with them so; `None` when it does
 /// not. One table lookup for all eight, however many escapes they hold: a result's JSON has a
 /// quote every few bytes, each of which otherwise costs a look of its own.
+///
+/// # Safety
+///
+/// The processor must have SSSE3.
 #[target_feature(enable = "ssse3")]
-pub(crate) fn escaped_prefix(json: &[u8; 8], copy: &[u8; BLOCK]) -> Option<usize> {
+pub(crate) unsafe fn escaped_prefix(json: &[u8; 8], copy: &[u8; BLOCK]) -> Option<usize> {
     // SAFETY: the load reads eight bytes through a reference to eight (its upper half zero, and
     // never a mark); the rest are register operations of SSE2 and SSSE3, which this function is
     // built for and which its caller has checked the processor has.
