@@ -62,6 +62,9 @@ struct Figures {
     cpu_us: [f64; 3],
     /// The same with [`FEW_IN_FLIGHT`] calls in flight.
     cpu4_us: [f64; 3],
+    /// The relay's (the process answering) with one call at a time, in the latency phase: the
+    /// work on each call's path, where the added latency is that work and the wake-ups.
+    cpu1_us: f64,
 }
 
 /// Posts `body` to `url`, in `session` if any: the answer's body.
@@ -191,12 +194,15 @@ async fn drive(
     let mut times = Vec::new();
     let start = Instant::now();
     let mut id = 10;
+    let relay_cpu = || pids[0].map_or(f64::NAN, |pid| crate::cpu_of(&pid.to_string()));
+    let cpu0 = relay_cpu();
     while start.elapsed() < third {
         let t = Instant::now();
         ask(&client, url, session, call(id)).await?;
         times.push(t.elapsed());
         id += 1;
     }
+    let cpu1_us = (relay_cpu() - cpu0) / times.len().max(1) as f64 * 1e6;
     times.sort_unstable();
     let (_, cpu4_us) = flight(&client, url, session, FEW_IN_FLIGHT, third, pids).await?;
     let (rate, cpu_us) = flight(&client, url, session, IN_FLIGHT, third, pids).await?;
@@ -207,6 +213,7 @@ async fn drive(
         answer,
         cpu_us,
         cpu4_us,
+        cpu1_us,
     })
 }
 
@@ -330,7 +337,7 @@ pub(crate) fn gateway_leg(seconds: f64) -> anyhow::Result<()> {
         );
         let relayed = |name: &str, f: &Figures| {
             println!(
-                "{:<44} {:>10.1} {:>10.1} {:>12.0} {:>14.1} {:>14.1}   {:.1}, {:.1}, {:.1}   (at {FEW_IN_FLIGHT} in flight: {:.1})",
+                "{:<44} {:>10.1} {:>10.1} {:>12.0} {:>14.1} {:>14.1}   {:.1}, {:.1}, {:.1}   (at {FEW_IN_FLIGHT} in flight: {:.1}; at 1: {:.1})",
                 format!("{kb} KB {form} {name}"),
                 f.p50_us,
                 f.p99_us,
@@ -340,7 +347,8 @@ pub(crate) fn gateway_leg(seconds: f64) -> anyhow::Result<()> {
                 f.cpu_us[0],
                 f.cpu_us[1],
                 f.cpu_us[2],
-                f.cpu4_us[1]
+                f.cpu4_us[1],
+                f.cpu1_us
             );
         };
         if let Some(b) = &b {

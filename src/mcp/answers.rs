@@ -61,7 +61,8 @@ impl Boundary {
                 method,
                 params: Some(params),
             } if super::task::is_status(&method) => {
-                return self.task_status(link, line, text, params).await
+                // Boxed, as the other rare answers: see `server_answer`.
+                return Box::pin(self.task_status(link, line, text, params)).await;
             }
             _ => {}
         }
@@ -96,7 +97,9 @@ impl Boundary {
             }
             Some(Pending::ToolsList(page)) => {
                 let ours = page.ours;
-                self.listed(link, line, id, result, page).await?;
+                // Boxed: a listing's (and a task's) handling is large and rare, and unboxed it
+                // would be carried in every answer's future, and copied at each of its awaits.
+                Box::pin(self.listed(link, line, id, result, page)).await?;
                 if ours {
                     return Ok(());
                 }
@@ -112,9 +115,10 @@ impl Boundary {
                 task_id,
                 call,
             }) => {
-                return self
-                    .task_answer(link, line, text, id, result, read, &task_id, call)
-                    .await
+                return Box::pin(
+                    self.task_answer(link, line, text, id, result, read, &task_id, call),
+                )
+                .await
             }
             None => {
                 if let Some(answer) = self.unfollowed(id, result) {

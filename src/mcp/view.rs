@@ -6,8 +6,10 @@
 //! session on the route's contract.
 
 use crate::core::check::ListedSchemas;
-use std::collections::HashMap;
 use std::sync::Arc;
+
+/// By tool name, with the session's hasher (see `super::session`'s maps).
+type HashMap<K, V> = std::collections::HashMap<K, V, ahash::RandomState>;
 
 /// Most tools a session's view holds.
 pub const MAX_VIEW_TOOLS: usize = 10_000;

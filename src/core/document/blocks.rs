@@ -1,6 +1,7 @@
 //! Sixteen bytes at a time, with SSE2 (in every x86_64 processor): the quotes, backslashes and
-//! control characters of a block, and where two blocks hold the same bytes, each as a mask of one
-//! bit per byte (bit k for byte k), every such byte marked and no other. The long strings of
+//! control characters of a block (or of a span of four blocks, in 64 bits), the bytes that may
+//! follow an escape's backslash, hex digits, and where two blocks hold the same bytes, each as a
+//! mask of one bit per byte (bit k for byte k), every such byte marked and no other. The long strings of
 //! results (a text copy, dense with escapes) are read and compared through these: a block's
 //! marks, once found, give a literal's reader every escape in it, where eight bytes at a time gave
 //! only the first (the copy's comparison takes the first mark and looks again past its escape).
@@ -8,8 +9,8 @@
 //! [`super::strings`] and the copy's comparison go eight bytes at a time.
 
 use std::arch::x86_64::{
-    __m128i, _mm_cmpeq_epi8, _mm_loadl_epi64, _mm_loadu_si128, _mm_min_epu8, _mm_movemask_epi8,
-    _mm_or_si128, _mm_set1_epi8, _mm_shuffle_epi8,
+    __m128i, _mm_cmpeq_epi8, _mm_loadl_epi64, _mm_loadu_si128, _mm_max_epu8, _mm_min_epu8,
+    _mm_movemask_epi8, _mm_or_si128, _mm_set1_epi8, _mm_shuffle_epi8,
 };
 
 /// Bytes in a block.
@@ -59,6 +60,121 @@ pub(crate) fn stops(block: &[u8; BLOCK]) -> u32 {
         let control = _mm_cmpeq_epi8(_mm_min_epu8(v, each(0x1F)), v);
         _mm_movemask_epi8(_mm_or_si128(quote_or_backslash_bytes(v), control)) as u32
     }
+}
+
+/// Bytes in a span: four blocks, whose marks fill 64 bits.
+pub(crate) const SPAN: usize = 4 * BLOCK;
+
+/// The quotes, backslashes and control characters (below 0x20) of a block or a span, each a mask
+/// of their own (block k of a span in bits 16k to 16k + 15).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Marks {
+    pub quotes: u64,
+    pub backslashes: u64,
+    pub controls: u64,
+}
+
+/// The [`Marks`] of `block`.
+#[inline(always)]
+pub(crate) fn marks(block: &[u8; BLOCK]) -> Marks {
+    let v = load(block);
+    let mask = |bytes: __m128i| u64::from(unsafe { _mm_movemask_epi8(bytes) } as u32);
+    unsafe {
+        Marks {
+            quotes: mask(_mm_cmpeq_epi8(v, each(b'"'))),
+            backslashes: mask(_mm_cmpeq_epi8(v, each(b'\\'))),
+            // Unsigned, a byte is below 0x20 exactly when the least of it and 0x1F is itself.
+            controls: mask(_mm_cmpeq_epi8(_mm_min_epu8(v, each(0x1F)), v)),
+        }
+    }
+}
+
+/// The [`Marks`] of `span`, its four blocks' as one.
+#[inline(always)]
+pub(crate) fn span_marks(span: &[u8; SPAN]) -> Marks {
+    let mut all = Marks {
+        quotes: 0,
+        backslashes: 0,
+        controls: 0,
+    };
+    for (k, block) in span.chunks_exact(BLOCK).enumerate() {
+        let Ok(block) = block.try_into() else {
+            continue;
+        };
+        let block = marks(block);
+        let shift = BLOCK * k;
+        all.quotes |= block.quotes << shift;
+        all.backslashes |= block.backslashes << shift;
+        all.controls |= block.controls << shift;
+    }
+    all
+}
+
+/// The bytes of a block or a span that may follow an escape's backslash: `short`, those of an
+/// escape of two bytes (`"`, `\\`, `/`, `b`, `f`, `n`, `r`, `t`), and `unicode`, each `u` (an
+/// escape of four hex digits more).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct EscapeCodes {
+    pub short: u64,
+    pub unicode: u64,
+}
+
+/// The [`EscapeCodes`] of `bytes`, a block or a span (a whole number of blocks, at most four).
+#[inline(always)]
+pub(crate) fn escape_codes(bytes: &[u8]) -> EscapeCodes {
+    debug_assert!(bytes.len() <= SPAN && bytes.len() % BLOCK == 0);
+    let mut codes = EscapeCodes {
+        short: 0,
+        unicode: 0,
+    };
+    for (k, block) in bytes.chunks_exact(BLOCK).take(SPAN / BLOCK).enumerate() {
+        let Ok(block) = block.try_into() else {
+            continue;
+        };
+        let v = load(block);
+        let is = |byte: u8| unsafe { _mm_cmpeq_epi8(v, each(byte)) };
+        let or = |a, b| unsafe { _mm_or_si128(a, b) };
+        let short = or(
+            or(or(is(b'"'), is(b'\\')), or(is(b'/'), is(b'b'))),
+            or(or(is(b'f'), is(b'n')), or(is(b'r'), is(b't'))),
+        );
+        let mask = |bytes: __m128i| u64::from(unsafe { _mm_movemask_epi8(bytes) } as u32);
+        codes.short |= mask(short) << (BLOCK * k);
+        codes.unicode |= mask(is(b'u')) << (BLOCK * k);
+    }
+    codes
+}
+
+/// The hex digits (`0-9`, `a-f`, `A-F`) of `bytes`, a block or a span.
+#[inline(always)]
+pub(crate) fn hex_digits(bytes: &[u8]) -> u64 {
+    debug_assert!(bytes.len() <= SPAN && bytes.len() % BLOCK == 0);
+    let mut digits = 0;
+    for (k, block) in bytes.chunks_exact(BLOCK).take(SPAN / BLOCK).enumerate() {
+        let Ok(block) = block.try_into() else {
+            continue;
+        };
+        let v = load(block);
+        // Unsigned, `low <= byte <= high` exactly when the byte, raised to at least `low` and
+        // lowered to at most `high`, is itself.
+        let within = |low: u8, high: u8| unsafe {
+            _mm_cmpeq_epi8(_mm_min_epu8(_mm_max_epu8(v, each(low)), each(high)), v)
+        };
+        let found = unsafe {
+            _mm_or_si128(
+                within(b'0', b'9'),
+                _mm_or_si128(within(b'a', b'f'), within(b'A', b'F')),
+            )
+        };
+        digits |= u64::from(unsafe { _mm_movemask_epi8(found) } as u32) << (BLOCK * k);
+    }
+    digits
+}
+
+/// The span of `bytes` starting at `at`, if there are 64 bytes from there.
+#[inline(always)]
+pub(crate) fn span_at(bytes: &[u8], at: usize) -> Option<&[u8; SPAN]> {
+    bytes.get(at..at.checked_add(SPAN)?)?.try_into().ok()
 }
 
 /// The bytes where `a` and `b` hold the same byte.

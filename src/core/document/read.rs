@@ -22,9 +22,10 @@ pub const MAX_NUMBER_LENGTH: usize = 4096;
 
 /// Slots reserved for a value read from `length` bytes: a value takes at least two bytes but for
 /// the last; compact rows of short members take about five, and most values far more. One in
-/// eight bytes, grown past 65,536 slots.
+/// five bytes up to 4,096 slots (a small result read without growing its slots, which cost as
+/// much as reading a tenth of it), 4,096 up to 32 KB, then one in eight, grown past 65,536 slots.
 fn reserved_slots(length: usize) -> usize {
-    (length / 8).min(1 << 16) + 4
+    (length / 5).min(1 << 12).max((length / 8).min(1 << 16)) + 4
 }
 
 pub(super) fn read(source: &Bytes, depth_limit: usize) -> Result<Document, ReadError> {

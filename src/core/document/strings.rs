@@ -4,9 +4,9 @@
 /// The end (one past the closing quote) of the string literal whose opening quote is at `at`,
 /// read by the reading rules (escapes well formed, no raw control character) without decoding it;
 /// `None` when it is not one. Its UTF-8 and the pairing of its surrogate escapes are not checked
-/// here. Sixteen bytes are looked at a time (eight off x86_64 or without SSE2), as in [`plain_run`]'s
-/// first bytes: the string this reads is a result's text copy, one long string dense with
-/// escapes, where a search call per escape would cost more than the look.
+/// here. Sixty-four bytes are looked at a time (after a first sixteen; eight off x86_64 or without
+/// SSE2): the string this reads is a result's text copy, one long string dense with escapes, where
+/// a look per escape would cost more than the bytes between them.
 pub(crate) fn string_end(text: &[u8], at: usize) -> Option<usize> {
     literal(text, at).map(|l| l.end)
 }
@@ -20,8 +20,8 @@ pub(crate) struct Literal {
     pub unicode_escapes: bool,
 }
 
-/// The string literal whose opening quote is at `at`, as [`string_end`] reads it: sixteen bytes
-/// at a time.
+/// The string literal whose opening quote is at `at`, as [`string_end`] reads it, by blocks and
+/// spans ([`literal_by_blocks`]).
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 pub(crate) fn literal(text: &[u8], at: usize) -> Option<Literal> {
     literal_by_blocks(text, at)
@@ -33,40 +33,96 @@ pub(crate) fn literal(text: &[u8], at: usize) -> Option<Literal> {
     literal_by_words(text, at)
 }
 
-/// [`literal`], sixteen bytes at a time: every stop of a block is in its one mask, so the
-/// escapes in it are passed over without another look (a text copy has one every few bytes).
+/// [`literal`], sixteen bytes, then sixty-four at a time (sixteen again near the text's end): a
+/// span's escapes are all found from its backslashes at once (see [`escapes`]), its closing quote
+/// is its first quote not escaped, and the span is passed in a few instructions however many
+/// escapes it holds (a text copy has one every few bytes; `\u` escapes with their four hex digits
+/// in the span included). A span with a control character, a malformed escape or a `\u` escape
+/// running past it is read a byte at a time instead, and the spans go on after it.
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 pub(crate) fn literal_by_blocks(text: &[u8], at: usize) -> Option<Literal> {
-    use super::blocks::{self, BLOCK};
+    use super::blocks::{self, BLOCK, SPAN};
     let mut i = at + 1;
     let mut unicode_escapes = false;
-    while let Some(block) = blocks::at(text, i) {
-        let mut marks = blocks::stops(block);
-        let mut next = i + BLOCK;
-        while marks != 0 {
-            let offset = marks.trailing_zeros() as usize;
-            match *block.get(offset)? {
-                b'"' => {
-                    return Some(Literal {
-                        end: i + offset + 1,
-                        unicode_escapes,
-                    })
-                }
-                b'\\' => {
-                    let after = escape_end(text, i + offset, &mut unicode_escapes)?;
-                    if after >= next {
-                        next = after;
-                        break;
-                    }
-                    // The escaped bytes are not stops.
-                    marks &= u32::MAX << (after - i);
-                }
-                _ => return None,
+    // 1 when the byte at `i` is escaped by the backslash before it.
+    let mut carried = 0u64;
+    loop {
+        // A block first: most literals are short, and end in it.
+        let span = if i > at + 1 {
+            blocks::span_at(text, i)
+        } else {
+            None
+        };
+        let (marks, width) = match span {
+            Some(span) => (blocks::span_marks(span), SPAN),
+            None => match blocks::at(text, i) {
+                Some(block) => (blocks::marks(block), BLOCK),
+                None => break,
+            },
+        };
+        let (escaped, escaping) = escapes(marks.backslashes, carried);
+        let quotes = marks.quotes & !escaped;
+        // The bytes before the closing quote (all of them, if it is not here).
+        let before = match quotes {
+            0 => u64::MAX >> (64 - width),
+            quotes => (quotes & quotes.wrapping_neg()) - 1,
+        };
+        // Escaped bytes other than a quote or a backslash (each always an escape of its own).
+        let letters = escaped & before & !(marks.quotes | marks.backslashes);
+        let mut plain = marks.controls & before == 0;
+        if plain && letters != 0 {
+            let bytes = &text[i..i + width];
+            let codes = blocks::escape_codes(bytes);
+            let unicode = letters & codes.unicode;
+            plain = letters & !(codes.short | codes.unicode) == 0;
+            if plain && unicode != 0 {
+                // Each `u`'s four hex digits, all of them here.
+                let digits = (unicode << 1) | (unicode << 2) | (unicode << 3) | (unicode << 4);
+                plain = unicode >> (width - 4) == 0 && digits & !blocks::hex_digits(bytes) == 0;
+                unicode_escapes |= plain;
             }
         }
-        i = next;
+        if !plain {
+            // From the backslash that escapes the first byte, if one does.
+            let mut j = i - carried as usize;
+            while j < i + width {
+                match byte_step(text, j, &mut unicode_escapes)? {
+                    Step::End(literal) => return Some(literal),
+                    Step::At(next) => j = next,
+                }
+            }
+            (i, carried) = (j, 0);
+            continue;
+        }
+        if quotes != 0 {
+            return Some(Literal {
+                end: i + quotes.trailing_zeros() as usize + 1,
+                unicode_escapes,
+            });
+        }
+        carried = (escaping >> (width - 1)) & 1;
+        i += width;
     }
-    literal_by_bytes(text, i, unicode_escapes)
+    literal_by_bytes(text, i - carried as usize, unicode_escapes)
+}
+
+/// The bytes of a span that an escape's backslash escapes, and the backslashes that escape
+/// them, from the span's backslashes (bit k for byte k) and whether its first byte is escaped
+/// by the bytes before (`carried`, 0 or 1): in a run of backslashes every other one escapes the
+/// byte after it, counted from the run's start. The run's parity comes from a subtraction, as in
+/// simdjson (Langdale and Lemire, "Parsing Gigabytes of JSON per Second", 2019): subtracting a
+/// run's bits from the odd positions above each of its backslashes borrows through it, so that
+/// runs starting on even and on odd bytes come out alike. A borrow only goes up, so the bits of
+/// a block never depend on the bits above them (a block's marks need no span's).
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[inline(always)]
+fn escapes(backslashes: u64, carried: u64) -> (u64, u64) {
+    const ODD: u64 = 0xAAAA_AAAA_AAAA_AAAA;
+    // The backslashes not escaped by the bytes before.
+    let unescaped = backslashes & !carried;
+    // Each escaping backslash and the byte it escapes (simdjson's "escape and terminal code").
+    let pairs = (((unescaped << 1) | ODD).wrapping_sub(unescaped)) ^ ODD;
+    (pairs ^ (backslashes | carried), pairs & backslashes)
 }
 
 /// The rest of a literal from `i` (a plain byte, an escape or its end), a byte at a time.

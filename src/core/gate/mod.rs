@@ -30,6 +30,18 @@ use std::sync::Arc;
 use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+/// A check of [`Gate::check_one`], judged where it was read, or sent to the worker pool (the
+/// answer to come: the check is queued when it is first awaited, and dropping it stops the check
+/// if not started).
+enum Judged<'a> {
+    Now(Result<Verdict, CheckError>),
+    OnWorker(
+        std::pin::Pin<
+            Box<dyn std::future::Future<Output = Result<Verdict, CheckError>> + Send + 'a>,
+        >,
+    ),
+}
+
 /// Bodies up to this size are parsed on the async runtime's thread.
 const INLINE_PARSE_BYTES: usize = 128 * 1024;
 /// How often recorded latencies are folded into their histogram buckets (each is kept until then).
@@ -318,34 +330,37 @@ impl Gate {
             checks: 1,
             bytes: size_hint,
         };
-        let result = if self.reads_inline(size_hint) {
+        // The workers' path is boxed: it is the rare one, and its state (the check, the queue's)
+        // would otherwise be carried in every check's future, and copied at each await of the
+        // futures it is part of. An inline check is judged before the one await.
+        let judged = if self.reads_inline(size_hint) {
             match guarded(|| read(self.limits())).and_then(|check| {
                 caller.may_name(check.server.as_deref())?;
                 Ok(check)
             }) {
-                Err(e) => Err(e),
+                Err(e) => Judged::Now(Err(e)),
                 Ok(check) => match self.judge.judge(&check, caller, Placement::Inline) {
-                    Ok(verdict) => Ok(verdict),
-                    Err(Deferred::Refused(e)) => Err(e),
+                    Ok(verdict) => Judged::Now(Ok(verdict)),
+                    Err(Deferred::Refused(e)) => Judged::Now(Err(e)),
                     Err(Deferred::ToWorker { hit_counted }) => {
                         let (gate, caller) = (Arc::clone(self), Arc::clone(caller));
-                        self.executor
-                            .run(cost, move || {
-                                gate.judge_on_worker(&check, &caller, hit_counted)
-                            })
-                            .await
+                        Judged::OnWorker(Box::pin(self.executor.run(cost, move || {
+                            gate.judge_on_worker(&check, &caller, hit_counted)
+                        })))
                     }
                 },
             }
         } else {
             let (gate, caller) = (Arc::clone(self), Arc::clone(caller));
-            self.executor
-                .run(cost, move || {
-                    let check = guarded(|| read(gate.limits()))?;
-                    caller.may_name(check.server.as_deref())?;
-                    gate.judge_on_worker(&check, &caller, false)
-                })
-                .await
+            Judged::OnWorker(Box::pin(self.executor.run(cost, move || {
+                let check = guarded(|| read(gate.limits()))?;
+                caller.may_name(check.server.as_deref())?;
+                gate.judge_on_worker(&check, &caller, false)
+            })))
+        };
+        let result = match judged {
+            Judged::Now(result) => result,
+            Judged::OnWorker(answer) => answer.await,
         };
         self.instrument.checked(transport, start, &result);
         result

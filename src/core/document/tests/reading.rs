@@ -111,6 +111,66 @@ fn an_escape_at_any_offset_is_read_alike() {
     }
 }
 
+/// Runs of backslashes of every length up to four blocks, starting at every offset of the first
+/// span and of the block after it, then a quote, a code or a control character, and a long tail
+/// or none: a run's parity decides what the byte after it is, across the edges of blocks and
+/// spans, whatever the bytes before carried, and into the last bytes read one at a time.
+#[test]
+fn runs_of_backslashes_are_read_alike_across_blocks() {
+    let long = format!("{}\"", "t".repeat(70));
+    for pad in 0..80 {
+        for run in 1..66 {
+            for after in [&b"\""[..], b"n\"", b"u0041\"", b"\x01\"", b"q\"", b""] {
+                for tail in [long.as_bytes(), b""] {
+                    let mut text = vec![b'"'];
+                    text.extend(std::iter::repeat_n(b'a', pad));
+                    text.extend(std::iter::repeat_n(b'\\', run));
+                    text.extend_from_slice(after);
+                    text.extend_from_slice(tail);
+                    read_alike(&text);
+                }
+            }
+        }
+    }
+}
+
+/// Text of `\u` escapes (as Python's `json.dumps` writes every character past ASCII), whole, cut
+/// short or broken, at every offset of the first spans: each escape's four digits are taken with
+/// its span, or the span is read a byte at a time where they run past it or are not hex digits.
+#[test]
+fn unicode_escapes_are_read_alike_across_blocks() {
+    for pad in 0..70 {
+        for count in [1, 2, 9, 10, 11, 21] {
+            for after in [
+                &b"\""[..],
+                b"\\u00\"",
+                b"\\u00e\"",
+                b"\\uZZZZ\"",
+                b"\\u\"x",
+                b"",
+                b"\\u00e9",
+            ] {
+                let mut text = vec![b'"'];
+                text.extend(std::iter::repeat_n(b'a', pad));
+                for _ in 0..count {
+                    text.extend_from_slice(br"\u00e9");
+                }
+                text.extend_from_slice(after);
+                text.extend_from_slice(b"and more text, past another block or two of it\"");
+                read_alike(&text);
+            }
+        }
+    }
+}
+
+/// `text`, a literal or not, ends where serde_json ends it, and reads alike by blocks and by
+/// words (its `\u` escapes noted alike).
+fn read_alike(text: &[u8]) {
+    let shown = String::from_utf8_lossy(text).into_owned();
+    assert_eq!(string_end(text, 0), serde_json_end(text), "{shown}");
+    assert_eq!(literal(text, 0), literal_by_words(text, 0), "{shown}");
+}
+
 /// Where serde_json ends the value at the start of `text`, if it reads one.
 fn serde_json_end(text: &[u8]) -> Option<usize> {
     let mut values =
