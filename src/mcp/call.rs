@@ -87,10 +87,7 @@ impl Boundary {
                 }
                 "tools/call" => {
                     // Params that are not JSON cannot be checked: answered as missing.
-                    // UTF-8 throughout (serde passes over unknown members unchecked).
-                    let params = params
-                        .and_then(|p| std::str::from_utf8(p.bytes()).ok())
-                        .and_then(|p| serde_json::from_str::<CallParams<'_>>(p).ok());
+                    let params = params.and_then(Unread::parse::<CallParams<'_>>);
                     return self.call(link, line, text, id, params).await;
                 }
                 "tasks/result" | "tasks/get" => {

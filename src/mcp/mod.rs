@@ -20,6 +20,7 @@ mod call;
 mod envelope;
 pub mod ids;
 mod learn;
+mod maps;
 mod metrics;
 pub mod record;
 mod reply;

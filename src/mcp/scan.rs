@@ -27,9 +27,10 @@ impl<'a> Unread<'a> {
         self.0
     }
 
-    /// The value, parsed as `T`; `None` when it is not JSON or not a `T`.
+    /// The value, parsed as `T`; `None` when it is not JSON or not a `T`. Its text is checked as
+    /// UTF-8 whole first: serde passes over the strings of members `T` does not name unchecked.
     pub fn parse<T: Deserialize<'a>>(self) -> Option<T> {
-        serde_json::from_slice(self.0).ok()
+        serde_json::from_str(std::str::from_utf8(self.0).ok()?).ok()
     }
 
     /// The value as a string, when it is one: borrowed from the text unless it holds an escape

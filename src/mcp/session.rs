@@ -4,6 +4,7 @@
 //! server's contract is current. Every collection here is bounded.
 
 use super::ids::{self, Key, Readings};
+use super::maps::{HashMap, HashSet};
 use super::task_records::TaskRecords;
 use super::view::{Offer, Offered, View};
 use crate::core::domain::ProtocolVersion;
@@ -13,14 +14,6 @@ use std::hash::{BuildHasher, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
-
-/// The session's maps, keyed by ids and names its peers choose, hash with ahash, where SipHash
-/// cost about 150 instructions a look-up (a few a call). A peer cannot aim its keys at
-/// collisions: ahash's keys are drawn at random for each process (its `runtime-rng`). The maps
-/// are bounded too: requests in flight and those cancelled by `max_in_flight`, the tools
-/// followed by [`MAX_TRACKED_TOOLS`].
-type HashMap<K, V> = std::collections::HashMap<K, V, ahash::RandomState>;
-type HashSet<T> = std::collections::HashSet<T, ahash::RandomState>;
 
 /// Most tools whose run of rejections is followed, and most tools marked unenforceable.
 const MAX_TRACKED_TOOLS: usize = 10_000;

@@ -5,11 +5,9 @@
 //! session's listing made the route's contract. Bounded: a listing past the bounds leaves the
 //! session on the route's contract.
 
+use super::maps::HashMap;
 use crate::core::check::ListedSchemas;
 use std::sync::Arc;
-
-/// By tool name, with the session's hasher (see `super::session`'s maps).
-type HashMap<K, V> = std::collections::HashMap<K, V, ahash::RandomState>;
 
 /// Most tools a session's view holds.
 pub const MAX_VIEW_TOOLS: usize = 10_000;

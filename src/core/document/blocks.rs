@@ -44,6 +44,13 @@ fn quote_or_backslash_bytes(v: __m128i) -> __m128i {
     }
 }
 
+/// The control characters (below 0x20) of `v`, each such byte all ones, every other all zeros.
+#[inline(always)]
+fn controls(v: __m128i) -> __m128i {
+    // Unsigned, a byte is below 0x20 exactly when the least of it and 0x1F is itself.
+    unsafe { _mm_cmpeq_epi8(_mm_min_epu8(v, each(0x1F)), v) }
+}
+
 /// The quotes and backslashes of `block`.
 #[inline(always)]
 pub(crate) fn quotes_or_backslashes(block: &[u8; BLOCK]) -> u32 {
@@ -55,15 +62,28 @@ pub(crate) fn quotes_or_backslashes(block: &[u8; BLOCK]) -> u32 {
 #[inline(always)]
 pub(crate) fn stops(block: &[u8; BLOCK]) -> u32 {
     let v = load(block);
-    unsafe {
-        // Unsigned, a byte is below 0x20 exactly when the least of it and 0x1F is itself.
-        let control = _mm_cmpeq_epi8(_mm_min_epu8(v, each(0x1F)), v);
-        _mm_movemask_epi8(_mm_or_si128(quote_or_backslash_bytes(v), control)) as u32
-    }
+    unsafe { _mm_movemask_epi8(_mm_or_si128(quote_or_backslash_bytes(v), controls(v))) as u32 }
 }
 
 /// Bytes in a span: four blocks, whose marks fill 64 bits.
 pub(crate) const SPAN: usize = 4 * BLOCK;
+
+/// `found`'s masks of each block of `bytes` (a block or a span: a whole number of blocks, at most
+/// four), block k's in bits 16k to 16k + 15.
+#[inline(always)]
+fn per_block<const N: usize>(bytes: &[u8], found: impl Fn(__m128i) -> [__m128i; N]) -> [u64; N] {
+    debug_assert!(bytes.len() <= SPAN && bytes.len() % BLOCK == 0);
+    let mut all = [0; N];
+    for (k, block) in bytes.chunks_exact(BLOCK).take(SPAN / BLOCK).enumerate() {
+        let Ok(block) = block.try_into() else {
+            continue;
+        };
+        for (all, found) in all.iter_mut().zip(found(load(block))) {
+            *all |= u64::from(unsafe { _mm_movemask_epi8(found) } as u32) << (BLOCK * k);
+        }
+    }
+    all
+}
 
 /// The quotes, backslashes and control characters (below 0x20) of a block or a span, each a mask
 /// of their own (block k of a span in bits 16k to 16k + 15).
@@ -74,40 +94,18 @@ pub(crate) struct Marks {
     pub controls: u64,
 }
 
-/// The [`Marks`] of `block`.
+/// The [`Marks`] of `bytes`, a block or a span (its length known where it is called, so that the
+/// blocks are looked at with no count kept).
 #[inline(always)]
-pub(crate) fn marks(block: &[u8; BLOCK]) -> Marks {
-    let v = load(block);
-    let mask = |bytes: __m128i| u64::from(unsafe { _mm_movemask_epi8(bytes) } as u32);
-    unsafe {
-        Marks {
-            quotes: mask(_mm_cmpeq_epi8(v, each(b'"'))),
-            backslashes: mask(_mm_cmpeq_epi8(v, each(b'\\'))),
-            // Unsigned, a byte is below 0x20 exactly when the least of it and 0x1F is itself.
-            controls: mask(_mm_cmpeq_epi8(_mm_min_epu8(v, each(0x1F)), v)),
-        }
+pub(crate) fn marks<const LEN: usize>(bytes: &[u8; LEN]) -> Marks {
+    let is = |v, byte| unsafe { _mm_cmpeq_epi8(v, each(byte)) };
+    let [quotes, backslashes, controls] =
+        per_block(bytes, |v| [is(v, b'"'), is(v, b'\\'), controls(v)]);
+    Marks {
+        quotes,
+        backslashes,
+        controls,
     }
-}
-
-/// The [`Marks`] of `span`, its four blocks' as one.
-#[inline(always)]
-pub(crate) fn span_marks(span: &[u8; SPAN]) -> Marks {
-    let mut all = Marks {
-        quotes: 0,
-        backslashes: 0,
-        controls: 0,
-    };
-    for (k, block) in span.chunks_exact(BLOCK).enumerate() {
-        let Ok(block) = block.try_into() else {
-            continue;
-        };
-        let block = marks(block);
-        let shift = BLOCK * k;
-        all.quotes |= block.quotes << shift;
-        all.backslashes |= block.backslashes << shift;
-        all.controls |= block.controls << shift;
-    }
-    all
 }
 
 /// The bytes of a block or a span that may follow an escape's backslash: `short`, those of an
@@ -119,55 +117,37 @@ pub(crate) struct EscapeCodes {
     pub unicode: u64,
 }
 
-/// The [`EscapeCodes`] of `bytes`, a block or a span (a whole number of blocks, at most four).
+/// The [`EscapeCodes`] of `bytes`, a block or a span.
 #[inline(always)]
 pub(crate) fn escape_codes(bytes: &[u8]) -> EscapeCodes {
-    debug_assert!(bytes.len() <= SPAN && bytes.len() % BLOCK == 0);
-    let mut codes = EscapeCodes {
-        short: 0,
-        unicode: 0,
-    };
-    for (k, block) in bytes.chunks_exact(BLOCK).take(SPAN / BLOCK).enumerate() {
-        let Ok(block) = block.try_into() else {
-            continue;
-        };
-        let v = load(block);
+    let [short, unicode] = per_block(bytes, |v| {
         let is = |byte: u8| unsafe { _mm_cmpeq_epi8(v, each(byte)) };
         let or = |a, b| unsafe { _mm_or_si128(a, b) };
         let short = or(
             or(or(is(b'"'), is(b'\\')), or(is(b'/'), is(b'b'))),
             or(or(is(b'f'), is(b'n')), or(is(b'r'), is(b't'))),
         );
-        let mask = |bytes: __m128i| u64::from(unsafe { _mm_movemask_epi8(bytes) } as u32);
-        codes.short |= mask(short) << (BLOCK * k);
-        codes.unicode |= mask(is(b'u')) << (BLOCK * k);
-    }
-    codes
+        [short, is(b'u')]
+    });
+    EscapeCodes { short, unicode }
 }
 
 /// The hex digits (`0-9`, `a-f`, `A-F`) of `bytes`, a block or a span.
 #[inline(always)]
 pub(crate) fn hex_digits(bytes: &[u8]) -> u64 {
-    debug_assert!(bytes.len() <= SPAN && bytes.len() % BLOCK == 0);
-    let mut digits = 0;
-    for (k, block) in bytes.chunks_exact(BLOCK).take(SPAN / BLOCK).enumerate() {
-        let Ok(block) = block.try_into() else {
-            continue;
-        };
-        let v = load(block);
+    let [digits] = per_block(bytes, |v| {
         // Unsigned, `low <= byte <= high` exactly when the byte, raised to at least `low` and
         // lowered to at most `high`, is itself.
         let within = |low: u8, high: u8| unsafe {
             _mm_cmpeq_epi8(_mm_min_epu8(_mm_max_epu8(v, each(low)), each(high)), v)
         };
-        let found = unsafe {
+        [unsafe {
             _mm_or_si128(
                 within(b'0', b'9'),
                 _mm_or_si128(within(b'a', b'f'), within(b'A', b'F')),
             )
-        };
-        digits |= u64::from(unsafe { _mm_movemask_epi8(found) } as u32) << (BLOCK * k);
-    }
+        }]
+    });
     digits
 }
 

@@ -54,7 +54,7 @@ pub(crate) fn literal_by_blocks(text: &[u8], at: usize) -> Option<Literal> {
             None
         };
         let (marks, width) = match span {
-            Some(span) => (blocks::span_marks(span), SPAN),
+            Some(span) => (blocks::marks(span), SPAN),
             None => match blocks::at(text, i) {
                 Some(block) => (blocks::marks(block), BLOCK),
                 None => break,
@@ -84,14 +84,10 @@ pub(crate) fn literal_by_blocks(text: &[u8], at: usize) -> Option<Literal> {
         }
         if !plain {
             // From the backslash that escapes the first byte, if one does.
-            let mut j = i - carried as usize;
-            while j < i + width {
-                match byte_step(text, j, &mut unicode_escapes)? {
-                    Step::End(literal) => return Some(literal),
-                    Step::At(next) => j = next,
-                }
+            match by_bytes(text, i - carried as usize, i + width, &mut unicode_escapes)? {
+                Step::End(literal) => return Some(literal),
+                Step::At(next) => (i, carried) = (next, 0),
             }
-            (i, carried) = (j, 0);
             continue;
         }
         if quotes != 0 {
@@ -103,7 +99,11 @@ pub(crate) fn literal_by_blocks(text: &[u8], at: usize) -> Option<Literal> {
         carried = (escaping >> (width - 1)) & 1;
         i += width;
     }
-    literal_by_bytes(text, i - carried as usize, unicode_escapes)
+    match by_bytes(text, i - carried as usize, text.len(), &mut unicode_escapes)? {
+        Step::End(literal) => Some(literal),
+        // The text ends inside the literal.
+        Step::At(_) => None,
+    }
 }
 
 /// The bytes of a span that an escape's backslash escapes, and the backslashes that escape
@@ -125,15 +125,17 @@ fn escapes(backslashes: u64, carried: u64) -> (u64, u64) {
     (pairs ^ (backslashes | carried), pairs & backslashes)
 }
 
-/// The rest of a literal from `i` (a plain byte, an escape or its end), a byte at a time.
+/// A literal read a byte at a time from `i` (a plain byte, an escape or its end): its end, if it
+/// comes before `until`, else the first step at or past `until`.
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-fn literal_by_bytes(text: &[u8], mut i: usize, mut unicode_escapes: bool) -> Option<Literal> {
-    loop {
-        match byte_step(text, i, &mut unicode_escapes)? {
-            Step::End(literal) => return Some(literal),
+fn by_bytes(text: &[u8], mut i: usize, until: usize, unicode_escapes: &mut bool) -> Option<Step> {
+    while i < until {
+        match byte_step(text, i, unicode_escapes)? {
+            Step::End(literal) => return Some(Step::End(literal)),
             Step::At(next) => i = next,
         }
     }
+    Some(Step::At(i))
 }
 
 /// A literal read one step on from a byte.
