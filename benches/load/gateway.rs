@@ -135,15 +135,8 @@ async fn flight(
     span: Duration,
     pids: [Option<u32>; 2],
 ) -> anyhow::Result<(f64, [f64; 3])> {
-    let cpu = || {
-        [
-            crate::process_cpu(),
-            pids[0].map_or(f64::NAN, |pid| crate::cpu_of(&pid.to_string())),
-            pids[1].map_or(f64::NAN, |pid| crate::cpu_of(&pid.to_string())),
-        ]
-    };
     let answered = Arc::new(AtomicU64::new(0));
-    let cpu0 = cpu();
+    let cpu0 = cpu(pids);
     let start = Instant::now();
     let mut tasks = Vec::new();
     for task in 0..in_flight as u64 {
@@ -163,10 +156,25 @@ async fn flight(
         task.await??;
     }
     let elapsed = start.elapsed().as_secs_f64();
-    let cpu1 = cpu();
     let answered = answered.load(Ordering::Relaxed);
-    let cpu_us = std::array::from_fn(|i| (cpu1[i] - cpu0[i]) / answered.max(1) as f64 * 1e6);
-    Ok((answered as f64 / elapsed, cpu_us))
+    Ok((
+        answered as f64 / elapsed,
+        per_call(cpu0, cpu(pids), answered),
+    ))
+}
+
+/// CPU seconds so far: this process (the client), then the processes `pids` names.
+fn cpu(pids: [Option<u32>; 2]) -> [f64; 3] {
+    [
+        crate::process_cpu(),
+        pids[0].map_or(f64::NAN, |pid| crate::cpu_of(&pid.to_string())),
+        pids[1].map_or(f64::NAN, |pid| crate::cpu_of(&pid.to_string())),
+    ]
+}
+
+/// CPU microseconds per call of each process, from `before` to `after` over `calls` calls.
+fn per_call(before: [f64; 3], after: [f64; 3], calls: u64) -> [f64; 3] {
+    std::array::from_fn(|i| (after[i] - before[i]) / calls.max(1) as f64 * 1e6)
 }
 
 /// Round trips to `url` one at a time for a third of `seconds`, then 4 in flight (the CPU per
@@ -194,15 +202,14 @@ async fn drive(
     let mut times = Vec::new();
     let start = Instant::now();
     let mut id = 10;
-    let relay_cpu = || pids[0].map_or(f64::NAN, |pid| crate::cpu_of(&pid.to_string()));
-    let cpu0 = relay_cpu();
+    let cpu0 = cpu(pids);
     while start.elapsed() < third {
         let t = Instant::now();
         ask(&client, url, session, call(id)).await?;
         times.push(t.elapsed());
         id += 1;
     }
-    let cpu1_us = (relay_cpu() - cpu0) / times.len().max(1) as f64 * 1e6;
+    let cpu1_us = per_call(cpu0, cpu(pids), times.len() as u64)[1];
     times.sort_unstable();
     let (_, cpu4_us) = flight(&client, url, session, FEW_IN_FLIGHT, third, pids).await?;
     let (rate, cpu_us) = flight(&client, url, session, IN_FLIGHT, third, pids).await?;

@@ -198,10 +198,8 @@ impl TextCopy {
     unsafe fn is_escaped_by_spreads(&self, json: &[u8]) -> bool {
         use crate::core::document::blocks;
         let copy = &self.content[..];
-        let eight =
-            |at: usize| -> Option<&[u8; 8]> { json.get(at..at.checked_add(8)?)?.try_into().ok() };
         let (mut i, mut j) = (0, 0);
-        while let (Some(w), Some(c)) = (eight(j), blocks::at(copy, i)) {
+        while let (Some(w), Some(c)) = (blocks::at::<8>(json, j), blocks::at(copy, i)) {
             // SAFETY: this function's caller has checked that the processor has SSSE3.
             match unsafe { blocks::escaped_prefix(w, c) } {
                 Some(written) => (i, j) = (i + written, j + 8),

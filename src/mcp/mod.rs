@@ -20,7 +20,6 @@ mod call;
 mod envelope;
 pub mod ids;
 mod learn;
-mod maps;
 mod metrics;
 pub mod record;
 mod reply;

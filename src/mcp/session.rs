@@ -2,12 +2,14 @@
 //! JSON-RPC id), the revision spoken, and the tools whose last call was rejected (so the next call
 //! is a retry); and, in a [`ContractStatus`] the sessions of one server may share, whether the
 //! server's contract is current. Every collection here is bounded.
+//! Its maps (and the view's), keyed by ids and names the peers choose, are ahash's: a SipHash
+//! look-up cost about 150 instructions, and ahash's keys are drawn at random for each process.
 
 use super::ids::{self, Key, Readings};
-use super::maps::{HashMap, HashSet};
 use super::task_records::TaskRecords;
 use super::view::{Offer, Offered, View};
 use crate::core::domain::ProtocolVersion;
+use ahash::{HashMap, HashSet};
 use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::hash::{BuildHasher, Hasher};

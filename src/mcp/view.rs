@@ -5,8 +5,8 @@
 //! session's listing made the route's contract. Bounded: a listing past the bounds leaves the
 //! session on the route's contract.
 
-use super::maps::HashMap;
 use crate::core::check::ListedSchemas;
+use ahash::HashMap;
 use std::sync::Arc;
 
 /// Most tools a session's view holds.

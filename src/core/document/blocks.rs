@@ -108,9 +108,10 @@ pub(crate) fn marks<const LEN: usize>(bytes: &[u8; LEN]) -> Marks {
     }
 }
 
-/// The bytes of a block or a span that may follow an escape's backslash: `short`, those of an
-/// escape of two bytes (`"`, `\\`, `/`, `b`, `f`, `n`, `r`, `t`), and `unicode`, each `u` (an
-/// escape of four hex digits more).
+/// The letters of a block or a span that may follow an escape's backslash: `short`, those of an
+/// escape of two bytes but a quote and a backslash (`/`, `b`, `f`, `n`, `r`, `t`: an escaped quote
+/// or backslash is known from the [`Marks`]), and `unicode`, each `u` (an escape of four hex
+/// digits more).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct EscapeCodes {
     pub short: u64,
@@ -124,7 +125,7 @@ pub(crate) fn escape_codes(bytes: &[u8]) -> EscapeCodes {
         let is = |byte: u8| unsafe { _mm_cmpeq_epi8(v, each(byte)) };
         let or = |a, b| unsafe { _mm_or_si128(a, b) };
         let short = or(
-            or(or(is(b'"'), is(b'\\')), or(is(b'/'), is(b'b'))),
+            or(is(b'/'), is(b'b')),
             or(or(is(b'f'), is(b'n')), or(is(b'r'), is(b't'))),
         );
         [short, is(b'u')]
@@ -149,12 +150,6 @@ pub(crate) fn hex_digits(bytes: &[u8]) -> u64 {
         }]
     });
     digits
-}
-
-/// The span of `bytes` starting at `at`, if there are 64 bytes from there.
-#[inline(always)]
-pub(crate) fn span_at(bytes: &[u8], at: usize) -> Option<&[u8; SPAN]> {
-    bytes.get(at..at.checked_add(SPAN)?)?.try_into().ok()
 }
 
 /// The bytes where `a` and `b` hold the same byte.
@@ -225,10 +220,10 @@ pub(crate) unsafe fn escaped_prefix(json: &[u8; 8], copy: &[u8; BLOCK]) -> Optio
     }
 }
 
-/// The block of `bytes` starting at `at`, if there are 16 bytes from there.
+/// The `N` bytes of `bytes` starting at `at` (a block, a span), if there are as many from there.
 #[inline(always)]
-pub(crate) fn at(bytes: &[u8], at: usize) -> Option<&[u8; BLOCK]> {
-    bytes.get(at..at.checked_add(BLOCK)?)?.try_into().ok()
+pub(crate) fn at<const N: usize>(bytes: &[u8], at: usize) -> Option<&[u8; N]> {
+    bytes.get(at..at.checked_add(N)?)?.try_into().ok()
 }
 
 #[cfg(test)]
@@ -263,7 +258,7 @@ mod tests {
             }
         }
         assert_eq!(at(b"0123456789abcdef", 0), Some(b"0123456789abcdef"));
-        assert_eq!(at(b"0123456789abcdef", 1), None);
-        assert_eq!(at(b"", usize::MAX), None);
+        assert_eq!(at::<BLOCK>(b"0123456789abcdef", 1), None);
+        assert_eq!(at::<BLOCK>(b"", usize::MAX), None);
     }
 }

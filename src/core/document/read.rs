@@ -178,38 +178,20 @@ impl<'t> Reader<'t> {
         at
     }
 
-    /// Reads one value (the reader is at it, or at white space before it).
-    fn value(&mut self, depth: usize) -> Result<(), ReadError> {
-        self.counted(depth)?;
-        match self.significant() {
-            Some(b'{') => self.object(depth),
-            Some(b'[') => self.array(depth),
-            Some(byte) => self.scalar(byte),
-            None => Err(self.error("EOF while parsing a value")),
-        }
-    }
-
-    /// A value at `depth` counted (refused past the depth limit).
+    /// Reads one value (the reader is at it, or at white space before it): inline where a
+    /// member's or an element's is read, so that a scalar (most of them) takes no call.
     #[inline(always)]
-    fn counted(&mut self, depth: usize) -> Result<(), ReadError> {
+    fn value(&mut self, depth: usize) -> Result<(), ReadError> {
         if depth > self.limit {
             return Err(ReadError::TooDeep);
         }
         self.doc.depth = self.doc.depth.max(depth);
         self.doc.nodes += 1;
-        Ok(())
-    }
-
-    /// Reads a member's or an element's value, at `depth`: as [`Reader::value`], with a
-    /// scalar (most of them) read here rather than in a call of its own.
-    #[inline(always)]
-    fn element(&mut self, depth: usize) -> Result<(), ReadError> {
         match self.significant() {
-            Some(b'{' | b'[') | None => self.value(depth),
-            Some(byte) => {
-                self.counted(depth)?;
-                self.scalar(byte)
-            }
+            Some(b'{') => self.object(depth),
+            Some(b'[') => self.array(depth),
+            Some(byte) => self.scalar(byte),
+            None => Err(self.error("EOF while parsing a value")),
         }
     }
 
@@ -250,7 +232,7 @@ impl<'t> Reader<'t> {
             self.at += 1;
         } else {
             loop {
-                self.element(depth + 1)?;
+                self.value(depth + 1)?;
                 count += 1;
                 match self.significant() {
                     Some(b',') => self.at += 1,
@@ -304,7 +286,7 @@ impl<'t> Reader<'t> {
                     return Err(self.error("expected `:`"));
                 }
                 self.at += 1;
-                self.element(depth + 1)?;
+                self.value(depth + 1)?;
                 count += 1;
                 match self.significant() {
                     Some(b',') => self.at += 1,

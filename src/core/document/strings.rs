@@ -37,8 +37,9 @@ pub(crate) fn literal(text: &[u8], at: usize) -> Option<Literal> {
 /// span's escapes are all found from its backslashes at once (see [`escapes`]), its closing quote
 /// is its first quote not escaped, and the span is passed in a few instructions however many
 /// escapes it holds (a text copy has one every few bytes; `\u` escapes with their four hex digits
-/// in the span included). A span with a control character, a malformed escape or a `\u` escape
-/// running past it is read a byte at a time instead, and the spans go on after it.
+/// in the span included). A control character or a malformed escape before the closing quote is
+/// no literal; a `\u` escape whose digits run past a span starts the next span; the last bytes,
+/// fewer than a block, are read a byte at a time.
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 pub(crate) fn literal_by_blocks(text: &[u8], at: usize) -> Option<Literal> {
     use super::blocks::{self, BLOCK, SPAN};
@@ -49,13 +50,13 @@ pub(crate) fn literal_by_blocks(text: &[u8], at: usize) -> Option<Literal> {
     loop {
         // A block first: most literals are short, and end in it.
         let span = if i > at + 1 {
-            blocks::span_at(text, i)
+            blocks::at::<SPAN>(text, i)
         } else {
             None
         };
         let (marks, width) = match span {
             Some(span) => (blocks::marks(span), SPAN),
-            None => match blocks::at(text, i) {
+            None => match blocks::at::<BLOCK>(text, i) {
                 Some(block) => (blocks::marks(block), BLOCK),
                 None => break,
             },
@@ -67,28 +68,35 @@ pub(crate) fn literal_by_blocks(text: &[u8], at: usize) -> Option<Literal> {
             0 => u64::MAX >> (64 - width),
             quotes => (quotes & quotes.wrapping_neg()) - 1,
         };
+        if marks.controls & before != 0 {
+            // A control character before the closing quote: in no literal.
+            return None;
+        }
         // Escaped bytes other than a quote or a backslash (each always an escape of its own).
         let letters = escaped & before & !(marks.quotes | marks.backslashes);
-        let mut plain = marks.controls & before == 0;
-        if plain && letters != 0 {
+        if letters != 0 {
             let bytes = &text[i..i + width];
             let codes = blocks::escape_codes(bytes);
+            if letters & !(codes.short | codes.unicode) != 0 {
+                return None;
+            }
             let unicode = letters & codes.unicode;
-            plain = letters & !(codes.short | codes.unicode) == 0;
-            if plain && unicode != 0 {
-                // Each `u`'s four hex digits, all of them here.
+            if unicode != 0 {
+                // Each `u`'s four hex digits, those of them here.
                 let digits = (unicode << 1) | (unicode << 2) | (unicode << 3) | (unicode << 4);
-                plain = unicode >> (width - 4) == 0 && digits & !blocks::hex_digits(bytes) == 0;
-                unicode_escapes |= plain;
+                if digits & (u64::MAX >> (64 - width)) & !blocks::hex_digits(bytes) != 0 {
+                    return None;
+                }
+                unicode_escapes = true;
+                // A `\u` escape whose digits run past the span (the last escape before the
+                // closing quote, if any: a quote among its digits is no hex digit): the spans go
+                // on from its backslash.
+                let past = unicode >> (width - 4);
+                if past != 0 {
+                    (i, carried) = (i + width - 5 + past.trailing_zeros() as usize, 0);
+                    continue;
+                }
             }
-        }
-        if !plain {
-            // From the backslash that escapes the first byte, if one does.
-            match by_bytes(text, i - carried as usize, i + width, &mut unicode_escapes)? {
-                Step::End(literal) => return Some(literal),
-                Step::At(next) => (i, carried) = (next, 0),
-            }
-            continue;
         }
         if quotes != 0 {
             return Some(Literal {
@@ -99,11 +107,8 @@ pub(crate) fn literal_by_blocks(text: &[u8], at: usize) -> Option<Literal> {
         carried = (escaping >> (width - 1)) & 1;
         i += width;
     }
-    match by_bytes(text, i - carried as usize, text.len(), &mut unicode_escapes)? {
-        Step::End(literal) => Some(literal),
-        // The text ends inside the literal.
-        Step::At(_) => None,
-    }
+    // From the backslash that escapes the byte at `i`, if one does.
+    literal_by_bytes(text, i - carried as usize, unicode_escapes)
 }
 
 /// The bytes of a span that an escape's backslash escapes, and the backslashes that escape
@@ -125,17 +130,15 @@ fn escapes(backslashes: u64, carried: u64) -> (u64, u64) {
     (pairs ^ (backslashes | carried), pairs & backslashes)
 }
 
-/// A literal read a byte at a time from `i` (a plain byte, an escape or its end): its end, if it
-/// comes before `until`, else the first step at or past `until`.
+/// The rest of a literal from `i` (a plain byte, an escape or its end), a byte at a time.
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-fn by_bytes(text: &[u8], mut i: usize, until: usize, unicode_escapes: &mut bool) -> Option<Step> {
-    while i < until {
-        match byte_step(text, i, unicode_escapes)? {
-            Step::End(literal) => return Some(Step::End(literal)),
+fn literal_by_bytes(text: &[u8], mut i: usize, mut unicode_escapes: bool) -> Option<Literal> {
+    loop {
+        match byte_step(text, i, &mut unicode_escapes)? {
+            Step::End(literal) => return Some(literal),
             Step::At(next) => i = next,
         }
     }
-    Some(Step::At(i))
 }
 
 /// A literal read one step on from a byte.

@@ -190,10 +190,12 @@ impl SchemaCache {
     pub fn get(&self, key: &CacheKey) -> Option<Compiled> {
         let hit = match self.recent(key) {
             Some((hit, 0)) => {
-                // Its hits here are spent: the cache reads it (or has it back) and it starts over.
-                if self.compiled.get(key).is_none() {
+                // Its hits here are spent: the cache reads it again (its copy kept, should
+                // another thread have compiled it meanwhile), or has it back; it starts over.
+                let hit = self.compiled.get(key).unwrap_or_else(|| {
                     self.compiled.insert(*key, Arc::clone(&hit));
-                }
+                    hit
+                });
                 self.remember(*key, &hit);
                 Some(hit)
             }
@@ -220,13 +222,21 @@ impl SchemaCache {
         })
     }
 
-    /// Keeps `compiled`, just found in the cache, among this thread's [`RECENT`] ones (in place
-    /// of the one kept longest, if there are as many as are kept).
+    /// Keeps `compiled`, just found in the cache, as this thread's latest [`RECENT`] one: in
+    /// place of `key`'s, or else of the one kept longest if there are as many as are kept.
     fn remember(&self, key: CacheKey, compiled: &Compiled) {
         RECENT.with_borrow_mut(|recent| {
-            recent.retain(|r| !(r.cache == self.id && r.key == key));
-            if recent.len() == RECENT_PER_THREAD {
-                recent.remove(0);
+            match recent
+                .iter()
+                .position(|r| r.cache == self.id && r.key == key)
+            {
+                Some(at) => {
+                    recent.remove(at);
+                }
+                None if recent.len() == RECENT_PER_THREAD => {
+                    recent.remove(0);
+                }
+                None => {}
             }
             recent.push(Recent {
                 cache: self.id,
