@@ -3,9 +3,10 @@
 //! JSON copy, as tools send them) answered as JSON and as a server-sent event. The server is
 //! examples/mcp_test_server.rs `--raw --http` (every call answered with the same pre-built
 //! result); the client is this process, on keep-alive HTTP/1.1 (reqwest), as an MCP client is.
-//! Latency is one call at a time; the rate is with 64 calls in flight. Calls are requests of their
-//! own (no session), and for 1 KB JSON also calls in one session the gateway holds (its rules and
-//! its own listing kept between calls).
+//! Latency is one call at a time, the direct calls and the relays' made in turn (so that a moment
+//! when the machine is slower slows every path alike); the rate is with 64 calls in flight, on one
+//! path at a time. Calls are requests of their own (no session), and for 1 KB JSON also calls in
+//! one session the gateway holds (its rules and its own listing kept between calls).
 
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -177,51 +178,101 @@ fn per_call(before: [f64; 3], after: [f64; 3], calls: u64) -> [f64; 3] {
     std::array::from_fn(|i| (after[i] - before[i]) / calls.max(1) as f64 * 1e6)
 }
 
-/// Round trips to `url` one at a time for a third of `seconds`, then 4 in flight (the CPU per
-/// call) and 64 in flight (the rate) for a third each; `pids`: the process answering and the one
-/// behind it, if any. With `in_session`, the calls are made in one session begun first (the
-/// gateway holds its rules, its own listing among them); else each is a request of its own.
-async fn drive(
-    url: &str,
-    seconds: f64,
+/// One path the leg calls: straight to the server, through the bare relay or through the
+/// gateway.
+struct Path {
+    url: String,
+    client: reqwest::Client,
+    /// The session the calls are made in, if any.
+    session: Option<String>,
+    /// The process answering and the one behind it, if any.
     pids: [Option<u32>; 2],
-    in_session: bool,
-) -> anyhow::Result<Figures> {
-    let client = crate::http_client::builder()
-        .http1_only()
-        .pool_max_idle_per_host(IN_FLIGHT)
-        .build()?;
-    let session = match in_session {
-        true => Some(begin(&client, url).await?),
-        false => None,
-    };
-    let session = session.as_deref();
-    // The first call lets the gateway list the tools and compile the schema.
-    let answer = ask(&client, url, session, call(1)).await?;
-    let third = Duration::from_secs_f64(seconds / 3.0);
-    let mut times = Vec::new();
-    let start = Instant::now();
-    let mut id = 10;
-    let cpu0 = cpu(pids);
-    while start.elapsed() < third {
-        let t = Instant::now();
-        ask(&client, url, session, call(id)).await?;
-        times.push(t.elapsed());
-        id += 1;
+    /// The answer to the first call.
+    answer: String,
+}
+
+impl Path {
+    /// A client of its own for `url`, in a session begun first where `in_session` (the gateway
+    /// holds its rules, its own listing among them; else each call is a request of its own), and
+    /// the first call made (it lets the gateway list the tools and compile the schema).
+    async fn open(url: &str, pids: [Option<u32>; 2], in_session: bool) -> anyhow::Result<Path> {
+        let client = crate::http_client::builder()
+            .http1_only()
+            .pool_max_idle_per_host(IN_FLIGHT)
+            .build()?;
+        let session = match in_session {
+            true => Some(begin(&client, url).await?),
+            false => None,
+        };
+        let answer = ask(&client, url, session.as_deref(), call(1)).await?;
+        Ok(Path {
+            url: url.to_owned(),
+            client,
+            session,
+            pids,
+            answer,
+        })
     }
-    let cpu1_us = per_call(cpu0, cpu(pids), times.len() as u64)[1];
-    times.sort_unstable();
-    let (_, cpu4_us) = flight(&client, url, session, FEW_IN_FLIGHT, third, pids).await?;
-    let (rate, cpu_us) = flight(&client, url, session, IN_FLIGHT, third, pids).await?;
-    Ok(Figures {
-        p50_us: percentile(&times, 0.50),
-        p99_us: percentile(&times, 0.99),
-        rate,
-        answer,
-        cpu_us,
-        cpu4_us,
-        cpu1_us,
-    })
+
+    async fn ask(&self, id: u64) -> anyhow::Result<String> {
+        ask(&self.client, &self.url, self.session.as_deref(), call(id)).await
+    }
+}
+
+/// Round trips one at a time for `span` in all, to each of `paths` in turn (the first of a round
+/// rotating), so that every path's calls are made in the same moments of the machine: each
+/// path's times, sorted, and the CPU microseconds per call of the process answering it (a
+/// process answers only its own path's calls, and sits idle through the others').
+async fn latencies(paths: &[Path], span: Duration) -> anyhow::Result<Vec<(Vec<Duration>, f64)>> {
+    let mut times = vec![Vec::new(); paths.len()];
+    let cpu0: Vec<[f64; 3]> = paths.iter().map(|p| cpu(p.pids)).collect();
+    let start = Instant::now();
+    let (mut id, mut round) = (10, 0);
+    while start.elapsed() < span {
+        for k in 0..paths.len() {
+            let at = (round + k) % paths.len();
+            let t = Instant::now();
+            paths[at].ask(id).await?;
+            times[at].push(t.elapsed());
+            id += 1;
+        }
+        round += 1;
+    }
+    Ok(times
+        .into_iter()
+        .zip(paths.iter().zip(cpu0))
+        .map(|(mut times, (path, cpu0))| {
+            let cpu1_us = per_call(cpu0, cpu(path.pids), times.len() as u64)[1];
+            times.sort_unstable();
+            (times, cpu1_us)
+        })
+        .collect())
+}
+
+/// Each of `paths` called one at a time, interleaved (see [`latencies`]), a third of `seconds`
+/// per path, then on each in turn 4 in flight (the CPU per call) and 64 in flight (the rate) for
+/// a third each: their figures, in order.
+async fn drive(paths: Vec<Path>, seconds: f64) -> anyhow::Result<Vec<Figures>> {
+    let third = Duration::from_secs_f64(seconds / 3.0);
+    let latency = latencies(&paths, third * paths.len() as u32).await?;
+    let mut figures = Vec::with_capacity(paths.len());
+    for (path, (times, cpu1_us)) in paths.into_iter().zip(latency) {
+        let (url, session) = (&path.url, path.session.as_deref());
+        let (_, cpu4_us) =
+            flight(&path.client, url, session, FEW_IN_FLIGHT, third, path.pids).await?;
+        let (rate, cpu_us) =
+            flight(&path.client, url, session, IN_FLIGHT, third, path.pids).await?;
+        figures.push(Figures {
+            p50_us: percentile(&times, 0.50),
+            p99_us: percentile(&times, 0.99),
+            rate,
+            answer: path.answer,
+            cpu_us,
+            cpu4_us,
+            cpu1_us,
+        });
+    }
+    Ok(figures)
 }
 
 /// Prints the gateway's figures: direct and through the gateway, for each result size and each
@@ -304,17 +355,22 @@ pub(crate) fn gateway_leg(seconds: f64) -> anyhow::Result<()> {
                 }
                 tokio::time::sleep(Duration::from_millis(25)).await;
             }
-            let d = drive(&url, seconds, [Some(upstream.0.id()), None], in_session).await?;
-            let b = match &bare {
-                Some((relay, relayed)) => {
-                    let pids = [Some(relay.0.id()), Some(upstream.0.id())];
-                    Some(drive(relayed, seconds, pids, in_session).await?)
-                }
-                None => None,
-            };
-            let pids = [Some(gateway.0.id()), Some(upstream.0.id())];
-            let g = drive(&through, seconds, pids, in_session).await?;
-            anyhow::Ok((d, b, g))
+            // Direct, through the bare relay (if any) and through the gateway, one at a time in
+            // turn: each relay's added latency is of calls made in the same moments.
+            let upstream_pid = Some(upstream.0.id());
+            let mut paths = vec![Path::open(&url, [upstream_pid, None], in_session).await?];
+            if let Some((relay, relayed)) = &bare {
+                let pids = [Some(relay.0.id()), upstream_pid];
+                paths.push(Path::open(relayed, pids, in_session).await?);
+            }
+            let pids = [Some(gateway.0.id()), upstream_pid];
+            paths.push(Path::open(&through, pids, in_session).await?);
+            let mut figures = drive(paths, seconds).await?.into_iter();
+            let d = figures.next().ok_or_else(|| anyhow::anyhow!("direct"))?;
+            let g = figures
+                .next_back()
+                .ok_or_else(|| anyhow::anyhow!("gateway"))?;
+            anyhow::Ok((d, figures.next(), g))
         });
         drop((gateway, upstream, bare));
         let (d, b, g) = figures?;

@@ -3,7 +3,9 @@
 //! `structuredContent` and their JSON copy in a text block, as tools send them). The server is
 //! examples/mcp_test_server.rs in `--raw` mode (it answers each call with the same pre-built
 //! bytes); the client is this process, writing pre-built requests and reading answers by line, as
-//! an MCP host does. Latency is one call at a time; the rate is with 64 calls in flight.
+//! an MCP host does. Latency is one call at a time, the direct pair's calls and the proxy's
+//! made in turn (so that a moment when the machine is slower slows both alike); the rate is with
+//! 64 calls in flight, on one path at a time.
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -85,30 +87,51 @@ fn call(id: u64) -> Vec<u8> {
     .into_bytes()
 }
 
-/// Round trips one at a time for `seconds / 2`, then 64 in flight for `seconds / 2`.
-fn drive(mut peer: Peer, seconds: f64) -> anyhow::Result<Figures> {
+/// Opens the session on `peer` (`initialize`) and makes its first call, which lets a proxy list
+/// the tools and compile the schema: that call's answer.
+fn open(peer: &mut Peer) -> anyhow::Result<String> {
     let mut answer = String::new();
     peer.ask(
         br#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"load","version":"1"}}}
 "#,
         &mut answer,
     )?;
-    // The first call lets the proxy list the tools and compile the schema.
     peer.ask(&call(1), &mut answer)?;
-    let first = answer.clone();
-    let requests: Vec<Vec<u8>> = (0..1024).map(|i| call(10 + i)).collect();
-    let mut times = Vec::new();
-    let half = Duration::from_secs_f64(seconds / 2.0);
-    let start = Instant::now();
-    let mut i = 0;
-    while start.elapsed() < half {
-        let t = Instant::now();
-        peer.ask(&requests[i % requests.len()], &mut answer)?;
-        times.push(t.elapsed());
-        i += 1;
-    }
-    times.sort_unstable();
+    Ok(answer)
+}
 
+/// Round trips one at a time for `span` in all, to each of `peers` in turn (the first of a round
+/// rotating), so that every path's calls are made in the same moments of the machine: the p50
+/// and p99 of each, in microseconds.
+fn latencies(peers: &mut [Peer], span: Duration) -> anyhow::Result<Vec<(f64, f64)>> {
+    let mut answer = String::new();
+    let requests: Vec<Vec<u8>> = (0..1024).map(|i| call(10 + i)).collect();
+    let mut times = vec![Vec::new(); peers.len()];
+    let start = Instant::now();
+    let (mut i, mut round) = (0, 0);
+    while start.elapsed() < span {
+        for k in 0..peers.len() {
+            let at = (round + k) % peers.len();
+            let t = Instant::now();
+            peers[at].ask(&requests[i % requests.len()], &mut answer)?;
+            times[at].push(t.elapsed());
+            i += 1;
+        }
+        round += 1;
+    }
+    Ok(times
+        .into_iter()
+        .map(|mut times| {
+            times.sort_unstable();
+            (percentile(&times, 0.50), percentile(&times, 0.99))
+        })
+        .collect())
+}
+
+/// 64 calls in flight on `peer` for `span`: the rate and the CPU per call (as
+/// [`Figures::cpu_us`]). The session ends with it.
+fn flight(peer: Peer, span: Duration) -> anyhow::Result<(f64, [f64; 3])> {
+    let requests: Vec<Vec<u8>> = (0..1024).map(|i| call(10 + i)).collect();
     let Peer {
         child,
         mut stdin,
@@ -148,7 +171,7 @@ fn drive(mut peer: Peer, seconds: f64) -> anyhow::Result<Figures> {
     let cpu0 = cpu();
     let start = Instant::now();
     let mut n = 0usize;
-    while start.elapsed() < half {
+    while start.elapsed() < span {
         if sent.load(Ordering::Relaxed) - received.load(Ordering::SeqCst) >= IN_FLIGHT {
             waiting.store(true, Ordering::SeqCst);
             if sent.load(Ordering::Relaxed) - received.load(Ordering::SeqCst) >= IN_FLIGHT {
@@ -178,13 +201,32 @@ fn drive(mut peer: Peer, seconds: f64) -> anyhow::Result<Figures> {
     let _ = child.kill();
     let _ = child.wait();
     let _ = reader.join();
-    Ok(Figures {
-        p50_us: percentile(&times, 0.50),
-        p99_us: percentile(&times, 0.99),
-        rate: answered as f64 / elapsed,
-        answer: first,
-        cpu_us,
-    })
+    Ok((answered as f64 / elapsed, cpu_us))
+}
+
+/// Each of `peers` opened, then their round trips one at a time, interleaved (see
+/// [`latencies`]), for `seconds / 2` per peer, then 64 in flight on each in turn for
+/// `seconds / 2`: their figures, in order.
+fn drive(mut peers: Vec<Peer>, seconds: f64) -> anyhow::Result<Vec<Figures>> {
+    let answers = peers
+        .iter_mut()
+        .map(open)
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let half = Duration::from_secs_f64(seconds / 2.0);
+    let span = half * peers.len() as u32;
+    let latency = latencies(&mut peers, span)?;
+    let mut figures = Vec::with_capacity(peers.len());
+    for ((peer, answer), (p50_us, p99_us)) in peers.into_iter().zip(answers).zip(latency) {
+        let (rate, cpu_us) = flight(peer, half)?;
+        figures.push(Figures {
+            p50_us,
+            p99_us,
+            rate,
+            answer,
+            cpu_us,
+        });
+    }
+    Ok(figures)
 }
 
 /// Rounds of the recorded comparison: the proxy without and with `--record`, alternating.
@@ -218,12 +260,14 @@ fn proxy_command(
 fn recorded(server: &std::path::Path, seconds: f64) -> anyhow::Result<f64> {
     let mut ratios = Vec::with_capacity(RECORD_ROUNDS);
     for round in 1..=RECORD_ROUNDS {
-        let plain = drive(Peer::spawn(proxy_command(server, 1024, None))?, seconds)?;
         let dir = tempfile::tempdir()?;
-        let r = drive(
+        let peers = vec![
+            Peer::spawn(proxy_command(server, 1024, None))?,
             Peer::spawn(proxy_command(server, 1024, Some(dir.path())))?,
-            seconds,
-        )?;
+        ];
+        let [plain, r]: [Figures; 2] = drive(peers, seconds)?
+            .try_into()
+            .map_err(|_| anyhow::anyhow!("two peers driven"))?;
         let written: u64 = std::fs::read_dir(dir.path())?
             .filter_map(Result::ok)
             .filter_map(|e| e.metadata().ok())
@@ -269,8 +313,12 @@ pub(crate) fn proxy_leg(seconds: f64) -> anyhow::Result<()> {
         let mut direct = Command::new(&server);
         direct.args(["--raw", "--result-bytes", &size.to_string()]);
         let proxied = proxy_command(&server, size, None);
-        let d = drive(Peer::spawn(direct)?, seconds)?;
-        let p = drive(Peer::spawn(proxied)?, seconds)?;
+        // The direct pair's calls and the proxy's, one at a time, in turn: the added latency is
+        // of calls made in the same moments.
+        let [d, p]: [Figures; 2] =
+            drive(vec![Peer::spawn(direct)?, Peer::spawn(proxied)?], seconds)?
+                .try_into()
+                .map_err(|_| anyhow::anyhow!("two peers driven"))?;
         anyhow::ensure!(
             d.answer == p.answer,
             "the proxy changed a conforming result:\n direct:  {}\n proxied: {}",

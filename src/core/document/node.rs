@@ -46,13 +46,14 @@ impl Json for DocumentJson {
     }
 }
 
-/// One value of a document: the document, where the value's slot is, and the slot itself (read
-/// once, where the node is made: the validator asks a node its kind, then its text or number).
+/// One value of a document: the document and the value's slot (read where the node is made: the
+/// validator asks a node its kind, then its text or number). Two words, as the validator passes a
+/// node by reference for every element it judges; where the slot is, the few that ask (an
+/// object's members, an identity) derive from the slot's address.
 #[derive(Clone, Copy)]
 pub struct NodeRef<'a> {
     doc: &'a Document,
     slot: &'a Slot,
-    at: u32,
 }
 
 impl<'a> NodeRef<'a> {
@@ -60,7 +61,6 @@ impl<'a> NodeRef<'a> {
         NodeRef {
             doc,
             slot: doc.slot_ref(at),
-            at,
         }
     }
 
@@ -68,9 +68,14 @@ impl<'a> NodeRef<'a> {
         self.slot.kind
     }
 
-    /// The slot after this value and everything inside it.
-    fn after(&self) -> u32 {
-        self.slot.after(self.at)
+    /// Where the value's slot is in its document. (A node past the end, whose slot is the null
+    /// `MISSING`, as an empty document's root is, answers a number of no meaning: a null has no
+    /// members to look for from it, and such a document no other node whose identity it could
+    /// share.)
+    fn at(&self) -> u32 {
+        let offset =
+            (std::ptr::from_ref(self.slot) as usize).wrapping_sub(self.doc.slots.as_ptr() as usize);
+        (offset / std::mem::size_of::<Slot>()) as u32
     }
 
     /// The member named `key` of an object value.
@@ -81,14 +86,14 @@ impl<'a> NodeRef<'a> {
             return None;
         }
         if slot.a > INDEXED_MEMBERS {
-            let start = doc.index_of(self.at)?;
+            let start = doc.index_of(self.at())?;
             let index = doc.index.get(start..start + slot.a as usize)?;
             let found = index
                 .binary_search_by(|&k| doc.text_of(doc.slot(k)).cmp(key))
                 .ok()?;
             return Some(NodeRef::new(doc, index[found] + 1));
         }
-        let mut k = self.at + 1;
+        let mut k = self.at() + 1;
         while k < slot.b {
             let key_slot = doc.slot(k);
             if key_slot.kind == Kind::Key && doc.text_of(key_slot) == key {
@@ -233,7 +238,7 @@ impl<'a> Node<'a, DocumentJson> for NodeRef<'a> {
     fn identity(&self) -> Option<NodeIdentity> {
         Some(NodeIdentity::tagged(
             std::ptr::from_ref(self.doc) as usize,
-            self.at,
+            self.at(),
         ))
     }
 }
@@ -381,16 +386,17 @@ pub struct Members<'a> {
     doc: &'a Document,
     /// The document's slots up to the object's end (see [`Elements`]).
     slots: &'a [Slot],
-    at: u32,
+    /// The slots of the members not yet given.
+    rest: std::slice::Iter<'a, Slot>,
 }
 
 impl<'a> Members<'a> {
     fn of(object: NodeRef<'a>) -> Self {
-        let (slots, at) = contents(object, Kind::Object);
+        let (slots, rest) = contents(object, Kind::Object);
         Members {
             doc: object.doc,
             slots,
-            at,
+            rest,
         }
     }
 }
@@ -400,16 +406,15 @@ impl<'a> Iterator for Members<'a> {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            let key = self.at;
-            let slot = self.slots.get(key as usize)?;
-            let value = NodeRef {
-                doc: self.doc,
-                slot: self.slots.get(key as usize + 1)?,
-                at: key + 1,
-            };
-            self.at = value.after();
-            if slot.kind == Kind::Key {
-                return Some((self.doc.text_of(*slot), value));
+            let key = self.rest.next()?;
+            let value = self.rest.as_slice().first()?;
+            past(&mut self.rest, self.slots, value);
+            if key.kind == Kind::Key {
+                let value = NodeRef {
+                    doc: self.doc,
+                    slot: value,
+                };
+                return Some((self.doc.text_of(*key), value));
             }
         }
     }
@@ -418,19 +423,21 @@ impl<'a> Iterator for Members<'a> {
 /// An array's elements, in order.
 pub struct Elements<'a> {
     doc: &'a Document,
-    /// The document's slots up to the array's end: one bounds check finds an element's slot and
-    /// tells the end (a `uniqueItems` or `enum` over many elements pays it for each).
+    /// The document's slots up to the array's end: an element's slots are walked in order, and
+    /// one that is an array or object names the slot after it (a `uniqueItems` or `enum` over
+    /// many elements pays a step and a look at the kind for each).
     slots: &'a [Slot],
-    at: u32,
+    /// The slots of the elements not yet given.
+    rest: std::slice::Iter<'a, Slot>,
 }
 
 impl<'a> Elements<'a> {
     fn of(array: NodeRef<'a>) -> Self {
-        let (slots, at) = contents(array, Kind::Array);
+        let (slots, rest) = contents(array, Kind::Array);
         Elements {
             doc: array.doc,
             slots,
-            at,
+            rest,
         }
     }
 }
@@ -438,27 +445,42 @@ impl<'a> Elements<'a> {
 impl<'a> Iterator for Elements<'a> {
     type Item = NodeRef<'a>;
 
+    #[inline]
     fn next(&mut self) -> Option<NodeRef<'a>> {
-        let at = self.at;
-        let slot = self.slots.get(at as usize)?;
-        self.at = slot.after(at);
+        let slot = self.rest.as_slice().first()?;
+        past(&mut self.rest, self.slots, slot);
         Some(NodeRef {
             doc: self.doc,
             slot,
-            at,
         })
     }
 }
 
-/// The slots of `container`'s document up to the container's end, and where its first element
-/// or key is; none when it is not of `kind`.
-fn contents(container: NodeRef<'_>, kind: Kind) -> (&[Slot], u32) {
+/// Moves `rest` (which starts at `value`'s slot, one of `slots`) past `value` and everything
+/// inside it.
+#[inline(always)]
+fn past<'a>(rest: &mut std::slice::Iter<'a, Slot>, slots: &'a [Slot], value: &Slot) {
+    match value.kind {
+        Kind::Array | Kind::Object => {
+            *rest = slots.get(value.b as usize..).unwrap_or_default().iter();
+        }
+        _ => {
+            rest.next();
+        }
+    }
+}
+
+/// The slots of `container`'s document up to the container's end, and those of its elements or
+/// members; none when it is not of `kind`.
+fn contents(container: NodeRef<'_>, kind: Kind) -> (&[Slot], std::slice::Iter<'_, Slot>) {
     let slots = &container.doc.slots;
     match container.slot.kind == kind {
         true => {
             let end = (container.slot.b as usize).min(slots.len());
-            (&slots[..end], container.at + 1)
+            let slots = &slots[..end];
+            let first = container.at() as usize + 1;
+            (slots, slots.get(first..).unwrap_or_default().iter())
         }
-        false => (&[], 0),
+        false => (&[], [].iter()),
     }
 }
