@@ -221,8 +221,9 @@ impl Path {
 
 /// Round trips one at a time for `span` in all, to each of `paths` in turn (the first of a round
 /// rotating), so that every path's calls are made in the same moments of the machine: each
-/// path's times, sorted, and the CPU microseconds per call of the process answering it (a
-/// process answers only its own path's calls, and sits idle through the others').
+/// path's times, sorted, and the CPU microseconds per call of the process answering it: a relay
+/// answers only its own path's calls, and sits idle through the others' (the server behind them
+/// answers every path's, so the direct path's figure is no figure of its own, and is not shown).
 async fn latencies(paths: &[Path], span: Duration) -> anyhow::Result<Vec<(Vec<Duration>, f64)>> {
     let mut times = vec![Vec::new(); paths.len()];
     let cpu0: Vec<[f64; 3]> = paths.iter().map(|p| cpu(p.pids)).collect();
