@@ -126,23 +126,17 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted.get(i).map_or(f64::NAN, |d| d.as_secs_f64() * 1e6)
 }
 
-/// The calls answered by `in_flight` tasks calling `url` for `span`, their rate, and the CPU
-/// microseconds per call of this process and of `pids` (as [`Figures::cpu_us`]).
-async fn flight(
-    client: &reqwest::Client,
-    url: &str,
-    session: Option<&str>,
-    in_flight: usize,
-    span: Duration,
-    pids: [Option<u32>; 2],
-) -> anyhow::Result<(f64, [f64; 3])> {
+/// The calls answered by `in_flight` tasks calling `path` for `span`, their rate, and the CPU
+/// microseconds per call of this process and of the path's processes (as [`Figures::cpu_us`]).
+async fn flight(path: &Path, in_flight: usize, span: Duration) -> anyhow::Result<(f64, [f64; 3])> {
     let answered = Arc::new(AtomicU64::new(0));
-    let cpu0 = cpu(pids);
+    let cpu0 = cpu(path.pids);
     let start = Instant::now();
     let mut tasks = Vec::new();
     for task in 0..in_flight as u64 {
-        let (client, url, answered) = (client.clone(), url.to_owned(), Arc::clone(&answered));
-        let session = session.map(str::to_owned);
+        let (client, url, answered) =
+            (path.client.clone(), path.url.clone(), Arc::clone(&answered));
+        let session = path.session.clone();
         tasks.push(tokio::spawn(async move {
             let mut id = 1_000_000 * (task + 1);
             while start.elapsed() < span {
@@ -160,7 +154,7 @@ async fn flight(
     let answered = answered.load(Ordering::Relaxed);
     Ok((
         answered as f64 / elapsed,
-        per_call(cpu0, cpu(pids), answered),
+        per_call(cpu0, cpu(path.pids), answered),
     ))
 }
 
@@ -258,11 +252,8 @@ async fn drive(paths: Vec<Path>, seconds: f64) -> anyhow::Result<Vec<Figures>> {
     let latency = latencies(&paths, third * paths.len() as u32).await?;
     let mut figures = Vec::with_capacity(paths.len());
     for (path, (times, cpu1_us)) in paths.into_iter().zip(latency) {
-        let (url, session) = (&path.url, path.session.as_deref());
-        let (_, cpu4_us) =
-            flight(&path.client, url, session, FEW_IN_FLIGHT, third, path.pids).await?;
-        let (rate, cpu_us) =
-            flight(&path.client, url, session, IN_FLIGHT, third, path.pids).await?;
+        let (_, cpu4_us) = flight(&path, FEW_IN_FLIGHT, third).await?;
+        let (rate, cpu_us) = flight(&path, IN_FLIGHT, third).await?;
         figures.push(Figures {
             p50_us: percentile(&times, 0.50),
             p99_us: percentile(&times, 0.99),

@@ -103,9 +103,12 @@ fn open(peer: &mut Peer) -> anyhow::Result<String> {
 /// Round trips one at a time for `span` in all, to each of `peers` in turn (the first of a round
 /// rotating), so that every path's calls are made in the same moments of the machine: the p50
 /// and p99 of each, in microseconds.
-fn latencies(peers: &mut [Peer], span: Duration) -> anyhow::Result<Vec<(f64, f64)>> {
+fn latencies(
+    peers: &mut [Peer],
+    requests: &[Vec<u8>],
+    span: Duration,
+) -> anyhow::Result<Vec<(f64, f64)>> {
     let mut answer = String::new();
-    let requests: Vec<Vec<u8>> = (0..1024).map(|i| call(10 + i)).collect();
     let mut times = vec![Vec::new(); peers.len()];
     let start = Instant::now();
     let (mut i, mut round) = (0, 0);
@@ -128,10 +131,9 @@ fn latencies(peers: &mut [Peer], span: Duration) -> anyhow::Result<Vec<(f64, f64
         .collect())
 }
 
-/// 64 calls in flight on `peer` for `span`: the rate and the CPU per call (as
-/// [`Figures::cpu_us`]). The session ends with it.
-fn flight(peer: Peer, span: Duration) -> anyhow::Result<(f64, [f64; 3])> {
-    let requests: Vec<Vec<u8>> = (0..1024).map(|i| call(10 + i)).collect();
+/// 64 calls in flight on `peer` for `span`, of `requests` in turn: the rate and the CPU per call
+/// (as [`Figures::cpu_us`]). The session ends with it.
+fn flight(peer: Peer, requests: &[Vec<u8>], span: Duration) -> anyhow::Result<(f64, [f64; 3])> {
     let Peer {
         child,
         mut stdin,
@@ -207,17 +209,17 @@ fn flight(peer: Peer, span: Duration) -> anyhow::Result<(f64, [f64; 3])> {
 /// Each of `peers` opened, then their round trips one at a time, interleaved (see
 /// [`latencies`]), for `seconds / 2` per peer, then 64 in flight on each in turn for
 /// `seconds / 2`: their figures, in order.
-fn drive(mut peers: Vec<Peer>, seconds: f64) -> anyhow::Result<Vec<Figures>> {
+fn drive<const N: usize>(mut peers: [Peer; N], seconds: f64) -> anyhow::Result<[Figures; N]> {
     let answers = peers
         .iter_mut()
         .map(open)
         .collect::<anyhow::Result<Vec<_>>>()?;
+    let requests: Vec<Vec<u8>> = (0..1024).map(|i| call(10 + i)).collect();
     let half = Duration::from_secs_f64(seconds / 2.0);
-    let span = half * peers.len() as u32;
-    let latency = latencies(&mut peers, span)?;
-    let mut figures = Vec::with_capacity(peers.len());
+    let latency = latencies(&mut peers, &requests, half * N as u32)?;
+    let mut figures = Vec::with_capacity(N);
     for ((peer, answer), (p50_us, p99_us)) in peers.into_iter().zip(answers).zip(latency) {
-        let (rate, cpu_us) = flight(peer, half)?;
+        let (rate, cpu_us) = flight(peer, &requests, half)?;
         figures.push(Figures {
             p50_us,
             p99_us,
@@ -226,7 +228,9 @@ fn drive(mut peers: Vec<Peer>, seconds: f64) -> anyhow::Result<Vec<Figures>> {
             cpu_us,
         });
     }
-    Ok(figures)
+    figures
+        .try_into()
+        .map_err(|_| anyhow::anyhow!("a figure for each of {N} peers"))
 }
 
 /// Rounds of the recorded comparison: the proxy without and with `--record`, alternating.
@@ -261,13 +265,11 @@ fn recorded(server: &std::path::Path, seconds: f64) -> anyhow::Result<f64> {
     let mut ratios = Vec::with_capacity(RECORD_ROUNDS);
     for round in 1..=RECORD_ROUNDS {
         let dir = tempfile::tempdir()?;
-        let peers = vec![
+        let peers = [
             Peer::spawn(proxy_command(server, 1024, None))?,
             Peer::spawn(proxy_command(server, 1024, Some(dir.path())))?,
         ];
-        let [plain, r]: [Figures; 2] = drive(peers, seconds)?
-            .try_into()
-            .map_err(|_| anyhow::anyhow!("two peers driven"))?;
+        let [plain, r] = drive(peers, seconds)?;
         let written: u64 = std::fs::read_dir(dir.path())?
             .filter_map(Result::ok)
             .filter_map(|e| e.metadata().ok())
@@ -315,10 +317,7 @@ pub(crate) fn proxy_leg(seconds: f64) -> anyhow::Result<()> {
         let proxied = proxy_command(&server, size, None);
         // The direct pair's calls and the proxy's, one at a time, in turn: the added latency is
         // of calls made in the same moments.
-        let [d, p]: [Figures; 2] =
-            drive(vec![Peer::spawn(direct)?, Peer::spawn(proxied)?], seconds)?
-                .try_into()
-                .map_err(|_| anyhow::anyhow!("two peers driven"))?;
+        let [d, p] = drive([Peer::spawn(direct)?, Peer::spawn(proxied)?], seconds)?;
         anyhow::ensure!(
             d.answer == p.answer,
             "the proxy changed a conforming result:\n direct:  {}\n proxied: {}",

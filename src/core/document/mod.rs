@@ -90,10 +90,14 @@ struct Slot {
 impl Slot {
     /// The slot after this value, which is at `at`, and everything inside it.
     fn after(&self, at: u32) -> u32 {
-        match self.kind {
-            Kind::Array | Kind::Object => self.b,
-            _ => at + 1,
-        }
+        self.contents_end().unwrap_or(at + 1)
+    }
+
+    /// For an array or object, the slot after everything inside it; for any other value, none
+    /// (the value is its one slot).
+    #[inline(always)]
+    fn contents_end(&self) -> Option<u32> {
+        matches!(self.kind, Kind::Array | Kind::Object).then_some(self.b)
     }
 }
 

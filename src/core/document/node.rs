@@ -382,22 +382,11 @@ fn same(a: NodeRef<'_>, b: NodeRef<'_>) -> bool {
 }
 
 /// An object's members, in document order, passing over keys given again later.
-pub struct Members<'a> {
-    doc: &'a Document,
-    /// The document's slots up to the object's end (see [`Elements`]).
-    slots: &'a [Slot],
-    /// The slots of the members not yet given.
-    rest: std::slice::Iter<'a, Slot>,
-}
+pub struct Members<'a>(Contents<'a>);
 
 impl<'a> Members<'a> {
     fn of(object: NodeRef<'a>) -> Self {
-        let (slots, rest) = contents(object, Kind::Object);
-        Members {
-            doc: object.doc,
-            slots,
-            rest,
-        }
+        Members(Contents::of(object, Kind::Object))
     }
 }
 
@@ -406,39 +395,21 @@ impl<'a> Iterator for Members<'a> {
 
     fn next(&mut self) -> Option<Self::Item> {
         loop {
-            let key = self.rest.next()?;
-            let value = self.rest.as_slice().first()?;
-            past(&mut self.rest, self.slots, value);
+            let key = self.0.rest.next()?;
+            let value = self.0.value()?;
             if key.kind == Kind::Key {
-                let value = NodeRef {
-                    doc: self.doc,
-                    slot: value,
-                };
-                return Some((self.doc.text_of(*key), value));
+                return Some((self.0.doc.text_of(*key), value));
             }
         }
     }
 }
 
 /// An array's elements, in order.
-pub struct Elements<'a> {
-    doc: &'a Document,
-    /// The document's slots up to the array's end: an element's slots are walked in order, and
-    /// one that is an array or object names the slot after it (a `uniqueItems` or `enum` over
-    /// many elements pays a step and a look at the kind for each).
-    slots: &'a [Slot],
-    /// The slots of the elements not yet given.
-    rest: std::slice::Iter<'a, Slot>,
-}
+pub struct Elements<'a>(Contents<'a>);
 
 impl<'a> Elements<'a> {
     fn of(array: NodeRef<'a>) -> Self {
-        let (slots, rest) = contents(array, Kind::Array);
-        Elements {
-            doc: array.doc,
-            slots,
-            rest,
-        }
+        Elements(Contents::of(array, Kind::Array))
     }
 }
 
@@ -447,40 +418,50 @@ impl<'a> Iterator for Elements<'a> {
 
     #[inline]
     fn next(&mut self) -> Option<NodeRef<'a>> {
+        self.0.value()
+    }
+}
+
+/// The slots inside an array or object, walked in order: an element's (or a member's value's)
+/// are one step, or, for an array or object, a jump to the slot its own contents end at (a
+/// `uniqueItems` or `enum` over many elements pays a step and a look at the kind for each).
+struct Contents<'a> {
+    doc: &'a Document,
+    /// The document's slots up to the container's end.
+    slots: &'a [Slot],
+    /// The slots not yet walked.
+    rest: std::slice::Iter<'a, Slot>,
+}
+
+impl<'a> Contents<'a> {
+    /// The contents of `container`; none when it is not of `kind`.
+    fn of(container: NodeRef<'a>, kind: Kind) -> Self {
+        let doc = container.doc;
+        let (slots, rest) = match container.slot.kind == kind {
+            true => {
+                let end = (container.slot.b as usize).min(doc.slots.len());
+                let slots = &doc.slots[..end];
+                let first = container.at() as usize + 1;
+                (slots, slots.get(first..).unwrap_or_default().iter())
+            }
+            false => (&[][..], [].iter()),
+        };
+        Contents { doc, slots, rest }
+    }
+
+    /// The value whose slot is the next one, the walk moved past it and everything inside it.
+    #[inline(always)]
+    fn value(&mut self) -> Option<NodeRef<'a>> {
         let slot = self.rest.as_slice().first()?;
-        past(&mut self.rest, self.slots, slot);
+        match slot.contents_end() {
+            Some(end) => self.rest = self.slots.get(end as usize..).unwrap_or_default().iter(),
+            None => {
+                self.rest.next();
+            }
+        }
         Some(NodeRef {
             doc: self.doc,
             slot,
         })
-    }
-}
-
-/// Moves `rest` (which starts at `value`'s slot, one of `slots`) past `value` and everything
-/// inside it.
-#[inline(always)]
-fn past<'a>(rest: &mut std::slice::Iter<'a, Slot>, slots: &'a [Slot], value: &Slot) {
-    match value.kind {
-        Kind::Array | Kind::Object => {
-            *rest = slots.get(value.b as usize..).unwrap_or_default().iter();
-        }
-        _ => {
-            rest.next();
-        }
-    }
-}
-
-/// The slots of `container`'s document up to the container's end, and those of its elements or
-/// members; none when it is not of `kind`.
-fn contents(container: NodeRef<'_>, kind: Kind) -> (&[Slot], std::slice::Iter<'_, Slot>) {
-    let slots = &container.doc.slots;
-    match container.slot.kind == kind {
-        true => {
-            let end = (container.slot.b as usize).min(slots.len());
-            let slots = &slots[..end];
-            let first = container.at() as usize + 1;
-            (slots, slots.get(first..).unwrap_or_default().iter())
-        }
-        false => (&[], [].iter()),
     }
 }
