@@ -14,7 +14,7 @@
 //! figures of [`registry`]).
 //!
 //! The rooms: [`opts`] (flags and leg groups), [`server`] (the server process the transport legs
-//! run against), [`proxy`] (the MCP proxy over stdio), [`gateway`] (the MCP gateway on
+//! run against), [`proxy`] (the MCP proxy over stdio, beside [`bare_stdio`], the plain relay it is measured against), [`gateway`] (the MCP gateway on
 //! Streamable HTTP, beside [`bare_relay`], the plain relay it is measured against), [`alloc`] (allocation counting), [`cpu`]
 //! (CPU and resident size from /proc), [`http1`] and [`grpc`] (the pre-built clients), [`legs`]
 //! (every leg, in process and over the transports, and the memory curves), [`report`] (figures
@@ -49,6 +49,7 @@ mod service;
 mod abuse;
 mod alloc;
 mod bare_relay;
+mod bare_stdio;
 mod cpu;
 mod gateway;
 mod grpc;
@@ -97,6 +98,9 @@ fn main() -> anyhow::Result<()> {
     let opts = Opts::from_args();
     if let Some(upstream) = &opts.bare_relay {
         return bare_relay::run(upstream);
+    }
+    if opts.bare_stdio_relay {
+        return bare_stdio::run(&opts.command);
     }
     if opts.with_token {
         let _ = http1::TOKEN.set("bench-token-5d0c7e2a9f".to_owned());

@@ -45,6 +45,13 @@ pub(crate) struct Opts {
     /// else.
     #[arg(long, hide = true)]
     pub(crate) bare_relay: Option<String>,
+    /// Run as the proxy leg's bare stdio relay in front of the command after `--` (see
+    /// `bare_stdio`), and nothing else.
+    #[arg(long, hide = true)]
+    pub(crate) bare_stdio_relay: bool,
+    /// The command after `--`, for `--bare-stdio-relay`.
+    #[arg(last = true, hide = true)]
+    pub(crate) command: Vec<String>,
     /// Passed by `cargo bench`; ignored.
     #[arg(long, hide = true)]
     bench: bool,

@@ -3,8 +3,9 @@
 //! `structuredContent` and their JSON copy in a text block, as tools send them). The server is
 //! examples/mcp_test_server.rs in `--raw` mode (it answers each call with the same pre-built
 //! bytes); the client is this process, writing pre-built requests and reading answers by line, as
-//! an MCP host does. Latency is one call at a time, the direct pair's calls and the proxy's
-//! made in turn (so that a moment when the machine is slower slows both alike); the rate is with
+//! an MCP host does. Beside them, the same server behind a bare stdio relay ([`crate::bare_stdio`]),
+//! the floor of any process in between. Latency is one call at a time, the three paths' calls
+//! made in turn (so that a moment when the machine is slower slows all alike); the rate is with
 //! 64 calls in flight, on one path at a time.
 
 use std::io::{BufRead, BufReader, Write};
@@ -311,13 +312,27 @@ pub(crate) fn proxy_leg(seconds: f64) -> anyhow::Result<()> {
     let mut ratio_1kb = f64::NAN;
     let mut recorded_1kb = f64::NAN;
     let (mut added_p50_1kb, mut proxy_cpu_1kb) = (f64::NAN, f64::NAN);
+    let (mut beyond_bare_1kb, mut bare_added_1kb) = (f64::NAN, f64::NAN);
     for size in [1024usize, 64 * 1024] {
         let mut direct = Command::new(&server);
         direct.args(["--raw", "--result-bytes", &size.to_string()]);
         let proxied = proxy_command(&server, size, None);
-        // The direct pair's calls and the proxy's, one at a time, in turn: the added latency is
-        // of calls made in the same moments.
-        let [d, p] = drive([Peer::spawn(direct)?, Peer::spawn(proxied)?], seconds)?;
+        let mut bare = Command::new(std::env::current_exe()?);
+        bare.args(["--bare-stdio-relay", "--"]).arg(&server).args([
+            "--raw",
+            "--result-bytes",
+            &size.to_string(),
+        ]);
+        // The direct pair's calls, the bare relay's and the proxy's, one at a time, in turn: the
+        // added latency is of calls made in the same moments.
+        let [d, b, p] = drive(
+            [
+                Peer::spawn(direct)?,
+                Peer::spawn(bare)?,
+                Peer::spawn(proxied)?,
+            ],
+            seconds,
+        )?;
         anyhow::ensure!(
             d.answer == p.answer,
             "the proxy changed a conforming result:\n direct:  {}\n proxied: {}",
@@ -336,21 +351,25 @@ pub(crate) fn proxy_leg(seconds: f64) -> anyhow::Result<()> {
             d.cpu_us[0],
             d.cpu_us[1]
         );
-        println!(
-            "{:<28} {:>10.1} {:>10.1} {:>12.0} {:>14.1} {:>14.1}   {:.1}, {:.1}, {:.1}",
-            format!("{kb} KB through the proxy"),
-            p.p50_us,
-            p.p99_us,
-            p.rate,
-            p.p50_us - d.p50_us,
-            p.p99_us - d.p99_us,
-            p.cpu_us[0],
-            p.cpu_us[1],
-            p.cpu_us[2]
-        );
+        for (path, f) in [("a bare stdio relay", &b), ("the proxy", &p)] {
+            println!(
+                "{:<28} {:>10.1} {:>10.1} {:>12.0} {:>14.1} {:>14.1}   {:.1}, {:.1}, {:.1}",
+                format!("{kb} KB through {path}"),
+                f.p50_us,
+                f.p99_us,
+                f.rate,
+                f.p50_us - d.p50_us,
+                f.p99_us - d.p99_us,
+                f.cpu_us[0],
+                f.cpu_us[1],
+                f.cpu_us[2]
+            );
+        }
         if size == 1024 {
             ratio_1kb = p.rate / d.rate;
             added_p50_1kb = p.p50_us - d.p50_us;
+            bare_added_1kb = b.p50_us - d.p50_us;
+            beyond_bare_1kb = p.p50_us - b.p50_us;
             proxy_cpu_1kb = p.cpu_us[1];
             recorded_1kb = recorded(&server, seconds)?;
         }
@@ -360,6 +379,12 @@ pub(crate) fn proxy_leg(seconds: f64) -> anyhow::Result<()> {
         "the proxy adds <= 20 us p50 at 1 KB results",
         format!("{added_p50_1kb:.1} us"),
         added_p50_1kb <= 20.0,
+    );
+    // Any process between the pair adds a pipe each way: what the bare relay adds is the floor,
+    // and the proxy's own cost is what it adds beyond it (both timed in the same moments, so the
+    // difference holds whichever speed the direct pair settled at).
+    println!(
+        "  the floor: a bare stdio relay adds {bare_added_1kb:.1} us p50 at 1 KB results; the proxy adds {beyond_bare_1kb:.1} us beyond it"
     );
     crate::verdict_line(
         "the proxy's CPU per call <= 5 us at 1 KB results (64 in flight)",
