@@ -61,6 +61,10 @@ struct Figures {
     p99_us: f64,
     rate: f64,
     answer: String,
+    /// CPU microseconds per call of the process talked to (the server, or the relay), one call
+    /// at a time: each relay answers only its own path's calls (the server answers every path's,
+    /// so the direct path's figure is not its own).
+    cpu1_us: f64,
     /// CPU microseconds per call in the rate phase: this process (the client), the process it
     /// talks to (the server, or the proxy), and the proxy's child (the server behind it).
     cpu_us: [f64; 3],
@@ -103,14 +107,17 @@ fn open(peer: &mut Peer) -> anyhow::Result<String> {
 
 /// Round trips one at a time for `span` in all, to each of `peers` in turn (the first of a round
 /// rotating), so that every path's calls are made in the same moments of the machine: the p50
-/// and p99 of each, in microseconds.
+/// and p99 of each, in microseconds, and the CPU microseconds per call of the process it talks
+/// to (see [`Figures::cpu1_us`]).
 fn latencies(
     peers: &mut [Peer],
     requests: &[Vec<u8>],
     span: Duration,
-) -> anyhow::Result<Vec<(f64, f64)>> {
+) -> anyhow::Result<Vec<(f64, f64, f64)>> {
     let mut answer = String::new();
     let mut times = vec![Vec::new(); peers.len()];
+    let cpu = |peer: &Peer| crate::cpu_of(&peer.child.id().to_string());
+    let cpu0: Vec<f64> = peers.iter().map(cpu).collect();
     let start = Instant::now();
     let (mut i, mut round) = (0, 0);
     while start.elapsed() < span {
@@ -125,9 +132,11 @@ fn latencies(
     }
     Ok(times
         .into_iter()
-        .map(|mut times| {
+        .zip(peers.iter().zip(cpu0))
+        .map(|(mut times, (peer, cpu0))| {
+            let cpu1_us = (cpu(peer) - cpu0) / times.len().max(1) as f64 * 1e6;
             times.sort_unstable();
-            (percentile(&times, 0.50), percentile(&times, 0.99))
+            (percentile(&times, 0.50), percentile(&times, 0.99), cpu1_us)
         })
         .collect())
 }
@@ -219,13 +228,14 @@ fn drive<const N: usize>(mut peers: [Peer; N], seconds: f64) -> anyhow::Result<[
     let half = Duration::from_secs_f64(seconds / 2.0);
     let latency = latencies(&mut peers, &requests, half * N as u32)?;
     let mut figures = Vec::with_capacity(N);
-    for ((peer, answer), (p50_us, p99_us)) in peers.into_iter().zip(answers).zip(latency) {
+    for ((peer, answer), (p50_us, p99_us, cpu1_us)) in peers.into_iter().zip(answers).zip(latency) {
         let (rate, cpu_us) = flight(peer, &requests, half)?;
         figures.push(Figures {
             p50_us,
             p99_us,
             rate,
             answer,
+            cpu1_us,
             cpu_us,
         });
     }
@@ -313,6 +323,7 @@ pub(crate) fn proxy_leg(seconds: f64) -> anyhow::Result<()> {
     let mut recorded_1kb = f64::NAN;
     let (mut added_p50_1kb, mut proxy_cpu_1kb) = (f64::NAN, f64::NAN);
     let (mut beyond_bare_1kb, mut bare_added_1kb) = (f64::NAN, f64::NAN);
+    let (mut bare_cpu1_1kb, mut proxy_cpu1_1kb) = (f64::NAN, f64::NAN);
     for size in [1024usize, 64 * 1024] {
         let mut direct = Command::new(&server);
         direct.args(["--raw", "--result-bytes", &size.to_string()]);
@@ -370,6 +381,7 @@ pub(crate) fn proxy_leg(seconds: f64) -> anyhow::Result<()> {
             added_p50_1kb = p.p50_us - d.p50_us;
             bare_added_1kb = b.p50_us - d.p50_us;
             beyond_bare_1kb = p.p50_us - b.p50_us;
+            (bare_cpu1_1kb, proxy_cpu1_1kb) = (b.cpu1_us, p.cpu1_us);
             proxy_cpu_1kb = p.cpu_us[1];
             recorded_1kb = recorded(&server, seconds)?;
         }
@@ -385,6 +397,10 @@ pub(crate) fn proxy_leg(seconds: f64) -> anyhow::Result<()> {
     // difference holds whichever speed the direct pair settled at).
     println!(
         "  the floor: a bare stdio relay adds {bare_added_1kb:.1} us p50 at 1 KB results; the proxy adds {beyond_bare_1kb:.1} us beyond it"
+    );
+    println!(
+        "  one call at a time, CPU us per call at 1 KB results: the bare relay {bare_cpu1_1kb:.1}, the proxy {proxy_cpu1_1kb:.1} ({:.2}x)",
+        proxy_cpu1_1kb / bare_cpu1_1kb
     );
     crate::verdict_line(
         "the proxy's CPU per call <= 5 us at 1 KB results (64 in flight)",
