@@ -10,7 +10,9 @@ use std::os::fd::AsFd;
 use std::process::Stdio;
 use tokio::net::unix::pipe;
 
-/// Relays between this process's stdin/stdout and `command` until either side closes.
+/// Relays between this process's stdin/stdout and `command` until the server closes its stdout
+/// (a client that closes its stdin ends it too, once the server, reading its end, exits). Killed
+/// (as the harness ends a path), it closes the server's stdin with it, and the server exits there.
 pub(crate) fn run(command: &[String]) -> anyhow::Result<()> {
     let (program, args) = command
         .split_first()

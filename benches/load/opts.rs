@@ -50,7 +50,7 @@ pub(crate) struct Opts {
     #[arg(long, hide = true)]
     pub(crate) bare_stdio_relay: bool,
     /// The command after `--`, for `--bare-stdio-relay`.
-    #[arg(last = true, hide = true)]
+    #[arg(last = true, hide = true, requires = "bare_stdio_relay")]
     pub(crate) command: Vec<String>,
     /// Passed by `cargo bench`; ignored.
     #[arg(long, hide = true)]

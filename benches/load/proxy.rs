@@ -61,12 +61,12 @@ struct Figures {
     p99_us: f64,
     rate: f64,
     answer: String,
-    /// CPU microseconds per call of the process talked to (the server, or the relay), one call
-    /// at a time: each relay answers only its own path's calls (the server answers every path's,
-    /// so the direct path's figure is not its own).
+    /// CPU microseconds per call of the process talked to, one call at a time: a relay's own
+    /// (without the server behind it), or, for the direct path, its server's. Each path has a
+    /// server of its own, so each figure counts only that path's calls.
     cpu1_us: f64,
     /// CPU microseconds per call in the rate phase: this process (the client), the process it
-    /// talks to (the server, or the proxy), and the proxy's child (the server behind it).
+    /// talks to (the server, or the relay), and the relay's child (the server behind it).
     cpu_us: [f64; 3],
 }
 
@@ -314,9 +314,9 @@ fn recorded(server: &std::path::Path, seconds: f64) -> anyhow::Result<f64> {
 pub(crate) fn proxy_leg(seconds: f64) -> anyhow::Result<()> {
     let server = crate::mcp_test_server::build()?;
     println!();
-    println!("proxy: tools/call over stdio, one call at a time (latency) and {IN_FLIGHT} in flight (rate), {seconds:.0} s per pair");
+    println!("proxy: tools/call over stdio, one call at a time (latency) and {IN_FLIGHT} in flight (rate), {seconds:.0} s per path");
     println!(
-        "{:<28} {:>10} {:>10} {:>12} {:>14} {:>14}   CPU us per call: client, proxy, server",
+        "{:<28} {:>10} {:>10} {:>12} {:>14} {:>14}   CPU us per call: client, relay, server",
         "result size / path", "p50 us", "p99 us", "calls/s", "added p50 us", "added p99 us"
     );
     let mut ratio_1kb = f64::NAN;
@@ -344,6 +344,12 @@ pub(crate) fn proxy_leg(seconds: f64) -> anyhow::Result<()> {
             ],
             seconds,
         )?;
+        anyhow::ensure!(
+            d.answer == b.answer,
+            "the bare relay changed a result:\n direct:  {}\n relayed: {}",
+            d.answer.trim_end(),
+            b.answer.trim_end()
+        );
         anyhow::ensure!(
             d.answer == p.answer,
             "the proxy changed a conforming result:\n direct:  {}\n proxied: {}",
