@@ -54,13 +54,10 @@ fn spawn_with_url(mut command: Command) -> anyhow::Result<(Reaped, String)> {
 }
 
 struct Figures {
-    p50_us: f64,
-    p99_us: f64,
-    rate: f64,
+    /// CPU per call in the rate phase (`cpu_us`): this process (the client), the process it
+    /// talks to (the server, or a relay), and the server behind the relay.
+    timing: crate::Timing,
     answer: String,
-    /// CPU microseconds per call in the rate phase: this process (the client), the process it
-    /// talks to (the server, or the gateway), and the server behind the gateway.
-    cpu_us: [f64; 3],
     /// The same with [`FEW_IN_FLIGHT`] calls in flight.
     cpu4_us: [f64; 3],
     /// The relay's (the process answering) with one call at a time, in the latency phase: the
@@ -119,11 +116,6 @@ async fn begin(client: &reqwest::Client, url: &str) -> anyhow::Result<String> {
     // Past the moments just after `initialized`, when a call waits for a GET that may come.
     tokio::time::sleep(Duration::from_millis(150)).await;
     Ok(session)
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> f64 {
-    let i = ((sorted.len() as f64 * p) as usize).min(sorted.len().saturating_sub(1));
-    sorted.get(i).map_or(f64::NAN, |d| d.as_secs_f64() * 1e6)
 }
 
 /// The calls answered by `in_flight` tasks calling `path` for `span`, their rate, and the CPU
@@ -255,11 +247,13 @@ async fn drive(paths: Vec<Path>, seconds: f64) -> anyhow::Result<Vec<Figures>> {
         let (_, cpu4_us) = flight(&path, FEW_IN_FLIGHT, third).await?;
         let (rate, cpu_us) = flight(&path, IN_FLIGHT, third).await?;
         figures.push(Figures {
-            p50_us: percentile(&times, 0.50),
-            p99_us: percentile(&times, 0.99),
-            rate,
+            timing: crate::Timing {
+                p50_us: crate::percentile(&times, 0.50),
+                p99_us: crate::percentile(&times, 0.99),
+                rate,
+                cpu_us,
+            },
             answer: path.answer,
-            cpu_us,
             cpu4_us,
             cpu1_us,
         });
@@ -366,12 +360,10 @@ pub(crate) fn gateway_leg(seconds: f64) -> anyhow::Result<()> {
         });
         drop((gateway, upstream, bare));
         let (d, b, g) = figures?;
-        anyhow::ensure!(
-            d.answer == g.answer,
-            "the gateway changed a conforming result:\n direct:  {}\n gateway: {}",
-            d.answer.trim_end(),
-            g.answer.trim_end()
-        );
+        if let Some(b) = &b {
+            crate::unchanged("bare relay", &d.answer, &b.answer)?;
+        }
+        crate::unchanged("gateway", &d.answer, &g.answer)?;
         let kb = size / 1024;
         let form = match (sse, in_session, record) {
             (true, _, _) => "SSE",
@@ -380,28 +372,14 @@ pub(crate) fn gateway_leg(seconds: f64) -> anyhow::Result<()> {
             (false, true, true) => "JSON in a session, recorded",
         };
         println!(
-            "{:<44} {:>10.1} {:>10.1} {:>12.0} {:>14} {:>14}   {:.1}, -, {:.1}",
-            format!("{kb} KB {form} direct"),
-            d.p50_us,
-            d.p99_us,
-            d.rate,
-            "",
-            "",
-            d.cpu_us[0],
-            d.cpu_us[1]
+            "{}",
+            d.timing.direct_row(44, &format!("{kb} KB {form} direct"))
         );
         let relayed = |name: &str, f: &Figures| {
+            let label = format!("{kb} KB {form} {name}");
             println!(
-                "{:<44} {:>10.1} {:>10.1} {:>12.0} {:>14.1} {:>14.1}   {:.1}, {:.1}, {:.1}   (at {FEW_IN_FLIGHT} in flight: {:.1}; at 1: {:.1})",
-                format!("{kb} KB {form} {name}"),
-                f.p50_us,
-                f.p99_us,
-                f.rate,
-                f.p50_us - d.p50_us,
-                f.p99_us - d.p99_us,
-                f.cpu_us[0],
-                f.cpu_us[1],
-                f.cpu_us[2],
+                "{}   (at {FEW_IN_FLIGHT} in flight: {:.1}; at 1: {:.1})",
+                f.timing.relayed_row(44, &label, &d.timing),
                 f.cpu4_us[1],
                 f.cpu1_us
             );
@@ -410,10 +388,10 @@ pub(crate) fn gateway_leg(seconds: f64) -> anyhow::Result<()> {
             relayed("through a bare hyper relay", b);
         }
         relayed("through the gateway", &g);
-        let added_p50 = g.p50_us - d.p50_us;
+        let added_p50 = g.timing.added_p50_us(&d.timing);
         if let Some(b) = &b {
             // A bare relay that added nothing (or less) leaves no ratio to meet.
-            let latency = match b.p50_us - d.p50_us {
+            let latency = match b.timing.added_p50_us(&d.timing) {
                 bare if bare > 0.0 => added_p50 / bare,
                 _ => f64::INFINITY,
             };
@@ -428,12 +406,12 @@ pub(crate) fn gateway_leg(seconds: f64) -> anyhow::Result<()> {
             }
         }
         match (in_session, record) {
-            (true, false) if size == 1024 => in_session_rate = g.rate,
-            (true, true) => recorded_ratio = g.rate / in_session_rate,
+            (true, false) if size == 1024 => in_session_rate = g.timing.rate,
+            (true, true) => recorded_ratio = g.timing.rate / in_session_rate,
             _ => {}
         }
         if size == 1024 && !in_session {
-            let ratio = g.rate / d.rate;
+            let ratio = g.timing.rate / d.timing.rate;
             worst_added_p50_1kb = worst_added_p50_1kb.max(added_p50);
             worst_ratio_1kb = worst_ratio_1kb.min(ratio);
         }

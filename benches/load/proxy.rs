@@ -57,17 +57,14 @@ impl Peer {
 }
 
 struct Figures {
-    p50_us: f64,
-    p99_us: f64,
-    rate: f64,
+    /// CPU per call in the rate phase (`cpu_us`): this process (the client), the process it
+    /// talks to (the server, or the relay), and the relay's child (the server behind it).
+    timing: crate::Timing,
     answer: String,
     /// CPU microseconds per call of the process talked to, one call at a time: a relay's own
     /// (without the server behind it), or, for the direct path, its server's. Each path has a
     /// server of its own, so each figure counts only that path's calls.
     cpu1_us: f64,
-    /// CPU microseconds per call in the rate phase: this process (the client), the process it
-    /// talks to (the server, or the relay), and the relay's child (the server behind it).
-    cpu_us: [f64; 3],
 }
 
 /// The first child of process `pid`, if it has one.
@@ -78,11 +75,6 @@ fn child_of(pid: u32) -> Option<u32> {
         .next()?
         .parse()
         .ok()
-}
-
-fn percentile(sorted: &[Duration], p: f64) -> f64 {
-    let i = ((sorted.len() as f64 * p) as usize).min(sorted.len().saturating_sub(1));
-    sorted.get(i).map_or(f64::NAN, |d| d.as_secs_f64() * 1e6)
 }
 
 fn call(id: u64) -> Vec<u8> {
@@ -136,13 +128,17 @@ fn latencies(
         .map(|(mut times, (peer, cpu0))| {
             let cpu1_us = (cpu(peer) - cpu0) / times.len().max(1) as f64 * 1e6;
             times.sort_unstable();
-            (percentile(&times, 0.50), percentile(&times, 0.99), cpu1_us)
+            (
+                crate::percentile(&times, 0.50),
+                crate::percentile(&times, 0.99),
+                cpu1_us,
+            )
         })
         .collect())
 }
 
 /// 64 calls in flight on `peer` for `span`, of `requests` in turn: the rate and the CPU per call
-/// (as [`Figures::cpu_us`]). The session ends with it.
+/// (as [`Figures::timing`]). The session ends with it.
 fn flight(peer: Peer, requests: &[Vec<u8>], span: Duration) -> anyhow::Result<(f64, [f64; 3])> {
     let Peer {
         child,
@@ -231,12 +227,14 @@ fn drive<const N: usize>(mut peers: [Peer; N], seconds: f64) -> anyhow::Result<[
     for ((peer, answer), (p50_us, p99_us, cpu1_us)) in peers.into_iter().zip(answers).zip(latency) {
         let (rate, cpu_us) = flight(peer, &requests, half)?;
         figures.push(Figures {
-            p50_us,
-            p99_us,
-            rate,
+            timing: crate::Timing {
+                p50_us,
+                p99_us,
+                rate,
+                cpu_us,
+            },
             answer,
             cpu1_us,
-            cpu_us,
         });
     }
     figures
@@ -280,7 +278,7 @@ fn recorded(server: &std::path::Path, seconds: f64) -> anyhow::Result<f64> {
             Peer::spawn(proxy_command(server, 1024, None))?,
             Peer::spawn(proxy_command(server, 1024, Some(dir.path())))?,
         ];
-        let [plain, r] = drive(peers, seconds)?;
+        let [plain, r] = drive(peers, seconds)?.map(|f| f.timing);
         let written: u64 = std::fs::read_dir(dir.path())?
             .filter_map(Result::ok)
             .filter_map(|e| e.metadata().ok())
@@ -311,6 +309,40 @@ fn recorded(server: &std::path::Path, seconds: f64) -> anyhow::Result<f64> {
     Ok(ratios[ratios.len() / 2])
 }
 
+/// The direct pair, a bare stdio relay and the proxy in front of `server` answering
+/// `size`-byte results, driven together (see [`drive`]), their rows printed: their figures.
+fn paths(server: &std::path::Path, size: usize, seconds: f64) -> anyhow::Result<[Figures; 3]> {
+    let mut direct = Command::new(server);
+    direct.args(["--raw", "--result-bytes", &size.to_string()]);
+    let mut bare = Command::new(std::env::current_exe()?);
+    bare.args(["--bare-stdio-relay", "--"]).arg(server).args([
+        "--raw",
+        "--result-bytes",
+        &size.to_string(),
+    ]);
+    let proxied = proxy_command(server, size, None);
+    // The direct pair's calls, the bare relay's and the proxy's, one at a time, in turn: the
+    // added latency is of calls made in the same moments.
+    let figures = drive(
+        [
+            Peer::spawn(direct)?,
+            Peer::spawn(bare)?,
+            Peer::spawn(proxied)?,
+        ],
+        seconds,
+    )?;
+    let [d, b, p] = &figures;
+    crate::unchanged("bare relay", &d.answer, &b.answer)?;
+    crate::unchanged("proxy", &d.answer, &p.answer)?;
+    let kb = size / 1024;
+    println!("{}", d.timing.direct_row(28, &format!("{kb} KB direct")));
+    for (path, f) in [("a bare stdio relay", b), ("the proxy", p)] {
+        let label = format!("{kb} KB through {path}");
+        println!("{}", f.timing.relayed_row(28, &label, &d.timing));
+    }
+    Ok(figures)
+}
+
 pub(crate) fn proxy_leg(seconds: f64) -> anyhow::Result<()> {
     let server = crate::mcp_test_server::build()?;
     println!();
@@ -319,79 +351,12 @@ pub(crate) fn proxy_leg(seconds: f64) -> anyhow::Result<()> {
         "{:<28} {:>10} {:>10} {:>12} {:>14} {:>14}   CPU us per call: client, relay, server",
         "result size / path", "p50 us", "p99 us", "calls/s", "added p50 us", "added p99 us"
     );
-    let mut ratio_1kb = f64::NAN;
-    let mut recorded_1kb = f64::NAN;
-    let (mut added_p50_1kb, mut proxy_cpu_1kb) = (f64::NAN, f64::NAN);
-    let (mut beyond_bare_1kb, mut bare_added_1kb) = (f64::NAN, f64::NAN);
-    let (mut bare_cpu1_1kb, mut proxy_cpu1_1kb) = (f64::NAN, f64::NAN);
-    for size in [1024usize, 64 * 1024] {
-        let mut direct = Command::new(&server);
-        direct.args(["--raw", "--result-bytes", &size.to_string()]);
-        let proxied = proxy_command(&server, size, None);
-        let mut bare = Command::new(std::env::current_exe()?);
-        bare.args(["--bare-stdio-relay", "--"]).arg(&server).args([
-            "--raw",
-            "--result-bytes",
-            &size.to_string(),
-        ]);
-        // The direct pair's calls, the bare relay's and the proxy's, one at a time, in turn: the
-        // added latency is of calls made in the same moments.
-        let [d, b, p] = drive(
-            [
-                Peer::spawn(direct)?,
-                Peer::spawn(bare)?,
-                Peer::spawn(proxied)?,
-            ],
-            seconds,
-        )?;
-        anyhow::ensure!(
-            d.answer == b.answer,
-            "the bare relay changed a result:\n direct:  {}\n relayed: {}",
-            d.answer.trim_end(),
-            b.answer.trim_end()
-        );
-        anyhow::ensure!(
-            d.answer == p.answer,
-            "the proxy changed a conforming result:\n direct:  {}\n proxied: {}",
-            d.answer.trim_end(),
-            p.answer.trim_end()
-        );
-        let kb = size / 1024;
-        println!(
-            "{:<28} {:>10.1} {:>10.1} {:>12.0} {:>14} {:>14}   {:.1}, -, {:.1}",
-            format!("{kb} KB direct"),
-            d.p50_us,
-            d.p99_us,
-            d.rate,
-            "",
-            "",
-            d.cpu_us[0],
-            d.cpu_us[1]
-        );
-        for (path, f) in [("a bare stdio relay", &b), ("the proxy", &p)] {
-            println!(
-                "{:<28} {:>10.1} {:>10.1} {:>12.0} {:>14.1} {:>14.1}   {:.1}, {:.1}, {:.1}",
-                format!("{kb} KB through {path}"),
-                f.p50_us,
-                f.p99_us,
-                f.rate,
-                f.p50_us - d.p50_us,
-                f.p99_us - d.p99_us,
-                f.cpu_us[0],
-                f.cpu_us[1],
-                f.cpu_us[2]
-            );
-        }
-        if size == 1024 {
-            ratio_1kb = p.rate / d.rate;
-            added_p50_1kb = p.p50_us - d.p50_us;
-            bare_added_1kb = b.p50_us - d.p50_us;
-            beyond_bare_1kb = p.p50_us - b.p50_us;
-            (bare_cpu1_1kb, proxy_cpu1_1kb) = (b.cpu1_us, p.cpu1_us);
-            proxy_cpu_1kb = p.cpu_us[1];
-            recorded_1kb = recorded(&server, seconds)?;
-        }
-    }
+    let [d, b, p] = paths(&server, 1024, seconds)?;
+    let recorded_1kb = recorded(&server, seconds)?;
+    paths(&server, 64 * 1024, seconds)?;
+    let added_p50_1kb = p.timing.added_p50_us(&d.timing);
+    let proxy_cpu_1kb = p.timing.cpu_us[1];
+    let ratio_1kb = p.timing.rate / d.timing.rate;
     println!("targets: added p50 < 100 us and p99 < 1000 us for 1 KB results; at least 10,000 calls/s through the proxy");
     crate::verdict_line(
         "the proxy adds <= 20 us p50 at 1 KB results",
@@ -402,11 +367,15 @@ pub(crate) fn proxy_leg(seconds: f64) -> anyhow::Result<()> {
     // and the proxy's own cost is what it adds beyond it (both timed in the same moments, so the
     // difference holds whichever speed the direct pair settled at).
     println!(
-        "  the floor: a bare stdio relay adds {bare_added_1kb:.1} us p50 at 1 KB results; the proxy adds {beyond_bare_1kb:.1} us beyond it"
+        "  the floor: a bare stdio relay adds {:.1} us p50 at 1 KB results; the proxy adds {:.1} us beyond it",
+        b.timing.added_p50_us(&d.timing),
+        p.timing.added_p50_us(&b.timing)
     );
     println!(
-        "  one call at a time, CPU us per call at 1 KB results: the bare relay {bare_cpu1_1kb:.1}, the proxy {proxy_cpu1_1kb:.1} ({:.2}x)",
-        proxy_cpu1_1kb / bare_cpu1_1kb
+        "  one call at a time, CPU us per call at 1 KB results: the bare relay {:.1}, the proxy {:.1} ({:.2}x)",
+        b.cpu1_us,
+        p.cpu1_us,
+        p.cpu1_us / b.cpu1_us
     );
     crate::verdict_line(
         "the proxy's CPU per call <= 5 us at 1 KB results (64 in flight)",

@@ -59,6 +59,64 @@ impl Leg {
     }
 }
 
+/// What the proxy and gateway legs measure of each path they call: the latency one call at a
+/// time, and with many calls in flight the rate and the CPU microseconds per call of the client,
+/// the process it talks to and the one behind that.
+pub(crate) struct Timing {
+    pub(crate) p50_us: f64,
+    pub(crate) p99_us: f64,
+    pub(crate) rate: f64,
+    pub(crate) cpu_us: [f64; 3],
+}
+
+impl Timing {
+    /// The microseconds this path adds at p50 to `direct`'s.
+    pub(crate) fn added_p50_us(&self, direct: &Timing) -> f64 {
+        self.p50_us - direct.p50_us
+    }
+
+    /// The direct path's row, `label` in a column `width` wide: nothing added, no relay.
+    pub(crate) fn direct_row(&self, width: usize, label: &str) -> String {
+        format!(
+            "{label:<width$} {:>10.1} {:>10.1} {:>12.0} {:>14} {:>14}   {:.1}, -, {:.1}",
+            self.p50_us, self.p99_us, self.rate, "", "", self.cpu_us[0], self.cpu_us[1]
+        )
+    }
+
+    /// A relayed path's row, `label` in a column `width` wide: with what it adds to `direct`'s
+    /// percentiles.
+    pub(crate) fn relayed_row(&self, width: usize, label: &str, direct: &Timing) -> String {
+        format!(
+            "{label:<width$} {:>10.1} {:>10.1} {:>12.0} {:>14.1} {:>14.1}   {:.1}, {:.1}, {:.1}",
+            self.p50_us,
+            self.p99_us,
+            self.rate,
+            self.added_p50_us(direct),
+            self.p99_us - direct.p99_us,
+            self.cpu_us[0],
+            self.cpu_us[1],
+            self.cpu_us[2]
+        )
+    }
+}
+
+/// An error unless `relay` answered a conforming call with the direct path's answer, unchanged.
+pub(crate) fn unchanged(relay: &str, direct: &str, relayed: &str) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        direct == relayed,
+        "the {relay} changed a conforming result:\n direct:  {}\n relayed: {}",
+        direct.trim_end(),
+        relayed.trim_end()
+    );
+    Ok(())
+}
+
+/// The `p` percentile of `sorted`, in microseconds; NaN when it is empty.
+pub(crate) fn percentile(sorted: &[std::time::Duration], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 * p) as usize).min(sorted.len().saturating_sub(1));
+    sorted.get(i).map_or(f64::NAN, |d| d.as_secs_f64() * 1e6)
+}
+
 /// One line of the closing summary: a target, the figures that decide it, and whether it is met.
 pub(crate) fn verdict_line(target: &str, figures: String, met: bool) {
     println!(
