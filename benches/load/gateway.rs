@@ -119,7 +119,7 @@ async fn begin(client: &reqwest::Client, url: &str) -> anyhow::Result<String> {
 }
 
 /// The calls answered by `in_flight` tasks calling `path` for `span`, their rate, and the CPU
-/// microseconds per call of this process and of the path's processes (as [`Figures::cpu_us`]).
+/// microseconds per call of this process and of the path's processes (as [`crate::Timing::cpu_us`]).
 async fn flight(path: &Path, in_flight: usize, span: Duration) -> anyhow::Result<(f64, [f64; 3])> {
     let answered = Arc::new(AtomicU64::new(0));
     let cpu0 = cpu(path.pids);

@@ -14,11 +14,12 @@
 //! figures of [`registry`]).
 //!
 //! The rooms: [`opts`] (flags and leg groups), [`server`] (the server process the transport legs
-//! run against), [`proxy`] (the MCP proxy over stdio, beside [`bare_stdio`], the plain relay it is measured against), [`gateway`] (the MCP gateway on
-//! Streamable HTTP, beside [`bare_relay`], the plain relay it is measured against), [`alloc`] (allocation counting), [`cpu`]
-//! (CPU and resident size from /proc), [`http1`] and [`grpc`] (the pre-built clients), [`legs`]
-//! (every leg, in process and over the transports, and the memory curves), [`report`] (figures
-//! and targets).
+//! run against), [`proxy`] (the MCP proxy over stdio, beside [`bare_stdio`], the plain relay it
+//! is measured against), [`gateway`] (the MCP gateway on Streamable HTTP, beside [`bare_relay`],
+//! the plain relay it is measured against), [`alloc`] (allocation counting), [`cpu`] (CPU and
+//! resident size from /proc), [`http1`] and [`grpc`] (the pre-built clients), [`legs`] (every
+//! leg, in process and over the transports, and the memory curves), [`report`] (figures and
+//! targets).
 //!
 //! What each leg measures:
 //!

@@ -77,6 +77,9 @@ fn child_of(pid: u32) -> Option<u32> {
         .ok()
 }
 
+/// The width of a row's label: "64 KB through a bare stdio relay" and the rest line up.
+const LABEL: usize = 32;
+
 fn call(id: u64) -> Vec<u8> {
     format!(
         "{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{{\"name\":\"sized\",\"arguments\":{{\"id\":7}}}}}}\n"
@@ -261,11 +264,13 @@ fn proxy_command(
             .args(["--record-max-bytes", crate::RECORD_BOUND])
             .args(["--record-max-total-bytes", crate::RECORD_BOUND]);
     }
+    proxied.arg("--").arg(server).args(server_args(size));
     proxied
-        .arg("--")
-        .arg(server)
-        .args(["--raw", "--result-bytes", &size.to_string()]);
-    proxied
+}
+
+/// The test server's arguments on every path: `--raw`, answering `size`-byte results.
+fn server_args(size: usize) -> [String; 3] {
+    ["--raw".into(), "--result-bytes".into(), size.to_string()]
 }
 
 /// The 1 KB rows through a proxy that records the session (`--record`, in a directory of its
@@ -286,7 +291,7 @@ fn recorded(server: &std::path::Path, seconds: f64) -> anyhow::Result<f64> {
             .sum();
         for (path, f) in [("not recorded", &plain), ("recorded", &r)] {
             println!(
-                "{:<28} {:>10.1} {:>10.1} {:>12.0} {:>14} {:>14}   {:.1}, {:.1}, {:.1}",
+                "{:<LABEL$} {:>10.1} {:>10.1} {:>12.0} {:>14} {:>14}   {:.1}, {:.1}, {:.1}",
                 format!("1 KB, round {round}, {path}"),
                 f.p50_us,
                 f.p99_us,
@@ -313,13 +318,11 @@ fn recorded(server: &std::path::Path, seconds: f64) -> anyhow::Result<f64> {
 /// `size`-byte results, driven together (see [`drive`]), their rows printed: their figures.
 fn paths(server: &std::path::Path, size: usize, seconds: f64) -> anyhow::Result<[Figures; 3]> {
     let mut direct = Command::new(server);
-    direct.args(["--raw", "--result-bytes", &size.to_string()]);
+    direct.args(server_args(size));
     let mut bare = Command::new(std::env::current_exe()?);
-    bare.args(["--bare-stdio-relay", "--"]).arg(server).args([
-        "--raw",
-        "--result-bytes",
-        &size.to_string(),
-    ]);
+    bare.args(["--bare-stdio-relay", "--"])
+        .arg(server)
+        .args(server_args(size));
     let proxied = proxy_command(server, size, None);
     // The direct pair's calls, the bare relay's and the proxy's, one at a time, in turn: the
     // added latency is of calls made in the same moments.
@@ -335,10 +338,10 @@ fn paths(server: &std::path::Path, size: usize, seconds: f64) -> anyhow::Result<
     crate::unchanged("bare relay", &d.answer, &b.answer)?;
     crate::unchanged("proxy", &d.answer, &p.answer)?;
     let kb = size / 1024;
-    println!("{}", d.timing.direct_row(28, &format!("{kb} KB direct")));
+    println!("{}", d.timing.direct_row(LABEL, &format!("{kb} KB direct")));
     for (path, f) in [("a bare stdio relay", b), ("the proxy", p)] {
         let label = format!("{kb} KB through {path}");
-        println!("{}", f.timing.relayed_row(28, &label, &d.timing));
+        println!("{}", f.timing.relayed_row(LABEL, &label, &d.timing));
     }
     Ok(figures)
 }
@@ -348,7 +351,7 @@ pub(crate) fn proxy_leg(seconds: f64) -> anyhow::Result<()> {
     println!();
     println!("proxy: tools/call over stdio, one call at a time (latency) and {IN_FLIGHT} in flight (rate), {seconds:.0} s per path");
     println!(
-        "{:<28} {:>10} {:>10} {:>12} {:>14} {:>14}   CPU us per call: client, relay, server",
+        "{:<LABEL$} {:>10} {:>10} {:>12} {:>14} {:>14}   CPU us per call: client, relay, server",
         "result size / path", "p50 us", "p99 us", "calls/s", "added p50 us", "added p99 us"
     );
     let [d, b, p] = paths(&server, 1024, seconds)?;
