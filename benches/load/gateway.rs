@@ -53,6 +53,10 @@ fn spawn_with_url(mut command: Command) -> anyhow::Result<(Reaped, String)> {
     Ok((child, line.trim().to_owned()))
 }
 
+/// The width of a row's label: "1 KB JSON in a session, recorded through the gateway" and the
+/// rest line up.
+const LABEL: usize = 52;
+
 struct Figures {
     /// CPU per call in the rate phase (`cpu_us`): this process (the client), the process it
     /// talks to (the server, or a relay), and the server behind the relay.
@@ -272,7 +276,7 @@ pub(crate) fn gateway_leg(seconds: f64) -> anyhow::Result<()> {
     println!();
     println!("gateway: tools/call on Streamable HTTP, one call at a time (latency) and {IN_FLIGHT} in flight (rate), {seconds:.0} s per pair");
     println!(
-        "{:<44} {:>10} {:>10} {:>12} {:>14} {:>14}   CPU us per call: client, gateway, server",
+        "{:<LABEL$} {:>10} {:>10} {:>12} {:>14} {:>14}   CPU us per call: client, gateway, server",
         "result / answer / path", "p50 us", "p99 us", "calls/s", "added p50 us", "added p99 us"
     );
     let mut worst_added_p50_1kb = f64::NAN;
@@ -373,13 +377,14 @@ pub(crate) fn gateway_leg(seconds: f64) -> anyhow::Result<()> {
         };
         println!(
             "{}",
-            d.timing.direct_row(44, &format!("{kb} KB {form} direct"))
+            d.timing
+                .direct_row(LABEL, &format!("{kb} KB {form} direct"))
         );
         let relayed = |name: &str, f: &Figures| {
             let label = format!("{kb} KB {form} {name}");
             println!(
                 "{}   (at {FEW_IN_FLIGHT} in flight: {:.1}; at 1: {:.1})",
-                f.timing.relayed_row(44, &label, &d.timing),
+                f.timing.relayed_row(LABEL, &label, &d.timing),
                 f.cpu4_us[1],
                 f.cpu1_us
             );
@@ -397,7 +402,7 @@ pub(crate) fn gateway_leg(seconds: f64) -> anyhow::Result<()> {
             };
             let cpu = g.cpu4_us[1] / b.cpu4_us[1];
             println!(
-                "{:<44} added p50 {latency:.2}x, CPU per call at {FEW_IN_FLIGHT} in flight {cpu:.2}x",
+                "{:<LABEL$} added p50 {latency:.2}x, CPU per call at {FEW_IN_FLIGHT} in flight {cpu:.2}x",
                 format!("{kb} KB {form}, gateway / bare relay")
             );
             if size == 1024 {

@@ -290,18 +290,8 @@ fn recorded(server: &std::path::Path, seconds: f64) -> anyhow::Result<f64> {
             .map(|m| m.len())
             .sum();
         for (path, f) in [("not recorded", &plain), ("recorded", &r)] {
-            println!(
-                "{:<LABEL$} {:>10.1} {:>10.1} {:>12.0} {:>14} {:>14}   {:.1}, {:.1}, {:.1}",
-                format!("1 KB, round {round}, {path}"),
-                f.p50_us,
-                f.p99_us,
-                f.rate,
-                "",
-                "",
-                f.cpu_us[0],
-                f.cpu_us[1],
-                f.cpu_us[2],
-            );
+            let label = format!("1 KB, round {round}, {path}");
+            println!("{}", f.relay_row(LABEL, &label));
         }
         println!(
             "    ({} MB recorded, {:.2}x)",

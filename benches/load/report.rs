@@ -77,25 +77,38 @@ impl Timing {
 
     /// The direct path's row, `label` in a column `width` wide: nothing added, no relay.
     pub(crate) fn direct_row(&self, width: usize, label: &str) -> String {
-        format!(
-            "{label:<width$} {:>10.1} {:>10.1} {:>12.0} {:>14} {:>14}   {:.1}, -, {:.1}",
-            self.p50_us, self.p99_us, self.rate, "", "", self.cpu_us[0], self.cpu_us[1]
-        )
+        let cpu = format!("{:.1}, -, {:.1}", self.cpu_us[0], self.cpu_us[1]);
+        self.row(width, label, None, &cpu)
     }
 
     /// A relayed path's row, `label` in a column `width` wide: with what it adds to `direct`'s
     /// percentiles.
     pub(crate) fn relayed_row(&self, width: usize, label: &str, direct: &Timing) -> String {
+        self.row(width, label, Some(direct), &self.three_cpu())
+    }
+
+    /// A relayed path's row with nothing to compare it to (the added columns blank).
+    pub(crate) fn relay_row(&self, width: usize, label: &str) -> String {
+        self.row(width, label, None, &self.three_cpu())
+    }
+
+    fn three_cpu(&self) -> String {
+        let [client, relay, server] = self.cpu_us;
+        format!("{client:.1}, {relay:.1}, {server:.1}")
+    }
+
+    /// Every row's columns: the label, the percentiles and the rate, what they add to `direct`'s
+    /// (blank without it), then `cpu`.
+    fn row(&self, width: usize, label: &str, direct: Option<&Timing>, cpu: &str) -> String {
+        let (added_p50, added_p99) = direct.map_or((String::new(), String::new()), |d| {
+            (
+                format!("{:.1}", self.added_p50_us(d)),
+                format!("{:.1}", self.p99_us - d.p99_us),
+            )
+        });
         format!(
-            "{label:<width$} {:>10.1} {:>10.1} {:>12.0} {:>14.1} {:>14.1}   {:.1}, {:.1}, {:.1}",
-            self.p50_us,
-            self.p99_us,
-            self.rate,
-            self.added_p50_us(direct),
-            self.p99_us - direct.p99_us,
-            self.cpu_us[0],
-            self.cpu_us[1],
-            self.cpu_us[2]
+            "{label:<width$} {:>10.1} {:>10.1} {:>12.0} {added_p50:>14} {added_p99:>14}   {cpu}",
+            self.p50_us, self.p99_us, self.rate
         )
     }
 }
